@@ -1,0 +1,5 @@
+import { collectorBench } from "./collector.ts"
+import { printTable } from "./table.ts"
+
+const rows = [...(await collectorBench())]
+printTable(rows)

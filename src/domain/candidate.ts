@@ -1,0 +1,32 @@
+import type { Effect } from "effect"
+import type { Blocker } from "./blocker.ts"
+import type { RuntimeProbeFailed, RuntimeReleaseError } from "./errors.ts"
+
+/**
+ * One live runtime as its owner lets the collector see it: a snapshot of identity and activity
+ * plus capabilities the owner implements. The collector decides; only the owner closes.
+ */
+export interface RuntimeCandidate {
+  /**
+   * Stable for the life of one runtime; a resumed or reloaded runtime gets a new identity.
+   * The agent id and parent label of one identity never change.
+   */
+  readonly identity: object
+  readonly agentId: string
+  /** The managing parent agent, from the parent label; undefined for a root agent. */
+  readonly parentAgentId: string | undefined
+  readonly provider: string
+  /** The provider session to resume from; null when the runtime cannot be resumed (never released). */
+  readonly sessionId: string | null
+  /** Epoch milliseconds of the last activity the owner saw. */
+  readonly lastActivityAt: number
+  /** The owner's baseline (C4): every condition that keeps this runtime resident now. Empty means clear. */
+  readonly blockers: Effect.Effect<ReadonlyArray<Blocker>>
+  /** The provider's optional veto (C6): only `true` permits. */
+  readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
+  /**
+   * Closes the runtime only if `revalidate` still holds when checked inside the owner's lifecycle
+   * lane, with admission barred. Succeeds with whether it closed.
+   */
+  readonly closeIfEligible: (revalidate: Effect.Effect<boolean>) => Effect.Effect<boolean, RuntimeReleaseError>
+}

@@ -1,0 +1,54 @@
+import { Schema } from "effect"
+
+/** A provider's `canStopRuntime` probe failed; the runtime is retained. */
+export class RuntimeProbeFailed extends Schema.TaggedError<RuntimeProbeFailed>()("RuntimeProbeFailed", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A provider's `canStopRuntime` probe gave no answer in time; the runtime is retained. */
+export class RuntimeProbeTimedOut extends Schema.TaggedError<RuntimeProbeTimedOut>()("RuntimeProbeTimedOut", {
+  agentId: Schema.String,
+  timeoutMillis: Schema.Number,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, timeoutMillis: number) =>
+    new RuntimeProbeTimedOut({
+      agentId,
+      timeoutMillis,
+      message: `Runtime safety probe timed out for ${agentId} after ${timeoutMillis} ms`
+    })
+}
+
+/** Closing a runtime failed; its owner keeps it registered and resident (C10). */
+export class RuntimeCloseFailed extends Schema.TaggedError<RuntimeCloseFailed>()("RuntimeCloseFailed", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The runtime was closed but its closed, resumable record could not be persisted (C10). */
+export class RuntimePersistFailed extends Schema.TaggedError<RuntimePersistFailed>()("RuntimePersistFailed", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** No live runtime is registered for the agent. */
+export class RuntimeNotFound extends Schema.TaggedError<RuntimeNotFound>()("RuntimeNotFound", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string) =>
+    new RuntimeNotFound({ agentId, message: `No live runtime for agent ${agentId}` })
+}
+
+/** What a candidate's owner may fail with while closing it. */
+export type RuntimeReleaseError = RuntimeCloseFailed | RuntimePersistFailed
+
+/** Every failure a sweep can report for one runtime. */
+export const CollectionError = Schema.Union([
+  RuntimeProbeFailed,
+  RuntimeProbeTimedOut,
+  RuntimeCloseFailed,
+  RuntimePersistFailed
+])
+export type CollectionError = typeof CollectionError.Type

@@ -1,0 +1,72 @@
+import { Schema } from "effect"
+import { BlockerKind, MemberBlocker } from "./blocker.ts"
+import { CollectionError } from "./errors.ts"
+
+export const CollectedRuntime = Schema.Struct({
+  agentId: Schema.String,
+  provider: Schema.String,
+  sessionId: Schema.String
+})
+export type CollectedRuntime = typeof CollectedRuntime.Type
+
+export const SweepFailure = Schema.Struct({
+  agentId: Schema.String,
+  error: CollectionError
+})
+export type SweepFailure = typeof SweepFailure.Type
+
+/** The outcome of one sweep (C12). */
+export const SweepReport = Schema.Struct({
+  collected: Schema.Array(CollectedRuntime),
+  failures: Schema.Array(SweepFailure)
+})
+export type SweepReport = typeof SweepReport.Type
+
+export const emptySweepReport: SweepReport = { collected: [], failures: [] }
+
+/** What the last provider probe of a family member said, and when. */
+export const ProbeObservation = Schema.Struct({
+  agentId: Schema.String,
+  at: Schema.Number,
+  outcome: Schema.Literals(["permitted", "vetoed", "failed", "timed-out"]),
+  message: Schema.optionalKey(Schema.String)
+})
+export type ProbeObservation = typeof ProbeObservation.Type
+
+/** Why a runtime that is not blocked right now still cannot be released yet. */
+export const ResidencyState = Schema.Literals([
+  "blocked",
+  "vetoed",
+  "idle",
+  "not-resumable",
+  "collection-disabled"
+])
+
+/** The current residency of one live runtime (X1). */
+export const Residency = Schema.Struct({
+  agentId: Schema.String,
+  provider: Schema.String,
+  sessionId: Schema.NullOr(Schema.String),
+  /** The agent ids in its family: itself and its managed descendants. */
+  family: Schema.Array(Schema.String),
+  /** Baseline blockers of every family member, evaluated now. */
+  blockers: Schema.Array(MemberBlocker),
+  /** The most recent veto or probe failure in the family, if the last probe did not permit. */
+  veto: Schema.NullOr(ProbeObservation),
+  state: ResidencyState,
+  /** Epoch ms since which the runtime counts as idle: last activity or last retention. */
+  idleSince: Schema.Number,
+  /** Earliest epoch ms at which it could be released if nothing changes; null when blocked or never. */
+  releasableAt: Schema.NullOr(Schema.Number)
+})
+export type Residency = typeof Residency.Type
+
+/** The result of collecting one runtime on request (X2). */
+export const CollectOutcome = Schema.TaggedUnion({
+  Collected: { runtime: CollectedRuntime },
+  Retained: { residency: Residency },
+  Failed: { agentId: Schema.String, error: CollectionError }
+})
+export type CollectOutcome = typeof CollectOutcome.Type
+
+export type RetentionReason = BlockerKind | "veto" | "probe-failure" | "close-declined"

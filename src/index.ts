@@ -1,0 +1,8 @@
+export * from "./domain/blocker.ts"
+export type * from "./domain/candidate.ts"
+export * from "./domain/errors.ts"
+export * from "./domain/goDuration.ts"
+export * from "./domain/sweep.ts"
+export * from "./services/CallerProtection.ts"
+export * from "./services/RuntimeCandidates.ts"
+export * from "./services/RuntimeCollector.ts"

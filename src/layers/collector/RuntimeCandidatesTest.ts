@@ -1,0 +1,112 @@
+import { Effect, Layer } from "effect"
+import { blocker, type Blocker, noBlockers } from "../../domain/blocker.ts"
+import type { RuntimeCandidate } from "../../domain/candidate.ts"
+import type { RuntimeCloseFailed, RuntimeProbeFailed } from "../../domain/errors.ts"
+import { CallerProtection } from "../../services/CallerProtection.ts"
+import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
+import { indexFamilies } from "./FamilyIndex.ts"
+
+/** An in-memory runtime whose state a test sets directly. */
+export class FakeRuntime {
+  readonly identity = {}
+  busy = false
+  closed = false
+  resumable = true
+  activity = 0
+  parentAgentId: string | undefined = undefined
+  probe: Effect.Effect<boolean, RuntimeProbeFailed> | undefined = undefined
+  /** When set, the next close fails with it and the runtime stays resident. */
+  closeFailure: RuntimeCloseFailed | undefined = undefined
+  /** Runs inside the close, after revalidation succeeded and before the runtime is marked closed. */
+  closing: Effect.Effect<void> = Effect.void
+  probeCalls = 0
+
+  readonly agentId: string
+  readonly provider: string
+
+  constructor(agentId: string, provider = "test") {
+    this.agentId = agentId
+    this.provider = provider
+  }
+
+  readonly blockers: Effect.Effect<ReadonlyArray<Blocker>> = Effect.sync(() =>
+    this.closed
+      ? [blocker("lifecycle-not-idle", "closed")]
+      : this.busy
+      ? [blocker("foreground-turn")]
+      : noBlockers
+  )
+
+  capture(): RuntimeCandidate {
+    const probe = this.probe
+    return {
+      identity: this.identity,
+      agentId: this.agentId,
+      parentAgentId: this.parentAgentId,
+      provider: this.provider,
+      sessionId: this.resumable ? `session-${this.agentId}` : null,
+      lastActivityAt: this.activity,
+      blockers: this.blockers,
+      canStopRuntime: probe === undefined
+        ? undefined
+        : Effect.suspend(() => {
+          this.probeCalls++
+          return probe
+        }),
+      closeIfEligible: (revalidate) => {
+        const runtime = this
+        return Effect.gen(function*() {
+          if (runtime.closeFailure !== undefined) return yield* runtime.closeFailure
+          if (!(yield* revalidate)) return false
+          yield* runtime.closing
+          runtime.closed = true
+          return true
+        })
+      }
+    }
+  }
+}
+
+/** A registry of fake runtimes offered as `RuntimeCandidates`; closed ones drop out. */
+export class FakeRuntimes {
+  readonly all: Array<FakeRuntime> = []
+
+  add(agentId: string, setup: Partial<Pick<FakeRuntime, "parentAgentId" | "resumable" | "busy" | "activity">> = {}) {
+    const runtime = Object.assign(new FakeRuntime(agentId), setup)
+    this.all.push(runtime)
+    return runtime
+  }
+
+  snapshot(): ReadonlyArray<RuntimeCandidate> {
+    return this.all.filter((runtime) => !runtime.closed).map((runtime) => runtime.capture())
+  }
+
+  readonly service = RuntimeCandidates.of({
+    capture: Effect.sync(() => this.snapshot()),
+    captureFamily: (agentId) =>
+      Effect.sync(() => {
+        const snapshot = this.snapshot()
+        const position = snapshot.findIndex((candidate) => candidate.agentId === agentId)
+        if (position === -1) return []
+        return indexFamilies(snapshot).members(position).map((member) => snapshot[member]!)
+      })
+  })
+
+  readonly layer = Layer.succeed(RuntimeCandidates, this.service)
+}
+
+/** Caller protection a test switches per agent. */
+export class FakeCallerProtection {
+  readonly protectedAgents = new Set<string>()
+
+  protect(agentId: string, on = true) {
+    if (on) this.protectedAgents.add(agentId)
+    else this.protectedAgents.delete(agentId)
+  }
+
+  readonly service = CallerProtection.of({
+    isProtected: (agentId) => Effect.sync(() => this.protectedAgents.has(agentId))
+  })
+
+  readonly layer = Layer.succeed(CallerProtection, this.service)
+}

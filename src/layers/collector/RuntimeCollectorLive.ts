@@ -1,0 +1,354 @@
+import { Cause, Clock, Deferred, Effect, Option, Schedule, type Scope, Semaphore } from "effect"
+import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
+import type { RuntimeCandidate } from "../../domain/candidate.ts"
+import { type CollectionError, RuntimeCloseFailed, RuntimeNotFound } from "../../domain/errors.ts"
+import {
+  type CollectedRuntime,
+  CollectOutcome,
+  emptySweepReport,
+  type ProbeObservation,
+  type Residency,
+  type SweepFailure,
+  type SweepReport
+} from "../../domain/sweep.ts"
+import { CallerProtection } from "../../services/CallerProtection.ts"
+import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
+import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
+import { type FamilyIndex, indexFamilies, makeFamilyIndexCache } from "./FamilyIndex.ts"
+import { IdleClocks } from "./IdleClocks.ts"
+import { describeDefect, type ProbeVerdict, runProbe } from "./probe.ts"
+import { type CollectorSettings, resolveCollectorSettings } from "./settings.ts"
+
+const callerProtected = blocker("caller-protected")
+
+/** Which families a decision covers, and whether the idle period applies. */
+interface DecisionScope {
+  /** Positions in the snapshot whose family is decided; undefined means every runtime. */
+  readonly roots: ReadonlyArray<number> | undefined
+  readonly ignoreIdlePeriod: boolean
+  readonly index: (snapshot: ReadonlyArray<RuntimeCandidate>) => FamilyIndex
+}
+
+/**
+ * Builds the collector in the current scope and forks its tick loop there (C1): closing the scope
+ * interrupts the loop and any sweep or probe in flight, and waits for a close that has begun.
+ */
+export const makeRuntimeCollector = Effect.fnUntraced(function*(
+  options?: RuntimeCollectorOptions
+): Effect.fn.Return<RuntimeCollector["Service"], never, RuntimeCandidates | CallerProtection | Scope.Scope> {
+  const settings: CollectorSettings = resolveCollectorSettings(options)
+  const candidates = yield* RuntimeCandidates
+  const protection = yield* CallerProtection
+  const clocks = new IdleClocks()
+  const lastProbes = new WeakMap<object, ProbeObservation>()
+  // Sweeps and collect-now requests own the idle clocks in turn, never together.
+  const decisions = yield* Semaphore.make(1)
+  const scope = yield* Effect.scope
+  let stopped = false
+  const sweepIndex = makeFamilyIndexCache()
+  yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
+
+  /** A runtime's own first blocker, caller protection included; undefined when clear. */
+  const firstBlocker = (candidate: RuntimeCandidate): Effect.Effect<Blocker | undefined> =>
+    Effect.flatMap(candidate.blockers, (found) =>
+      found.length > 0
+        ? Effect.succeed(found[0])
+        : Effect.map(protection.isProtected(candidate.agentId), (isProtected) =>
+          isProtected ? callerProtected : undefined
+        ))
+
+  /** Every blocker of a runtime, for explanations. */
+  const allBlockers = (candidate: RuntimeCandidate): Effect.Effect<ReadonlyArray<Blocker>> =>
+    Effect.flatMap(candidate.blockers, (found) =>
+      Effect.map(protection.isProtected(candidate.agentId), (isProtected) =>
+        isProtected ? [...found, callerProtected] : found.length === 0 ? noBlockers : found
+      ))
+
+  /**
+   * C8: after the asynchronous steps, inside the owner's lane: the family has the same members
+   * by identity, the same activity timestamps, and a clear baseline.
+   */
+  const revalidate = (root: RuntimeCandidate, family: ReadonlyArray<RuntimeCandidate>): Effect.Effect<boolean> =>
+    Effect.gen(function*() {
+      const fresh = yield* candidates.captureFamily(root.agentId)
+      if (fresh.length !== family.length || fresh[0]?.identity !== root.identity) return false
+      if (fresh[0].sessionId !== root.sessionId) return false
+      const captured = new Map<object, RuntimeCandidate>()
+      for (const member of family) captured.set(member.identity, member)
+      for (const member of fresh) {
+        if (captured.get(member.identity)?.lastActivityAt !== member.lastActivityAt) return false
+        if ((yield* firstBlocker(member)) !== undefined) return false
+      }
+      return true
+    })
+
+  const logRetention = (candidate: RuntimeCandidate, reason: string, by: RuntimeCandidate) =>
+    Effect.logDebug("Idle runtime retained").pipe(
+      Effect.annotateLogs({ agentId: candidate.agentId, reason, retainedBy: by.agentId })
+    )
+
+  const closeRuntime = (
+    snapshot: ReadonlyArray<RuntimeCandidate>,
+    index: FamilyIndex,
+    position: number
+  ): Effect.Effect<
+    | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
+    | { readonly _tag: "Declined" }
+    | { readonly _tag: "Failed"; readonly failure: SweepFailure }
+  > => {
+    const root = snapshot[position]!
+    const family = index.members(position).map((member) => snapshot[member]!)
+    // Once begun, a close is never interrupted: scope closure waits for it.
+    return Effect.uninterruptible(
+      Effect.gen(function*() {
+        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family)))
+        const at = yield* Clock.currentTimeMillis
+        if (exit._tag === "Success") {
+          if (exit.value) {
+            const entry: CollectedRuntime = {
+              agentId: root.agentId,
+              provider: root.provider,
+              sessionId: root.sessionId ?? ""
+            }
+            yield* Effect.logInfo("Collected idle agent runtime").pipe(Effect.annotateLogs(entry))
+            return { _tag: "Collected", entry } as const
+          }
+          clocks.retain(root, at)
+          yield* logRetention(root, "close-declined", root)
+          return { _tag: "Declined" } as const
+        }
+        clocks.retain(root, at)
+        const error: CollectionError = Option.getOrElse(
+          Cause.findErrorOption(exit.cause),
+          () => new RuntimeCloseFailed({ agentId: root.agentId, message: describeDefect(Cause.squash(exit.cause)) })
+        )
+        yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
+          Effect.annotateLogs({ agentId: root.agentId, error: error.message })
+        )
+        return { _tag: "Failed", failure: { agentId: root.agentId, error } } as const
+      })
+    )
+  }
+
+  /**
+   * One decision over a captured snapshot: baseline for every family (C4, C5), provider vetoes
+   * for the clear ones (C6), idle clocks (C1, C7), then closes, ancestors before descendants so
+   * that a parent's revalidation sees the family it was decided on.
+   */
+  const decide = (snapshot: ReadonlyArray<RuntimeCandidate>, decision: DecisionScope): Effect.Effect<SweepReport> =>
+    Effect.gen(function*() {
+      const startedAt = yield* Clock.currentTimeMillis
+      const index = decision.index(snapshot)
+      const own = new Array<Blocker | undefined>(snapshot.length).fill(undefined)
+      // The hot loop of a sweep: written out rather than through firstBlocker to allocate less.
+      for (let i = 0; i < snapshot.length; i++) {
+        const candidate = snapshot[i]!
+        const found = yield* candidate.blockers
+        own[i] = found.length > 0
+          ? found[0]
+          : (yield* protection.isProtected(candidate.agentId))
+          ? callerProtected
+          : undefined
+      }
+      const blockedBy = index.propagate((i) => own[i] !== undefined)
+      const probedBy = index.propagate((i) => snapshot[i]!.canStopRuntime !== undefined)
+
+      const failures: Array<SweepFailure> = []
+      const toProbe: Array<number> = []
+      const toClose: Array<number> = []
+      const consider = (position: number, at: number) => {
+        const idleSince = clocks.observeClear(snapshot[position]!, at)
+        if (decision.ignoreIdlePeriod || at - idleSince >= settings.idlePeriodMillis) {
+          toClose.push(position)
+        }
+      }
+
+      const roots = decision.roots
+      const rootCount = roots === undefined ? snapshot.length : roots.length
+      for (let k = 0; k < rootCount; k++) {
+        const position = roots === undefined ? k : roots[k]!
+        const root = snapshot[position]!
+        if (root.sessionId === null) continue
+        const witness = blockedBy[position]!
+        if (witness !== -1) {
+          clocks.retain(root, startedAt)
+          yield* logRetention(root, own[witness]!.kind, snapshot[witness]!)
+        } else if (probedBy[position] !== -1) toProbe.push(position)
+        else consider(position, startedAt)
+      }
+
+      if (toProbe.length > 0) {
+        // One probe per runtime per decision, shared by every family it belongs to.
+        const probes = new Map<number, Deferred.Deferred<ProbeVerdict>>()
+        const probeOf = (member: number, check: NonNullable<RuntimeCandidate["canStopRuntime"]>) => {
+          const pending = probes.get(member)
+          if (pending !== undefined) return Deferred.await(pending)
+          const done = Deferred.makeUnsafe<ProbeVerdict>()
+          probes.set(member, done)
+          const candidate = snapshot[member]!
+          return runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
+            Effect.map(({ observation, verdict }) => {
+              lastProbes.set(candidate.identity, observation)
+              return verdict
+            }),
+            Effect.onExit((exit) => Deferred.done(done, exit))
+          )
+        }
+        // Within a family the members are asked in turn and the first veto stops the rest.
+        const familyVerdict = Effect.fnUntraced(function*(position: number) {
+          for (const member of index.members(position)) {
+            const check = snapshot[member]!.canStopRuntime
+            if (check === undefined) continue
+            const verdict = yield* probeOf(member, check)
+            if (verdict._tag !== "Permitted") return { member, verdict }
+          }
+          return undefined
+        })
+        const verdicts = yield* Effect.forEach(toProbe, familyVerdict, { concurrency: settings.probeConcurrency })
+        const probedAt = yield* Clock.currentTimeMillis
+        for (let k = 0; k < toProbe.length; k++) {
+          const position = toProbe[k]!
+          const root = snapshot[position]!
+          const found = verdicts[k]
+          if (found === undefined) {
+            consider(position, probedAt)
+            continue
+          }
+          clocks.retain(root, probedAt)
+          if (found.verdict._tag === "Failed") {
+            failures.push({ agentId: root.agentId, error: found.verdict.error })
+            yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
+              Effect.annotateLogs({ agentId: root.agentId, error: found.verdict.error.message })
+            )
+          } else {
+            yield* logRetention(root, "veto", snapshot[found.member]!)
+          }
+        }
+      }
+
+      const collected: Array<CollectedRuntime> = []
+      if (toClose.length > 0) {
+        for (const level of byDepth(toClose, index)) {
+          const outcomes = yield* Effect.forEach(level, (position) => closeRuntime(snapshot, index, position), {
+            concurrency: settings.probeConcurrency
+          })
+          for (const outcome of outcomes) {
+            if (outcome._tag === "Collected") collected.push(outcome.entry)
+            else if (outcome._tag === "Failed") failures.push(outcome.failure)
+          }
+        }
+      }
+      return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
+    })
+
+  const runSweep: Effect.Effect<SweepReport> = decisions.withPermits(1)(
+    Effect.suspend(() =>
+      settings.enabled && !stopped
+        ? Effect.flatMap(candidates.capture, (snapshot) =>
+          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex }))
+        : Effect.succeed(emptySweepReport)
+    )
+  )
+
+  // C11: one sweep at a time; callers join the one in flight. The sweep runs in the layer's
+  // scope, so an impatient caller never cancels it, and closing the layer interrupts it.
+  let inFlight: Deferred.Deferred<SweepReport> | undefined
+  const sweep: Effect.Effect<SweepReport> = Effect.suspend(() => {
+    if (!settings.enabled || stopped) return Effect.succeed(emptySweepReport)
+    if (inFlight !== undefined) return Deferred.await(inFlight)
+    const done = Deferred.makeUnsafe<SweepReport>()
+    inFlight = done
+    return runSweep.pipe(
+      Effect.exit,
+      Effect.flatMap((exit) =>
+        Effect.sync(() => {
+          inFlight = undefined
+        }).pipe(Effect.andThen(Deferred.done(done, exit)))
+      ),
+      Effect.forkIn(scope),
+      Effect.andThen(Deferred.await(done))
+    )
+  })
+
+  const explainFamily = (family: ReadonlyArray<RuntimeCandidate>, now: number): Effect.Effect<Residency> =>
+    Effect.gen(function*() {
+      const root = family[0]!
+      const blockers: Array<MemberBlocker> = []
+      let veto: ProbeObservation | null = null
+      for (const member of family) {
+        for (const found of yield* allBlockers(member)) blockers.push({ agentId: member.agentId, ...found })
+        const probe = lastProbes.get(member.identity)
+        if (veto === null && probe !== undefined && probe.outcome !== "permitted") veto = probe
+      }
+      const idleSince = clocks.idleSince(root)
+      const state: Residency["state"] = root.sessionId === null
+        ? "not-resumable"
+        : blockers.length > 0
+        ? "blocked"
+        : veto !== null
+        ? "vetoed"
+        : settings.enabled
+        ? "idle"
+        : "collection-disabled"
+      // A retention seen by the last sweep restarts the idle period when a sweep next sees it clear.
+      const releasableAt = state === "idle"
+        ? (clocks.isRetained(root) ? Math.max(now, idleSince) : idleSince) + settings.idlePeriodMillis
+        : null
+      return {
+        agentId: root.agentId,
+        provider: root.provider,
+        sessionId: root.sessionId,
+        family: family.map((member) => member.agentId),
+        blockers,
+        veto,
+        state,
+        idleSince,
+        releasableAt
+      }
+    })
+
+  const captureFamily = (agentId: string) =>
+    Effect.flatMap(candidates.captureFamily(agentId), (family) =>
+      family.length === 0 ? Effect.fail(RuntimeNotFound.of(agentId)) : Effect.succeed(family))
+
+  const explain = Effect.fn("RuntimeCollector.explain")(function*(agentId: string) {
+    const family = yield* captureFamily(agentId)
+    return yield* explainFamily(family, yield* Clock.currentTimeMillis)
+  })
+
+  const collectNow = Effect.fn("RuntimeCollector.collectNow")(function*(agentId: string) {
+    return yield* decisions.withPermits(1)(Effect.gen(function*() {
+      const family = yield* captureFamily(agentId)
+      const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies })
+      const entry = report.collected[0]
+      if (entry !== undefined) return CollectOutcome.cases.Collected.make({ runtime: entry })
+      const failure = report.failures[0]
+      if (failure !== undefined) return CollectOutcome.cases.Failed.make(failure)
+      const residency = yield* explainFamily(
+        yield* candidates.captureFamily(agentId).pipe(Effect.map((fresh) => fresh.length > 0 ? fresh : family)),
+        yield* Clock.currentTimeMillis
+      )
+      return CollectOutcome.cases.Retained.make({ residency })
+    }))
+  })
+
+  if (settings.enabled) {
+    yield* sweep.pipe(
+      Effect.catchCause((cause) => Effect.logError("Idle runtime sweep failed", cause)),
+      Effect.schedule(Schedule.fixed(settings.tickInterval)),
+      Effect.forkScoped
+    )
+  }
+
+  return { sweep, collectNow, explain }
+})
+
+/** Groups positions by family depth, shallowest first, keeping snapshot order inside a level. */
+const byDepth = (positions: ReadonlyArray<number>, index: FamilyIndex): ReadonlyArray<ReadonlyArray<number>> => {
+  const levels: Array<Array<number>> = []
+  for (const position of positions) {
+    const depth = index.depth(position)
+    ;(levels[depth] ??= []).push(position)
+  }
+  return levels.filter((level) => level !== undefined)
+}

@@ -1,0 +1,38 @@
+import { Context, type Duration, type Effect, Layer } from "effect"
+import type { RuntimeNotFound } from "../domain/errors.ts"
+import type { CollectOutcome, Residency, SweepReport } from "../domain/sweep.ts"
+import { makeRuntimeCollector } from "../layers/collector/RuntimeCollectorLive.ts"
+import type { CallerProtection } from "./CallerProtection.ts"
+import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
+
+export interface RuntimeCollectorOptions {
+  /** `agents.idleRuntimeCleanup`; false disables ticks and sweeps (C3). Default true. */
+  readonly enabled?: boolean | undefined
+  /** How long a runtime must stay idle before release (C1). Default 1 hour. */
+  readonly idlePeriod?: Duration.Input | undefined
+  /** How often the scheduled sweep runs. Default 1 minute. */
+  readonly tickInterval?: Duration.Input | undefined
+  /** How long a provider veto probe may take before it counts as a failure (C6). Default 10 s. */
+  readonly probeTimeout?: Duration.Input | undefined
+  /** How many families are probed, and how many runtimes closed, at once (X4). Default 16. */
+  readonly probeConcurrency?: number | undefined
+}
+
+/**
+ * Decides when idle runtimes may be released, and asks their owner to release them.
+ * It owns the idle clocks, the eligibility policy, probe timeouts and the sweep fiber.
+ */
+export class RuntimeCollector extends Context.Service<RuntimeCollector, {
+  /** One pass over every live runtime. Single-flight: a sweep requested while one runs joins it. */
+  readonly sweep: Effect.Effect<SweepReport>
+  /** Collects one runtime now, ignoring the idle period but keeping every other check (X2). */
+  readonly collectNow: (agentId: string) => Effect.Effect<CollectOutcome, RuntimeNotFound>
+  /** The current residency of one live runtime: blockers, veto, idle since, earliest release (X1). */
+  readonly explain: (agentId: string) => Effect.Effect<Residency, RuntimeNotFound>
+}>()("quiesce/collector/RuntimeCollector") {
+  /** The collector over the host's runtimes, its tick loop living as long as the layer. */
+  static readonly layer = (
+    options?: RuntimeCollectorOptions
+  ): Layer.Layer<RuntimeCollector, never, RuntimeCandidates | CallerProtection> =>
+    Layer.effect(RuntimeCollector, makeRuntimeCollector(options))
+}
