@@ -52,3 +52,43 @@ export const CollectionError = Schema.Union([
   RuntimePersistFailed
 ])
 export type CollectionError = typeof CollectionError.Type
+
+/** The agent store could not read or write a record. */
+export class AgentStoreError extends Schema.TaggedError<AgentStoreError>()("AgentStoreError", {
+  operation: Schema.String,
+  agentId: Schema.optionalKey(Schema.String),
+  message: Schema.String
+}) {}
+
+/** A provider operation failed. */
+export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("ProviderFailed", {
+  provider: Schema.String,
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** No provider with this id is registered. */
+export class ProviderNotFound extends Schema.TaggedError<ProviderNotFound>()("ProviderNotFound", {
+  provider: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (provider: string) =>
+    new ProviderNotFound({ provider, message: `No provider named "${provider}" is registered` })
+}
+
+/** No agent with this id exists. */
+export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNotFound", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string) => new AgentNotFound({ agentId, message: `No agent with id ${agentId}` })
+}
+
+/** The agent has no live runtime and no persistence handle to resume from. */
+export class AgentNotResumable extends Schema.TaggedError<AgentNotResumable>()("AgentNotResumable", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string) =>
+    new AgentNotResumable({ agentId, message: `Agent ${agentId} has no saved session to resume` })
+}

@@ -1,0 +1,54 @@
+import type { Effect } from "effect"
+import type { Labels, PersistenceHandle } from "./agent.ts"
+import type { ProviderFailed, RuntimeProbeFailed } from "./errors.ts"
+
+/** Something a provider runtime reports about itself while it lives. */
+export type SessionEvent =
+  | { readonly _tag: "PermissionRequested"; readonly id: string }
+  | { readonly _tag: "PermissionResolved"; readonly id: string }
+  | { readonly _tag: "SubagentStarted"; readonly id: string }
+  | { readonly _tag: "SubagentFinished"; readonly id: string }
+  /** Output or progress: counts as activity. */
+  | { readonly _tag: "Activity" }
+
+export interface SessionConfig {
+  readonly agentId: string
+  readonly cwd: string
+  readonly labels: Labels
+  /**
+   * Where the session reports events. Called synchronously by the provider; the registry queues
+   * them and counts them as undrained until processed (C4).
+   */
+  readonly onEvent: (event: SessionEvent) => void
+}
+
+/**
+ * One live provider runtime (P1). Every provider implements this one contract; optional parts
+ * are capabilities a provider may lack.
+ */
+export interface AgentSession {
+  /** The handle to resume this conversation from, once the provider has a session. */
+  readonly persistence: Effect.Effect<PersistenceHandle | null>
+  /**
+   * Starts one foreground turn for the prompt. Succeeds once the provider has accepted the
+   * prompt, with an effect that waits for the turn to end.
+   */
+  readonly startTurn: (prompt: string) => Effect.Effect<Effect.Effect<void, ProviderFailed>, ProviderFailed>
+  /** Adds the prompt to the running turn; false when no turn is running to steer into. */
+  readonly steer: (prompt: string) => Effect.Effect<boolean, ProviderFailed>
+  /** An effect that handles the prompt as an out-of-band command (e.g. a slash command), if it is one. */
+  readonly outOfBand: (prompt: string) => Effect.Effect<void, ProviderFailed> | undefined
+  readonly respondToPermission: (permissionId: string, allow: boolean) => Effect.Effect<void, ProviderFailed>
+  readonly interrupt: Effect.Effect<void, ProviderFailed>
+  /** Releases the live runtime without archiving or deleting the provider's saved session. */
+  readonly close: Effect.Effect<void, ProviderFailed>
+  /** The provider's optional veto on releasing the runtime (C6). */
+  readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
+}
+
+/** Starts and resumes sessions of one provider. */
+export interface AgentClient {
+  readonly provider: string
+  readonly create: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+  readonly resume: (handle: PersistenceHandle, config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+}

@@ -1,0 +1,132 @@
+import { Effect, Layer } from "effect"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { ProviderFailed, type RuntimeProbeFailed } from "../../../domain/errors.ts"
+import type { AgentClient, AgentSession, SessionConfig, SessionEvent } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+
+export interface Delivery {
+  readonly sessionId: string
+  readonly prompt: string
+  readonly via: "turn" | "steer" | "out-of-band"
+}
+
+interface LiveSession {
+  readonly sessionId: string
+  readonly config: SessionConfig
+  turnRunning: boolean
+  closed: boolean
+}
+
+/**
+ * An in-memory provider for tests and benchmarks: sessions are transcripts kept by the provider
+ * (so a resumed session sees its history), and every knob a scenario needs is a public field.
+ */
+export class MemoryProvider {
+  readonly provider: string
+  readonly client: AgentClient
+  /** Adds this provider to the `ProviderRegistry`. */
+  readonly layer: Layer.Layer<never, never, ProviderRegistry>
+  /** Saved conversations by session id: survive close, as a real provider's transcripts do. */
+  readonly transcripts = new Map<string, Array<string>>()
+  readonly deliveries: Array<Delivery> = []
+  readonly live = new Map<string, LiveSession>()
+  creates = 0
+  resumes = 0
+  closes = 0
+  /** Prompts handled out of band instead of as turns. */
+  readonly commands = new Set<string>(["/maintenance"])
+  /** Holds every turn open until it completes; undefined ends turns at once. */
+  turnGate: Effect.Effect<void> | undefined = undefined
+  /** Runs at the start of every close, before it completes. */
+  closeGate: Effect.Effect<void> = Effect.void
+  /** When set, closes fail with it and the session stays live. */
+  closeFailure: string | undefined = undefined
+  /** The provider veto; undefined means the provider has no check. */
+  probe: ((sessionId: string) => Effect.Effect<boolean, RuntimeProbeFailed>) | undefined = undefined
+  #sessions = 0
+
+  constructor(provider = "memory") {
+    this.provider = provider
+    this.client = {
+      provider,
+      create: (config) =>
+        Effect.sync(() => {
+          this.creates++
+          return this.#session(`${provider}-session-${++this.#sessions}`, config)
+        }),
+      resume: (handle, config) =>
+        Effect.suspend(() => {
+          if (!this.transcripts.has(handle.sessionId)) {
+            return Effect.fail(
+              new ProviderFailed({ provider, operation: "resume", message: `unknown session ${handle.sessionId}` })
+            )
+          }
+          this.resumes++
+          return Effect.succeed(this.#session(handle.sessionId, config))
+        })
+    }
+    this.layer = ProviderRegistry.register(Effect.succeed(this.client))
+  }
+
+  /** Reports an event from the live session of `agentId`. */
+  emit(agentId: string, event: SessionEvent): void {
+    for (const session of this.live.values()) {
+      if (session.config.agentId === agentId && !session.closed) session.config.onEvent(event)
+    }
+  }
+
+  deliveredTo(sessionId: string): ReadonlyArray<string> {
+    return this.deliveries.filter((delivery) => delivery.sessionId === sessionId).map((delivery) => delivery.prompt)
+  }
+
+  #session(sessionId: string, config: SessionConfig): AgentSession {
+    const state: LiveSession = { sessionId, config, turnRunning: false, closed: false }
+    this.live.set(sessionId, state)
+    const transcript = this.transcripts.get(sessionId) ?? []
+    this.transcripts.set(sessionId, transcript)
+    const deliver = (prompt: string, via: Delivery["via"]) => {
+      this.deliveries.push({ sessionId, prompt, via })
+      transcript.push(prompt)
+    }
+    const failed = (operation: string, message: string) =>
+      new ProviderFailed({ provider: this.provider, operation, message })
+    const handle: PersistenceHandle = { provider: this.provider, sessionId, data: {} }
+    const probe = this.probe
+    return {
+      persistence: Effect.succeed(handle),
+      startTurn: (prompt) =>
+        Effect.suspend(() => {
+          if (state.closed) return Effect.fail(failed("startTurn", "session is closed"))
+          state.turnRunning = true
+          deliver(prompt, "turn")
+          return Effect.succeed(
+            (this.turnGate ?? Effect.void).pipe(Effect.ensuring(Effect.sync(() => (state.turnRunning = false))))
+          )
+        }),
+      steer: (prompt) =>
+        Effect.sync(() => {
+          if (!state.turnRunning) return false
+          deliver(prompt, "steer")
+          return true
+        }),
+      outOfBand: (prompt) => this.commands.has(prompt) ? Effect.sync(() => deliver(prompt, "out-of-band")) : undefined,
+      respondToPermission: (permissionId) =>
+        Effect.sync(() => config.onEvent({ _tag: "PermissionResolved", id: permissionId })),
+      interrupt: Effect.void,
+      close: Effect.suspend(() => {
+        this.closes++
+        return this.closeGate.pipe(Effect.andThen(Effect.suspend(() => {
+          if (this.closeFailure !== undefined) return Effect.fail(failed("close", this.closeFailure))
+          state.closed = true
+          this.live.delete(sessionId)
+          return Effect.void
+        })))
+      }),
+      canStopRuntime: probe === undefined ? undefined : Effect.suspend(() => probe(sessionId))
+    }
+  }
+}
+
+/** A registry holding just this provider. */
+export const providerRegistryWith = (provider: MemoryProvider) =>
+  provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))

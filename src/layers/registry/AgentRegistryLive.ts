@@ -1,0 +1,499 @@
+import { Cause, Clock, Deferred, Effect, Layer, Queue, Random, type Scope, Semaphore } from "effect"
+import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import type { RuntimeCandidate } from "../../domain/candidate.ts"
+import {
+  AgentNotFound,
+  AgentNotResumable,
+  type AgentStoreError,
+  type ProviderFailed,
+  RuntimeCloseFailed,
+  RuntimePersistFailed
+} from "../../domain/errors.ts"
+import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
+import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import { AgentStore } from "../../services/AgentStore.ts"
+import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
+import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
+import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
+
+interface Lane {
+  readonly semaphore: Semaphore.Semaphore
+  /** Lifecycle operations holding or awaiting the lane. */
+  busy: number
+}
+
+interface QueuedEvent {
+  readonly agent: LiveAgent
+  readonly event: SessionEvent
+}
+
+const hex = Effect.map(Random.nextIntBetween(0, 0xffff_ffff), (n) => n.toString(16).padStart(8, "0"))
+
+export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return<
+  AgentRegistry["Service"],
+  AgentStoreError,
+  AgentStore | ProviderRegistry | Scope.Scope
+> {
+  const store = yield* AgentStore
+  const providers = yield* ProviderRegistry
+  const scope = yield* Effect.scope
+
+  const records = new Map<string, AgentRecord>()
+  for (const record of yield* store.list) records.set(record.agentId, record)
+  const live = new Map<string, LiveAgent>()
+  const liveChildren = new Map<string, Set<string>>()
+  const lanes = new Map<string, Lane>()
+  const events = yield* Queue.unbounded<QueuedEvent>()
+
+  // ---- lanes -------------------------------------------------------------------------------
+
+  const laneOf = (agentId: string): Lane => {
+    let lane = lanes.get(agentId)
+    if (lane === undefined) {
+      lane = { semaphore: Semaphore.makeUnsafe(1), busy: 0 }
+      lanes.set(agentId, lane)
+    }
+    return lane
+  }
+
+  /** Runs a lifecycle mutation in the agent's lane, one at a time per agent. */
+  const inLane = <A, E, R>(agentId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const lane = laneOf(agentId)
+      lane.busy++
+      return lane.semaphore.withPermits(1)(effect).pipe(Effect.ensuring(Effect.sync(() => lane.busy--)))
+    })
+
+  const isLive = (agent: LiveAgent) => live.get(agent.agentId) === agent
+  const blockersOf = (agent: LiveAgent) =>
+    baselineBlockers(agent, isLive(agent), (lanes.get(agent.agentId)?.busy ?? 0) > 0)
+
+  // ---- session events ----------------------------------------------------------------------
+
+  const settleWaiters = (waiters: Array<Deferred.Deferred<void>> | undefined) => {
+    if (waiters !== undefined) for (const waiter of waiters) Deferred.doneUnsafe(waiter, Effect.void)
+  }
+
+  const applyEvent = (agent: LiveAgent, event: SessionEvent, now: number) => {
+    switch (event._tag) {
+      case "PermissionRequested":
+        ;(agent.permissions ??= new Set()).add(event.id)
+        break
+      case "PermissionResolved":
+        agent.permissions?.delete(event.id)
+        break
+      case "SubagentStarted":
+        ;(agent.subagents ??= new Set()).add(event.id)
+        break
+      case "SubagentFinished":
+        agent.subagents?.delete(event.id)
+        break
+      case "Activity":
+        break
+    }
+    agent.lastActivityAt = now
+  }
+
+  // One consumer for every session's events; each agent counts its own until processed.
+  yield* Effect.forever(
+    Effect.gen(function*() {
+      const { agent, event } = yield* Queue.take(events)
+      applyEvent(agent, event, yield* Clock.currentTimeMillis)
+      if (--agent.pendingEvents === 0) {
+        const waiters = agent.drainWaiters
+        agent.drainWaiters = undefined
+        settleWaiters(waiters)
+      }
+    })
+  ).pipe(Effect.forkScoped)
+
+  const drainEvents = (agent: LiveAgent): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (agent.pendingEvents === 0) return Effect.void
+      const waiter = Deferred.makeUnsafe<void>()
+      ;(agent.drainWaiters ??= []).push(waiter)
+      return Deferred.await(waiter)
+    })
+
+  // ---- loading and unloading runtimes ------------------------------------------------------
+
+  const register = (agent: LiveAgent) => {
+    live.set(agent.agentId, agent)
+    if (agent.parentAgentId !== undefined) {
+      let siblings = liveChildren.get(agent.parentAgentId)
+      if (siblings === undefined) liveChildren.set(agent.parentAgentId, siblings = new Set())
+      siblings.add(agent.agentId)
+    }
+  }
+
+  const unregister = (agent: LiveAgent) => {
+    if (!isLive(agent)) return
+    live.delete(agent.agentId)
+    if (agent.parentAgentId !== undefined) {
+      const siblings = liveChildren.get(agent.parentAgentId)
+      siblings?.delete(agent.agentId)
+      if (siblings?.size === 0) liveChildren.delete(agent.parentAgentId)
+    }
+    // Whoever waits for this runtime's turn or events will never be answered by it.
+    settleWaiters(agent.turnWaiters)
+    settleWaiters(agent.drainWaiters)
+  }
+
+  /** The session config for one runtime; its events land in the shared queue. */
+  const sessionConfig = (record: AgentRecord, target: { agent: LiveAgent | undefined }): SessionConfig => ({
+    agentId: record.agentId,
+    cwd: record.cwd,
+    labels: record.labels,
+    onEvent: (event) => {
+      const agent = target.agent
+      if (agent === undefined) return
+      agent.pendingEvents++
+      Queue.offerUnsafe(events, { agent, event })
+    }
+  })
+
+  /** Starts a runtime for the record, creating or resuming its session, and registers it. */
+  const load = Effect.fnUntraced(function*(
+    record: AgentRecord,
+    open: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+  ) {
+    const target: { agent: LiveAgent | undefined } = { agent: undefined }
+    const session = yield* open(sessionConfig(record, target))
+    const persistence = (yield* session.persistence) ?? record.persistence
+    const agent: LiveAgent = {
+      agentId: record.agentId,
+      identity: {},
+      session,
+      parentAgentId: parentAgentIdOf(record.labels),
+      internal: record.labels[internalAgentLabel] === "true",
+      provider: record.provider,
+      sessionId: persistence?.sessionId ?? null,
+      dispatch: Semaphore.makeUnsafe(1),
+      lastActivityAt: yield* Clock.currentTimeMillis,
+      turnRunning: false,
+      foregroundMutations: 0,
+      releasing: false,
+      pendingReplacement: false,
+      pendingEvents: 0,
+      drainWaiters: undefined,
+      permissions: undefined,
+      permissionResponses: 0,
+      subagents: undefined,
+      turnWaiters: undefined
+    }
+    target.agent = agent
+    register(agent)
+    const active: AgentRecord = {
+      ...record,
+      persistence,
+      lifecycle: "active",
+      lastActivityAt: agent.lastActivityAt,
+      closedAt: null
+    }
+    records.set(record.agentId, active)
+    return { agent, record: active }
+  })
+
+  /**
+   * Closes the runtime and persists a closed, resumable record (C2, C10). Uninterruptible: once
+   * begun it finishes. A failed close keeps the runtime registered; a failed persist after a
+   * successful close is reported while the in-memory record stays resumable.
+   */
+  const closeRuntime = (agent: LiveAgent): Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed> =>
+    Effect.uninterruptible(Effect.gen(function*() {
+      const persistence = yield* agent.session.persistence
+      const closed = yield* Effect.result(agent.session.close)
+      if (closed._tag === "Failure") {
+        return yield* new RuntimeCloseFailed({ agentId: agent.agentId, message: closed.failure.message })
+      }
+      unregister(agent)
+      const now = yield* Clock.currentTimeMillis
+      const previous = records.get(agent.agentId)!
+      const record: AgentRecord = {
+        ...previous,
+        persistence: persistence ?? previous.persistence,
+        lifecycle: "closed",
+        lastActivityAt: Math.max(previous.lastActivityAt, agent.lastActivityAt),
+        closedAt: now
+      }
+      records.set(agent.agentId, record)
+      yield* store.put(record).pipe(
+        Effect.mapError((error) => new RuntimePersistFailed({ agentId: agent.agentId, message: error.message }))
+      )
+    }))
+
+  const resume = Effect.fnUntraced(function*(agentId: string) {
+    const record = records.get(agentId)
+    if (record === undefined) return yield* AgentNotFound.of(agentId)
+    const handle = record.persistence
+    if (handle === null) return yield* AgentNotResumable.of(agentId)
+    const client = yield* providers.get(record.provider)
+    const loaded = yield* load(record, (config) => client.resume(handle, config))
+    yield* Effect.logInfo("Resumed agent runtime").pipe(
+      Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId })
+    )
+    yield* store.put(loaded.record)
+    return loaded.agent
+  })
+
+  /** Waits for any release in progress, then resumes the runtime unless someone already did. */
+  const ensureResident = (agentId: string) =>
+    inLane(agentId, Effect.suspend(() => live.has(agentId) ? Effect.void : Effect.asVoid(resume(agentId))))
+
+  // ---- prompts -----------------------------------------------------------------------------
+
+  /**
+   * Admission is one synchronous step: a prompt either finds a live runtime that is not being
+   * released and marks it busy, or it does not touch it at all (C9).
+   */
+  const tryAdmit = (agentId: string, now: number): LiveAgent | undefined => {
+    const agent = live.get(agentId)
+    if (agent === undefined || agent.releasing) return undefined
+    agent.lastActivityAt = now
+    agent.foregroundMutations++
+    return agent
+  }
+
+  /** Starts a turn; the wait for its end runs in the registry's scope. */
+  const startTurn = (agent: LiveAgent, text: string) =>
+    Effect.gen(function*() {
+      const turn = yield* agent.session.startTurn(text)
+      agent.turnRunning = true
+      yield* turn.pipe(
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.void
+            : Effect.logWarning("Agent turn failed").pipe(
+              Effect.annotateLogs({ agentId: agent.agentId, cause: Cause.pretty(cause) })
+            )
+        ),
+        Effect.ensuring(Clock.currentTimeMillis.pipe(Effect.map((now) => {
+          agent.turnRunning = false
+          agent.lastActivityAt = now
+          const waiters = agent.turnWaiters
+          agent.turnWaiters = undefined
+          settleWaiters(waiters)
+        }))),
+        Effect.forkIn(scope)
+      )
+    })
+
+  const dispatch = (agent: LiveAgent, text: string): Effect.Effect<PromptReceipt["disposition"], ProviderFailed> =>
+    agent.dispatch.withPermits(1)(Effect.gen(function*() {
+      const command = agent.session.outOfBand(text)
+      if (command !== undefined) {
+        yield* command
+        return "out-of-band" as const
+      }
+      if (agent.turnRunning && (yield* agent.session.steer(text))) return "steer" as const
+      yield* startTurn(agent, text)
+      return "turn" as const
+    })).pipe(Effect.ensuring(Effect.sync(() => {
+      agent.foregroundMutations--
+    })))
+
+  const prompt = Effect.fn("AgentRegistry.prompt")(function*(agentId: string, text: string) {
+    let resumed = false
+    while (true) {
+      const agent = tryAdmit(agentId, yield* Clock.currentTimeMillis)
+      if (agent !== undefined) {
+        const disposition = yield* dispatch(agent, text)
+        return { agentId, sessionId: agent.sessionId, disposition, resumed } satisfies PromptReceipt
+      }
+      yield* ensureResident(agentId)
+      resumed = true
+    }
+  })
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  const create = Effect.fn("AgentRegistry.create")(function*(input: {
+    readonly provider: string
+    readonly cwd: string
+    readonly labels?: Record<string, string> | undefined
+  }) {
+    const client = yield* providers.get(input.provider)
+    const agentId = `agent-${yield* hex}${yield* hex}`
+    const now = yield* Clock.currentTimeMillis
+    const draft: AgentRecord = {
+      agentId,
+      provider: input.provider,
+      cwd: input.cwd,
+      labels: input.labels ?? {},
+      persistence: null,
+      lifecycle: "active",
+      createdAt: now,
+      lastActivityAt: now,
+      closedAt: null
+    }
+    return yield* inLane(agentId, Effect.gen(function*() {
+      const loaded = yield* load(draft, client.create)
+      // Nothing half-created: a record that cannot be saved takes its runtime down with it.
+      yield* store.put(loaded.record).pipe(
+        Effect.tapError(() =>
+          loaded.agent.session.close.pipe(
+            Effect.ignore,
+            Effect.andThen(Effect.sync(() => {
+              unregister(loaded.agent)
+              records.delete(agentId)
+            }))
+          )
+        )
+      )
+      return loaded.record
+    }))
+  })
+
+  const requireKnown = (agentId: string) =>
+    records.has(agentId) ? Effect.void : Effect.fail(AgentNotFound.of(agentId))
+
+  const close = Effect.fn("AgentRegistry.close")(function*(agentId: string) {
+    yield* requireKnown(agentId)
+    yield* inLane(agentId, Effect.gen(function*() {
+      const agent = live.get(agentId)
+      if (agent === undefined) return
+      yield* drainEvents(agent)
+      yield* closeRuntime(agent)
+    }))
+  })
+
+  const reload = Effect.fn("AgentRegistry.reload")(function*(agentId: string) {
+    yield* requireKnown(agentId)
+    yield* inLane(agentId, Effect.gen(function*() {
+      const agent = live.get(agentId)
+      if (agent !== undefined) {
+        agent.pendingReplacement = true
+        yield* drainEvents(agent)
+        yield* closeRuntime(agent).pipe(Effect.ensuring(Effect.sync(() => (agent.pendingReplacement = false))))
+      }
+      yield* resume(agentId)
+    }))
+  })
+
+  const interrupt = Effect.fn("AgentRegistry.interrupt")(function*(agentId: string) {
+    yield* requireKnown(agentId)
+    const agent = live.get(agentId)
+    if (agent !== undefined && agent.turnRunning) yield* agent.session.interrupt
+  })
+
+  const respondToPermission = Effect.fn("AgentRegistry.respondToPermission")(
+    function*(agentId: string, permissionId: string, allow: boolean) {
+      yield* requireKnown(agentId)
+      const agent = live.get(agentId)
+      if (agent === undefined) return yield* AgentNotFound.of(agentId)
+      agent.permissionResponses++
+      agent.lastActivityAt = yield* Clock.currentTimeMillis
+      yield* agent.session.respondToPermission(permissionId, allow).pipe(
+        Effect.ensuring(Effect.sync(() => agent.permissionResponses--))
+      )
+    }
+  )
+
+  const awaitIdle = (agentId: string): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const agent = live.get(agentId)
+      if (agent === undefined || !agent.turnRunning) return Effect.void
+      const waiter = Deferred.makeUnsafe<void>()
+      ;(agent.turnWaiters ??= []).push(waiter)
+      return Deferred.await(waiter)
+    })
+
+  const view = (record: AgentRecord): AgentView => ({ record, resident: live.has(record.agentId) })
+
+  // ---- collection candidates ---------------------------------------------------------------
+
+  const candidateOf = (agent: LiveAgent): RuntimeCandidate => ({
+    identity: agent.identity,
+    agentId: agent.agentId,
+    parentAgentId: agent.parentAgentId,
+    provider: agent.provider,
+    sessionId: agent.sessionId,
+    lastActivityAt: agent.lastActivityAt,
+    blockers: Effect.sync(() => blockersOf(agent)),
+    canStopRuntime: agent.session.canStopRuntime,
+    closeIfEligible: (revalidate) =>
+      Effect.suspend(() => {
+        if (!isLive(agent) || agent.sessionId === null || agent.releasing) return Effect.succeed(false)
+        // Bar admission before entering the lane: a prompt from now on waits for the outcome.
+        agent.releasing = true
+        return inLane(
+          agent.agentId,
+          Effect.gen(function*() {
+            if (!isLive(agent)) return false
+            yield* drainEvents(agent)
+            if (!(yield* revalidate)) return false
+            yield* closeRuntime(agent)
+            yield* Effect.logDebug("Released agent runtime").pipe(Effect.annotateLogs({ agentId: agent.agentId }))
+            return true
+          })
+        ).pipe(Effect.ensuring(Effect.sync(() => (agent.releasing = false))))
+      })
+  })
+
+  const candidates = RuntimeCandidates.of({
+    capture: Effect.sync(() => {
+      const out: Array<RuntimeCandidate> = []
+      for (const agent of live.values()) out.push(candidateOf(agent))
+      return out
+    }),
+    captureFamily: (agentId) =>
+      Effect.sync(() => {
+        const root = live.get(agentId)
+        if (root === undefined) return []
+        const out = [candidateOf(root)]
+        const seen = new Set([agentId])
+        for (let i = 0; i < out.length; i++) {
+          for (const childId of liveChildren.get(out[i]!.agentId) ?? []) {
+            const child = live.get(childId)
+            if (child === undefined || seen.has(childId)) continue
+            seen.add(childId)
+            out.push(candidateOf(child))
+          }
+        }
+        return out
+      })
+  })
+
+  // On shutdown every live runtime is closed and saved as resumable; failures are logged.
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach([...live.values()], (agent) =>
+      closeRuntime(agent).pipe(
+        Effect.catch((error) =>
+          Effect.logWarning("Closing agent runtime at shutdown failed").pipe(
+            Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
+          )
+        )
+      ), { discard: true })
+  )
+
+  return AgentRegistry.of({
+    create,
+    prompt,
+    interrupt,
+    respondToPermission,
+    close,
+    reload,
+    awaitIdle,
+    get: (agentId) =>
+      Effect.suspend(() => {
+        const record = records.get(agentId)
+        return record === undefined ? Effect.fail(AgentNotFound.of(agentId)) : Effect.succeed(view(record))
+      }),
+    list: Effect.sync(() => [...records.values()].map(view)),
+    candidates
+  })
+})
+
+/** The registry over the store and the providers. */
+export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | ProviderRegistry> = Layer.effect(
+  AgentRegistry,
+  makeAgentRegistry()
+)
+
+/** The registry's live runtimes as the collector's candidates. */
+export const candidatesLayer: Layer.Layer<RuntimeCandidates, never, AgentRegistry> = Layer.effect(
+  RuntimeCandidates,
+  Effect.gen(function*() {
+    return (yield* AgentRegistry).candidates
+  })
+)

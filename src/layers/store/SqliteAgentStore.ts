@@ -1,0 +1,204 @@
+/**
+ * The durable `AgentStore`: one `agents` table in a SQLite file, reached through the
+ * project's `effect/sql` driver over `node:sqlite` (see `SqliteClient.ts`).
+ *
+ * Rows are encoded and decoded through {@link AgentRecordFromRow}; a row that no longer
+ * decodes fails the read with an `AgentStoreError` naming the agent, so a damaged record is
+ * never silently dropped from `list`.
+ */
+import { Effect, Layer, Option, Predicate, Schema, SchemaTransformation } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { AgentLifecycle, AgentRecord, Labels, PersistenceHandle } from "../../domain/agent.ts"
+import { AgentStoreError } from "../../domain/errors.ts"
+import { AgentStore } from "../../services/AgentStore.ts"
+import * as SqliteClient from "./SqliteClient.ts"
+
+// --- schema -----------------------------------------------------------------------
+
+/** One row of `agents` as SQLite returns it: JSON columns are text, times are epoch ms. */
+export const AgentRow = Schema.Struct({
+  agent_id: Schema.String,
+  provider: Schema.String,
+  cwd: Schema.String,
+  labels: Schema.fromJsonString(Labels),
+  persistence: Schema.NullOr(Schema.fromJsonString(PersistenceHandle)),
+  lifecycle: AgentLifecycle,
+  created_at: Schema.Number,
+  last_activity_at: Schema.Number,
+  closed_at: Schema.NullOr(Schema.Number)
+})
+
+/** Decodes a raw `agents` row to an `AgentRecord`; encodes a record to the row to write. */
+export const AgentRecordFromRow = AgentRow.pipe(Schema.decodeTo(
+  AgentRecord,
+  SchemaTransformation.transform({
+    decode: (row) => ({
+      agentId: row.agent_id,
+      provider: row.provider,
+      cwd: row.cwd,
+      labels: row.labels,
+      persistence: row.persistence,
+      lifecycle: row.lifecycle,
+      createdAt: row.created_at,
+      lastActivityAt: row.last_activity_at,
+      closedAt: row.closed_at
+    }),
+    encode: (record) => ({
+      agent_id: record.agentId,
+      provider: record.provider,
+      cwd: record.cwd,
+      labels: record.labels,
+      persistence: record.persistence,
+      lifecycle: record.lifecycle,
+      created_at: record.createdAt,
+      last_activity_at: record.lastActivityAt,
+      closed_at: record.closedAt
+    })
+  })
+))
+
+const decodeRow = Schema.decodeUnknownEffect(AgentRecordFromRow)
+const encodeRecord = Schema.encodeEffect(AgentRecordFromRow)
+
+// --- migrations -------------------------------------------------------------------
+
+/** One statement per `sql` call: node:sqlite prepares only the first of a multi-statement string. */
+export const migrations = {
+  "1_create_agents": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE agents (
+      agent_id TEXT PRIMARY KEY NOT NULL,
+      provider TEXT NOT NULL,
+      cwd TEXT NOT NULL,
+      labels TEXT NOT NULL,
+      persistence TEXT,
+      lifecycle TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      last_activity_at INTEGER NOT NULL,
+      closed_at INTEGER
+    )`
+    // Serves `list`'s ORDER BY without a sort.
+    yield* sql`CREATE INDEX agents_created_at_agent_id ON agents (created_at, agent_id)`
+  })
+}
+
+/**
+ * Runs the pending migrations. The store keeps its own migrations table so other stores can
+ * share the same database file with independently numbered migrations.
+ */
+export const migrate = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: "agent_store_migrations"
+})
+
+// --- store ------------------------------------------------------------------------
+
+const columns = "agent_id, provider, cwd, labels, persistence, lifecycle, created_at, last_activity_at, closed_at"
+
+const agentIdOfRow = (row: unknown): string | undefined =>
+  Predicate.hasProperty(row, "agent_id") && typeof row.agent_id === "string" ? row.agent_id : undefined
+
+const sqlFailure = (operation: string, agentId: string | undefined) => (error: SqlError.SqlError) =>
+  new AgentStoreError({
+    operation,
+    ...(agentId === undefined ? {} : { agentId }),
+    message: `Agent store ${operation}${agentId === undefined ? "" : ` of ${agentId}`} failed: ${error.message}`
+  })
+
+/** Decodes one row; a row that does not decode becomes an error naming its agent. */
+const decodeStoredRow = (operation: string) => (row: unknown) =>
+  decodeRow(row).pipe(Effect.mapError((error) => {
+    const agentId = agentIdOfRow(row)
+    return new AgentStoreError({
+      operation,
+      ...(agentId === undefined ? {} : { agentId }),
+      message: `Stored record of agent ${agentId ?? "<unknown id>"} cannot be decoded: ${error.message}`
+    })
+  }))
+
+/** Migrates the database, then returns an `AgentStore` over it. */
+export const make: Effect.Effect<
+  AgentStore["Service"],
+  SqlError.SqlError | Migrator.MigrationError,
+  SqlClient.SqlClient
+> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* migrate
+
+  const put = Effect.fn("SqliteAgentStore.put")(function*(record: AgentRecord) {
+    const row = yield* encodeRecord(record).pipe(Effect.mapError((error) =>
+      new AgentStoreError({
+        operation: "put",
+        agentId: record.agentId,
+        message: `Record of agent ${record.agentId} cannot be encoded: ${error.message}`
+      })
+    ))
+    yield* sql`INSERT INTO agents ${sql.insert(row)}
+      ON CONFLICT (agent_id) DO UPDATE SET
+        provider = excluded.provider,
+        cwd = excluded.cwd,
+        labels = excluded.labels,
+        persistence = excluded.persistence,
+        lifecycle = excluded.lifecycle,
+        created_at = excluded.created_at,
+        last_activity_at = excluded.last_activity_at,
+        closed_at = excluded.closed_at`.pipe(Effect.mapError(sqlFailure("put", record.agentId)))
+  })
+
+  const get = Effect.fn("SqliteAgentStore.get")(function*(agentId: string) {
+    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents WHERE agent_id = ${agentId}`.pipe(
+      Effect.mapError(sqlFailure("get", agentId))
+    )
+    const row = rows[0]
+    if (row === undefined) return Option.none<AgentRecord>()
+    return Option.some(yield* decodeStoredRow("get")(row))
+  })
+
+  const list = Effect.gen(function*() {
+    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents ORDER BY created_at, agent_id`.pipe(
+      Effect.mapError(sqlFailure("list", undefined))
+    )
+    return yield* Effect.forEach(rows, decodeStoredRow("list"))
+  }).pipe(Effect.withSpan("SqliteAgentStore.list"))
+
+  return AgentStore.of({ put, get, list })
+})
+
+const ensureParentDirectory = (filename: string) =>
+  Effect.try({
+    try: () => {
+      fs.mkdirSync(path.dirname(filename), { recursive: true })
+    },
+    catch: (cause) =>
+      new AgentStoreError({
+        operation: "open",
+        message: `Cannot create the directory of agent store ${filename}: ${
+          cause instanceof Error ? cause.message : String(cause)
+        }`
+      })
+  })
+
+/**
+ * The durable `AgentStore` on the SQLite file `filename`, created (with its parent
+ * directory) if missing and migrated. The database closes with the layer.
+ */
+export const layer = (filename: string): Layer.Layer<AgentStore, AgentStoreError> =>
+  Layer.effect(
+    AgentStore,
+    Effect.gen(function*() {
+      yield* ensureParentDirectory(filename)
+      // Built in the layer's scope, so the connection lives exactly as long as the store.
+      const client = yield* Layer.build(SqliteClient.layer({ filename }))
+      return yield* make.pipe(Effect.provideContext(client))
+    }).pipe(Effect.catchTags({
+      SqlError: (error) =>
+        Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open agent store ${filename}: ${error.message}` })),
+      MigrationError: (error) =>
+        Effect.fail(
+          new AgentStoreError({ operation: "open", message: `Cannot migrate agent store ${filename}: ${error.message}` })
+        )
+    }))
+  )

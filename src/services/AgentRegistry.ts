@@ -1,0 +1,67 @@
+import { Context, type Effect } from "effect"
+import type { AgentRecord, Labels } from "../domain/agent.ts"
+import type {
+  AgentNotFound,
+  AgentNotResumable,
+  AgentStoreError,
+  ProviderFailed,
+  ProviderNotFound,
+  RuntimeCloseFailed,
+  RuntimePersistFailed
+} from "../domain/errors.ts"
+import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
+
+export interface CreateAgent {
+  readonly provider: string
+  readonly cwd: string
+  readonly labels?: Labels | undefined
+}
+
+/** How a prompt reached the provider. */
+export interface PromptReceipt {
+  readonly agentId: string
+  readonly sessionId: string | null
+  readonly disposition: "turn" | "steer" | "out-of-band"
+  /** True when this prompt found the runtime released and waited for it to be resumed. */
+  readonly resumed: boolean
+}
+
+export interface AgentView {
+  readonly record: AgentRecord
+  /** Whether a live runtime holds the agent now. */
+  readonly resident: boolean
+}
+
+/** Everything that can stop a prompt from reaching the provider. */
+export type PromptError = AgentNotFound | AgentNotResumable | ProviderNotFound | ProviderFailed | AgentStoreError
+
+/**
+ * The owner of live agent runtimes. Every lifecycle mutation of one agent (create, close,
+ * release, resume, reload) runs in that agent's lane, one at a time; prompts never wait on the
+ * lane unless the runtime is released or being released.
+ */
+export class AgentRegistry extends Context.Service<AgentRegistry, {
+  readonly create: (input: CreateAgent) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError>
+  /**
+   * Delivers a prompt exactly once: steered into a running turn, handled out of band by the
+   * adapter, or as a new turn. A released agent is resumed first, however many prompts race.
+   */
+  readonly prompt: (agentId: string, text: string) => Effect.Effect<PromptReceipt, PromptError>
+  /** Interrupts the running turn, if any. Never resumes a released agent. */
+  readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
+  readonly respondToPermission: (
+    agentId: string,
+    permissionId: string,
+    allow: boolean
+  ) => Effect.Effect<void, AgentNotFound | ProviderFailed>
+  /** Releases the live runtime now; the agent stays resumable. */
+  readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
+  /** Closes the runtime and resumes the same session with fresh configuration. */
+  readonly reload: (agentId: string) => Effect.Effect<void, PromptError | RuntimeCloseFailed | RuntimePersistFailed>
+  /** Waits until the agent has no foreground turn. */
+  readonly awaitIdle: (agentId: string) => Effect.Effect<void>
+  readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
+  readonly list: Effect.Effect<ReadonlyArray<AgentView>>
+  /** The live runtimes as collection candidates. */
+  readonly candidates: RuntimeCandidates["Service"]
+}>()("quiesce/registry/AgentRegistry") {}

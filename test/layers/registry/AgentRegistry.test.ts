@@ -1,0 +1,313 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { internalAgentLabel, parentAgentIdLabel } from "../../../src/domain/agent.ts"
+import { AgentStoreError } from "../../../src/domain/errors.ts"
+import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as SqliteAgentStore from "../../../src/layers/store/SqliteAgentStore.ts"
+import { AgentStore } from "../../../src/services/AgentStore.ts"
+import { harness, minutes } from "./harness.ts"
+
+/** A held close: the test sees it start and decides when it finishes. */
+const holdCloses = Effect.fnUntraced(function*(provider: MemoryProvider) {
+  const entered = yield* Deferred.make<void>()
+  const release = yield* Deferred.make<void>()
+  provider.closeGate = Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(release)))
+  return { entered, release }
+})
+
+const tempFile = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-registry-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir) => join(dir, "agents.sqlite")))
+
+describe("AgentRegistry: release and resume (the seed scenarios)", () => {
+  it.effect("honours a provider veto, then resumes the saved conversation (C2, C6)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      let safe = false
+      h.provider.probe = () => Effect.sync(() => safe)
+      const agent = yield* h.create()
+      const sessionId = agent.persistence!.sessionId
+      assert.deepStrictEqual(yield* h.sweepAt(61), { collected: [], failures: [] })
+      safe = true
+      assert.deepStrictEqual(yield* h.sweepAt(61), { collected: [], failures: [] })
+      assert.deepStrictEqual((yield* h.sweepAt(122)).collected, [
+        { agentId: agent.agentId, provider: "codex", sessionId }
+      ])
+      const released = yield* h.registry.get(agent.agentId)
+      assert.isFalse(released.resident)
+      assert.strictEqual(released.record.lifecycle, "closed")
+      assert.deepStrictEqual(released.record.persistence, agent.persistence)
+
+      const receipt = yield* h.registry.prompt(agent.agentId, "Continue the saved conversation")
+      assert.deepStrictEqual(receipt, { agentId: agent.agentId, sessionId, disposition: "turn", resumed: true })
+      assert.strictEqual(h.provider.resumes, 1)
+      assert.deepStrictEqual(h.provider.deliveredTo(sessionId), ["Continue the saved conversation"])
+      const resumed = yield* h.registry.get(agent.agentId)
+      assert.isTrue(resumed.resident)
+      assert.deepStrictEqual(resumed.record.persistence, agent.persistence)
+    }))
+
+  it.effect("a prompt during the asynchronous probe prevents the release (C8, C9)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const entered = yield* Deferred.make<void>()
+      const answer = yield* Deferred.make<boolean>()
+      h.provider.probe = () => Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(answer)))
+      const agent = yield* h.create()
+      yield* TestClock.setTime(minutes(61))
+      const sweep = yield* h.collector.sweep.pipe(Effect.forkChild)
+      yield* Deferred.await(entered)
+      yield* h.registry.prompt(agent.agentId, "arrived during safety query")
+      yield* Deferred.succeed(answer, true)
+      assert.deepStrictEqual((yield* Fiber.join(sweep)).collected, [])
+      assert.strictEqual(h.provider.closes, 0)
+    }))
+
+  it.effect("an idle managed child with background work retains its parent (C5)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      // The child's session is the second the provider opens.
+      h.provider.probe = (sessionId) => Effect.succeed(sessionId !== "codex-session-2")
+      const parent = yield* h.create()
+      const child = yield* h.create({ [parentAgentIdLabel]: parent.agentId })
+      assert.strictEqual(child.persistence!.sessionId, "codex-session-2")
+      assert.deepStrictEqual((yield* h.sweepAt(61)).collected, [])
+      assert.strictEqual(h.provider.closes, 0)
+    }))
+
+  it.effect("a delivery queued during the probe prevents the release (C4, C8)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      let agentId = ""
+      h.provider.probe = () => Effect.sync(() => (h.protection.protect(agentId), true))
+      agentId = (yield* h.create()).agentId
+      assert.deepStrictEqual((yield* h.sweepAt(61)).collected, [])
+      assert.strictEqual(h.provider.closes, 0)
+    }))
+
+  it.effect("a prompt racing the close waits for it and resumes exactly once (C9)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      h.provider.probe = () => Effect.succeed(true)
+      const agent = yield* h.create()
+      const sessionId = agent.persistence!.sessionId
+      const close = yield* holdCloses(h.provider)
+      yield* TestClock.setTime(minutes(61))
+      const sweep = yield* h.collector.sweep.pipe(Effect.forkChild)
+      yield* Deferred.await(close.entered)
+      const run = yield* h.registry.prompt(agent.agentId, "arrived while closing").pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(h.provider.deliveredTo(sessionId), [], "nothing reaches the closing runtime")
+      yield* Deferred.succeed(close.release, undefined)
+      assert.strictEqual((yield* Fiber.join(sweep)).collected.length, 1)
+      const receipt = yield* Fiber.join(run)
+      assert.strictEqual(receipt.sessionId, sessionId)
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(h.provider.closes, 1)
+      assert.strictEqual(h.provider.resumes, 1)
+      assert.deepStrictEqual(h.provider.deliveries, [{ sessionId, prompt: "arrived while closing", via: "turn" }])
+    }))
+
+  it.effect("an out-of-band command racing the close waits for the resumed runtime (C9)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      h.provider.probe = () => Effect.succeed(true)
+      const agent = yield* h.create()
+      const sessionId = agent.persistence!.sessionId
+      const close = yield* holdCloses(h.provider)
+      yield* TestClock.setTime(minutes(61))
+      const sweep = yield* h.collector.sweep.pipe(Effect.forkChild)
+      yield* Deferred.await(close.entered)
+      const command = yield* h.registry.prompt(agent.agentId, "/maintenance").pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      const deliveredWhileClosing = [...h.provider.deliveries]
+      yield* Deferred.succeed(close.release, undefined)
+      yield* Fiber.join(sweep)
+      assert.deepStrictEqual(deliveredWhileClosing, [])
+      assert.strictEqual((yield* Fiber.join(command)).disposition, "out-of-band")
+      assert.deepStrictEqual(h.provider.deliveries, [{ sessionId, prompt: "/maintenance", via: "out-of-band" }])
+    }))
+})
+
+describe("AgentRegistry: exactly once, in order", () => {
+  it.effect("many concurrent prompts to a released agent give one resume and each prompt once, in order", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const sessionId = agent.persistence!.sessionId
+      h.provider.turnGate = Effect.never
+      assert.strictEqual((yield* h.collector.collectNow(agent.agentId))._tag, "Collected")
+      const prompts = Array.from({ length: 200 }, (_, i) => `prompt ${i}`)
+      const receipts = yield* Effect.forEach(prompts, (text) => h.registry.prompt(agent.agentId, text), {
+        concurrency: "unbounded"
+      })
+      assert.strictEqual(h.provider.resumes, 1)
+      assert.deepStrictEqual(h.provider.deliveredTo(sessionId), prompts)
+      assert.deepStrictEqual(receipts.map((receipt) => receipt.disposition), [
+        "turn",
+        ...prompts.slice(1).map(() => "steer")
+      ])
+      assert.isTrue(receipts.every((receipt) => receipt.sessionId === sessionId))
+    }))
+
+  it.effect("a prompt admitted before the release begins keeps the runtime (C9)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      h.provider.turnGate = Effect.never
+      yield* h.registry.prompt(agent.agentId, "long task")
+      const outcome = yield* h.collector.collectNow(agent.agentId)
+      assert.strictEqual(outcome._tag, "Retained")
+      if (outcome._tag === "Retained") {
+        assert.deepStrictEqual(outcome.residency.blockers, [{ agentId: agent.agentId, kind: "foreground-turn" }])
+      }
+      assert.strictEqual(h.provider.closes, 0)
+    }))
+
+  it.effect("a registry restarted on the same SQLite file resumes a released agent (C2)", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const provider = new MemoryProvider("codex")
+      const store = SqliteAgentStore.layer(file)
+      const agent = yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* harness({ provider, store })
+        const agent = yield* h.create()
+        yield* h.registry.prompt(agent.agentId, "first")
+        yield* h.registry.awaitIdle(agent.agentId)
+        assert.strictEqual((yield* h.collector.collectNow(agent.agentId))._tag, "Collected")
+        return agent
+      }))
+      const h = yield* harness({ provider, store })
+      const view = yield* h.registry.get(agent.agentId)
+      assert.isFalse(view.resident)
+      assert.strictEqual(view.record.lifecycle, "closed")
+      const receipt = yield* h.registry.prompt(agent.agentId, "second")
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(receipt.sessionId, agent.persistence!.sessionId)
+      assert.deepStrictEqual(provider.transcripts.get(agent.persistence!.sessionId), ["first", "second"])
+    }))
+})
+
+describe("AgentRegistry: failures", () => {
+  it.effect("a failed close keeps the runtime registered and resident (C10)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      h.provider.closeFailure = "process did not exit"
+      const report = yield* h.sweepAt(61)
+      assert.deepStrictEqual(report.collected, [])
+      assert.strictEqual(report.failures[0]?.error._tag, "RuntimeCloseFailed")
+      assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
+      h.provider.closeFailure = undefined
+      const receipt = yield* h.registry.prompt(agent.agentId, "still here")
+      assert.isFalse(receipt.resumed)
+      assert.strictEqual(h.provider.resumes, 0)
+    }))
+
+  it.effect("a failed persist after a successful close is reported and the agent stays resumable (C10)", () =>
+    Effect.gen(function*() {
+      const failingClosedWrites = Layer.effect(AgentStore, Effect.map(AgentStoreMemory.make, (store) => ({
+        ...store,
+        put: (record) =>
+          record.lifecycle === "closed"
+            ? Effect.fail(new AgentStoreError({ operation: "put", agentId: record.agentId, message: "disk full" }))
+            : store.put(record)
+      })))
+      const h = yield* harness({ store: failingClosedWrites })
+      const agent = yield* h.create()
+      const report = yield* h.sweepAt(61)
+      assert.deepStrictEqual(report.collected, [])
+      assert.deepStrictEqual(report.failures.map((failure) => failure.error._tag), ["RuntimePersistFailed"])
+      assert.isFalse((yield* h.registry.get(agent.agentId)).resident)
+      const receipt = yield* h.registry.prompt(agent.agentId, "resume anyway")
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(receipt.sessionId, agent.persistence!.sessionId)
+    }))
+
+  it.effect("prompting an unknown agent fails with AgentNotFound", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const error = yield* Effect.flip(h.registry.prompt("nobody", "hello"))
+      assert.strictEqual(error._tag, "AgentNotFound")
+    }))
+})
+
+describe("AgentRegistry: the daemon baseline (C4)", () => {
+  it.effect("names every blocker a live runtime can have", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const blockers = Effect.map(h.collector.explain(agent.agentId), (r) => r.blockers.map((b) => b.kind))
+      assert.deepStrictEqual(yield* blockers, [])
+
+      h.provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "p1" })
+      assert.deepStrictEqual(yield* blockers, ["undrained-events"], "before the event is processed")
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* blockers, ["pending-permission"])
+      yield* h.registry.respondToPermission(agent.agentId, "p1", true)
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* blockers, [])
+
+      h.provider.emit(agent.agentId, { _tag: "SubagentStarted", id: "s1" })
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* blockers, ["running-subagents"])
+      h.provider.emit(agent.agentId, { _tag: "SubagentFinished", id: "s1" })
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* blockers, [])
+
+      h.provider.turnGate = Effect.never
+      yield* h.registry.prompt(agent.agentId, "work")
+      assert.deepStrictEqual(yield* blockers, ["foreground-turn"])
+    }))
+
+  it.effect("an internal agent is never released", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create({ [internalAgentLabel]: "true" })
+      assert.deepStrictEqual((yield* h.sweepAt(600)).collected, [])
+      assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
+    }))
+
+  it.effect("session activity restarts the idle period", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      yield* TestClock.setTime(minutes(30))
+      h.provider.emit(agent.agentId, { _tag: "Activity" })
+      yield* Effect.yieldNow
+      assert.deepStrictEqual((yield* h.sweepAt(89)).collected, [])
+      assert.deepStrictEqual((yield* h.sweepAt(90)).collected.map((c) => c.agentId), [agent.agentId])
+    }))
+
+  it.effect("explicit close keeps the record resumable, and interrupt never resumes", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      yield* h.registry.close(agent.agentId)
+      yield* h.registry.interrupt(agent.agentId)
+      assert.isFalse((yield* h.registry.get(agent.agentId)).resident)
+      assert.strictEqual(h.provider.resumes, 0)
+      const stored = yield* h.registry.get(agent.agentId)
+      assert.isNotNull(stored.record.closedAt)
+      assert.isTrue((yield* h.registry.prompt(agent.agentId, "back")).resumed)
+    }))
+
+  it.effect("reload closes and resumes the same session with a new runtime identity", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const before = yield* h.registry.candidates.captureFamily(agent.agentId)
+      yield* h.registry.reload(agent.agentId)
+      const after = yield* h.registry.candidates.captureFamily(agent.agentId)
+      assert.notStrictEqual(after[0]!.identity, before[0]!.identity)
+      assert.strictEqual(after[0]!.sessionId, before[0]!.sessionId)
+      assert.strictEqual(h.provider.closes, 1)
+      assert.strictEqual(h.provider.resumes, 1)
+    }))
+})

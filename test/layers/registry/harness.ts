@@ -1,0 +1,39 @@
+import { Context, Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { AgentStore } from "../../../src/services/AgentStore.ts"
+import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
+
+export const minutes = (n: number) => n * 60_000
+
+export interface HarnessOptions {
+  readonly provider?: MemoryProvider
+  readonly protection?: FakeCallerProtection
+  readonly store?: Layer.Layer<AgentStore, unknown>
+  readonly collector?: RuntimeCollectorOptions
+}
+
+/**
+ * A registry over the in-memory provider and a store, with a collector over the registry.
+ * Scheduled ticks are out of reach unless asked for, so sweeps happen where a test says.
+ */
+export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {}) {
+  const provider = options.provider ?? new MemoryProvider("codex")
+  const protection = options.protection ?? new FakeCallerProtection()
+  const registryLayer = AgentRegistryLive.layer.pipe(
+    Layer.provide([options.store ?? AgentStoreMemory.layer, providerRegistryWith(provider)])
+  )
+  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, protection.layer])
+  )
+  const context = yield* Layer.build(collectorLayer.pipe(Layer.provideMerge(registryLayer)))
+  const registry = Context.get(context, AgentRegistry)
+  const collector = Context.get(context, RuntimeCollector)
+  const sweepAt = (minute: number) => TestClock.setTime(minutes(minute)).pipe(Effect.andThen(collector.sweep))
+  const create = (labels?: Record<string, string>) => registry.create({ provider: provider.provider, cwd: "/work", labels })
+  return { provider, protection, registry, collector, sweepAt, create }
+})
