@@ -1,5 +1,6 @@
 import { collectorBench } from "./collector.ts"
+import { registryBench } from "./registry.ts"
 import { printTable } from "./table.ts"
 
-const rows = [...(await collectorBench())]
-printTable(rows)
+if (globalThis.gc === undefined) console.warn("run with --expose-gc (npm run bench) for stable heap and timing figures")
+printTable([...(await collectorBench()), ...(await registryBench())])
