@@ -20,6 +20,8 @@ export class FakeRuntime {
   /** Runs inside the close, after revalidation succeeded and before the runtime is marked closed. */
   closing: Effect.Effect<void> = Effect.void
   probeCalls = 0
+  /** How many times the collector asked to close this runtime. */
+  closeRequests = 0
 
   readonly agentId: string
   readonly provider: string
@@ -56,6 +58,7 @@ export class FakeRuntime {
       closeIfEligible: (revalidate) => {
         const runtime = this
         return Effect.gen(function*() {
+          runtime.closeRequests++
           if (runtime.closeFailure !== undefined) return yield* runtime.closeFailure
           if (!(yield* revalidate)) return false
           yield* runtime.closing

@@ -160,6 +160,7 @@ describe("RuntimeCollector: the seed scenarios", () => {
       const s = yield* scenario()
       const child = s.runtimes.add("initializing-child", { parentAgentId: "agent", resumable: false, busy: true })
       assert.deepStrictEqual(yield* s.collectedAt(61), [])
+      assert.strictEqual(s.runtime.closeRequests, 0, "a blocked family is never offered for closing")
       child.busy = false
       assert.deepStrictEqual(yield* s.collectedAt(62), [])
       assert.deepStrictEqual(yield* s.collectedAt(122), ["agent"])
