@@ -92,3 +92,18 @@ export class AgentNotResumable extends Schema.TaggedError<AgentNotResumable>()("
   static readonly of = (agentId: string) =>
     new AgentNotResumable({ agentId, message: `Agent ${agentId} has no saved session to resume` })
 }
+
+/** Message delivery is closed (shutting down); the message was not admitted. */
+export class DeliveryClosed extends Schema.TaggedError<DeliveryClosed>()("DeliveryClosed", {
+  recipientId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (recipientId: string) =>
+    new DeliveryClosed({ recipientId, message: `Message delivery is closed; message to ${recipientId} not admitted` })
+}
+
+/** A message could not be dispatched to its recipient and will not be retried. */
+export class DeliveryFailed extends Schema.TaggedError<DeliveryFailed>()("DeliveryFailed", {
+  recipientId: Schema.String,
+  message: Schema.String
+}) {}

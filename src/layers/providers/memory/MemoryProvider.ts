@@ -35,6 +35,10 @@ export class MemoryProvider {
   closes = 0
   /** Prompts handled out of band instead of as turns. */
   readonly commands = new Set<string>(["/maintenance"])
+  /** Runs before a prompt is accepted (turn, steer or command): holds dispatch acknowledgement. */
+  dispatchGate: Effect.Effect<void> = Effect.void
+  /** How many of the next turn starts fail (provider unavailable). */
+  failingTurnStarts = 0
   /** Holds every turn open until it completes; undefined ends turns at once. */
   turnGate: Effect.Effect<void> | undefined = undefined
   /** Runs at the start of every close, before it completes. */
@@ -95,8 +99,12 @@ export class MemoryProvider {
     return {
       persistence: Effect.succeed(handle),
       startTurn: (prompt) =>
-        Effect.suspend(() => {
+        Effect.andThen(this.dispatchGate, () => {
           if (state.closed) return Effect.fail(failed("startTurn", "session is closed"))
+          if (this.failingTurnStarts > 0) {
+            this.failingTurnStarts--
+            return Effect.fail(failed("startTurn", "provider unavailable"))
+          }
           state.turnRunning = true
           deliver(prompt, "turn")
           return Effect.succeed(
@@ -104,11 +112,11 @@ export class MemoryProvider {
           )
         }),
       steer: (prompt) =>
-        Effect.sync(() => {
+        Effect.andThen(this.dispatchGate, Effect.sync(() => {
           if (!state.turnRunning) return false
           deliver(prompt, "steer")
           return true
-        }),
+        })),
       outOfBand: (prompt) => this.commands.has(prompt) ? Effect.sync(() => deliver(prompt, "out-of-band")) : undefined,
       respondToPermission: (permissionId) =>
         Effect.sync(() => config.onEvent({ _tag: "PermissionResolved", id: permissionId })),
