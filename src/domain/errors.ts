@@ -107,3 +107,22 @@ export class DeliveryFailed extends Schema.TaggedError<DeliveryFailed>()("Delive
   recipientId: Schema.String,
   message: Schema.String
 }) {}
+
+/** The finish subscription store could not read or write. */
+export class FinishStoreError extends Schema.TaggedError<FinishStoreError>()("FinishStoreError", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Finish subscriptions are closed (shutting down); the registration was not admitted. */
+export class FinishSubscriptionsClosed extends Schema.TaggedError<FinishSubscriptionsClosed>()(
+  "FinishSubscriptionsClosed",
+  { message: Schema.String }
+) {}
+
+/** Watching a target for its finish failed (for example the remote server is unreachable). */
+export class FinishWatchFailed extends Schema.TaggedError<FinishWatchFailed>()("FinishWatchFailed", {
+  targetAgentId: Schema.String,
+  serverId: Schema.NullOr(Schema.String),
+  message: Schema.String
+}) {}

@@ -10,6 +10,8 @@ export type SessionEvent =
   | { readonly _tag: "SubagentFinished"; readonly id: string }
   /** Output or progress: counts as activity. */
   | { readonly _tag: "Activity" }
+  /** The agent's reply text so far in this turn; the last one is kept for finish notifications. */
+  | { readonly _tag: "Reply"; readonly text: string }
 
 export interface SessionConfig {
   readonly agentId: string

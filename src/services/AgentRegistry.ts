@@ -1,5 +1,6 @@
 import { Context, type Effect } from "effect"
 import type { AgentRecord, Labels } from "../domain/agent.ts"
+import type { FinishOutcome } from "../domain/finish.ts"
 import type {
   AgentNotFound,
   AgentNotResumable,
@@ -58,6 +59,11 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /** Closes the runtime and resumes the same session with fresh configuration. */
   readonly reload: (agentId: string) => Effect.Effect<void, PromptError | RuntimeCloseFailed | RuntimePersistFailed>
+  /**
+   * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a
+   * permission, or it is closed explicitly. A release is not a finish.
+   */
+  readonly awaitFinish: (agentId: string) => Effect.Effect<FinishOutcome, AgentNotFound>
   /** Waits until the agent has no foreground turn. */
   readonly awaitIdle: (agentId: string) => Effect.Effect<void>
   readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>

@@ -9,6 +9,7 @@ import {
   RuntimeCloseFailed,
   RuntimePersistFailed
 } from "../../domain/errors.ts"
+import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
 import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
@@ -44,6 +45,17 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const liveChildren = new Map<string, Set<string>>()
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
+  // Keyed by agent, not runtime: a watch outlives releases and resumes.
+  const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
+  const lastReplies = new Map<string, string>()
+
+  const announceFinish = (agentId: string, kind: FinishKind) => {
+    const waiters = finishWaiters.get(agentId)
+    if (waiters === undefined) return
+    finishWaiters.delete(agentId)
+    const outcome: FinishOutcome = { kind, lastReply: lastReplies.get(agentId) ?? null }
+    for (const waiter of waiters) Deferred.doneUnsafe(waiter, Effect.succeed(outcome))
+  }
 
   // ---- lanes -------------------------------------------------------------------------------
 
@@ -78,6 +90,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     switch (event._tag) {
       case "PermissionRequested":
         ;(agent.permissions ??= new Set()).add(event.id)
+        announceFinish(agent.agentId, "needs-permission")
         break
       case "PermissionResolved":
         agent.permissions?.delete(event.id)
@@ -89,6 +102,12 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
         agent.subagents?.delete(event.id)
         break
       case "Activity":
+        break
+      case "Reply":
+        lastReplies.set(
+          agent.agentId,
+          event.text.length > maxReplyLength ? `…${event.text.slice(-maxReplyLength)}` : event.text
+        )
         break
     }
     agent.lastActivityAt = now
@@ -260,20 +279,25 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       const turn = yield* agent.session.startTurn(text)
       agent.turnRunning = true
       yield* turn.pipe(
-        Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause)
-            ? Effect.void
-            : Effect.logWarning("Agent turn failed").pipe(
-              Effect.annotateLogs({ agentId: agent.agentId, cause: Cause.pretty(cause) })
-            )
+        Effect.exit,
+        Effect.flatMap((exit) =>
+          Effect.gen(function*() {
+            agent.turnRunning = false
+            agent.lastActivityAt = yield* Clock.currentTimeMillis
+            const waiters = agent.turnWaiters
+            agent.turnWaiters = undefined
+            settleWaiters(waiters)
+            if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) return
+            // Events the turn reported (its reply) are applied before its finish is announced.
+            yield* drainEvents(agent)
+            announceFinish(agent.agentId, exit._tag === "Success" ? "finished" : "errored")
+            if (exit._tag === "Failure") {
+              yield* Effect.logWarning("Agent turn failed").pipe(
+                Effect.annotateLogs({ agentId: agent.agentId, cause: Cause.pretty(exit.cause) })
+              )
+            }
+          })
         ),
-        Effect.ensuring(Clock.currentTimeMillis.pipe(Effect.map((now) => {
-          agent.turnRunning = false
-          agent.lastActivityAt = now
-          const waiters = agent.turnWaiters
-          agent.turnWaiters = undefined
-          settleWaiters(waiters)
-        }))),
         Effect.forkIn(scope)
       )
     })
@@ -354,6 +378,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       if (agent === undefined) return
       yield* drainEvents(agent)
       yield* closeRuntime(agent)
+      announceFinish(agentId, "closed")
     }))
   })
 
@@ -388,6 +413,22 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       )
     }
   )
+
+  const awaitFinish = (agentId: string) =>
+    Effect.suspend(() => {
+      if (!records.has(agentId)) return Effect.fail(AgentNotFound.of(agentId))
+      const waiter = Deferred.makeUnsafe<FinishOutcome>()
+      const waiters = finishWaiters.get(agentId)
+      if (waiters === undefined) finishWaiters.set(agentId, [waiter])
+      else waiters.push(waiter)
+      return Deferred.await(waiter).pipe(Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          const remaining = finishWaiters.get(agentId)?.filter((other) => other !== waiter)
+          if (remaining === undefined || remaining.length === 0) finishWaiters.delete(agentId)
+          else finishWaiters.set(agentId, remaining)
+        })
+      ))
+    })
 
   const awaitIdle = (agentId: string): Effect.Effect<void> =>
     Effect.suspend(() => {
@@ -473,6 +514,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     respondToPermission,
     close,
     reload,
+    awaitFinish,
     awaitIdle,
     get: (agentId) =>
       Effect.suspend(() => {

@@ -167,7 +167,11 @@ export const make: Effect.Effect<
   return AgentStore.of({ put, get, list })
 })
 
-const ensureParentDirectory = (filename: string) =>
+/**
+ * Creates the parent directory of the database file `filename` if missing; shared with
+ * `SqliteDatabase.layer`.
+ */
+export const ensureParentDirectory = (filename: string): Effect.Effect<void, AgentStoreError> =>
   Effect.try({
     try: () => {
       fs.mkdirSync(path.dirname(filename), { recursive: true })
@@ -181,6 +185,27 @@ const ensureParentDirectory = (filename: string) =>
       })
   })
 
+/** Open and migration failures of `subject` (e.g. "agent store /x.db") as `AgentStoreError`s. */
+const openFailures = (subject: string) =>
+<A, R>(
+  effect: Effect.Effect<A, SqlError.SqlError | Migrator.MigrationError | AgentStoreError, R>
+): Effect.Effect<A, AgentStoreError, R> =>
+  effect.pipe(Effect.catchTags({
+    SqlError: (error) =>
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open ${subject}: ${error.message}` })),
+    MigrationError: (error) =>
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate ${subject}: ${error.message}` }))
+  }))
+
+/**
+ * The durable `AgentStore` on the database of the provided `SqlClient`, migrated when the
+ * layer is built. Open and migration failures fail the layer with operation `"open"`.
+ */
+export const layerFromClient: Layer.Layer<AgentStore, AgentStoreError, SqlClient.SqlClient> = Layer.effect(
+  AgentStore,
+  make.pipe(openFailures("agent store"))
+)
+
 /**
  * The durable `AgentStore` on the SQLite file `filename`, created (with its parent
  * directory) if missing and migrated. The database closes with the layer.
@@ -193,12 +218,5 @@ export const layer = (filename: string): Layer.Layer<AgentStore, AgentStoreError
       // Built in the layer's scope, so the connection lives exactly as long as the store.
       const client = yield* Layer.build(SqliteClient.layer({ filename }))
       return yield* make.pipe(Effect.provideContext(client))
-    }).pipe(Effect.catchTags({
-      SqlError: (error) =>
-        Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open agent store ${filename}: ${error.message}` })),
-      MigrationError: (error) =>
-        Effect.fail(
-          new AgentStoreError({ operation: "open", message: `Cannot migrate agent store ${filename}: ${error.message}` })
-        )
-    }))
+    }).pipe(openFailures(`agent store ${filename}`))
   )

@@ -1,0 +1,134 @@
+import { Context, type Duration, Effect, Exit, Layer, Scope } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as MessageDeliveryLive from "../src/layers/delivery/MessageDeliveryLive.ts"
+import * as FinishSubscriptionsLive from "../src/layers/finish/FinishSubscriptionsLive.ts"
+import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
+import * as SqliteDatabase from "../src/layers/store/SqliteDatabase.ts"
+import { AgentRegistry } from "../src/services/AgentRegistry.ts"
+import { FinishStore } from "../src/services/FinishStore.ts"
+import { FinishSubscriptions } from "../src/services/FinishSubscriptions.ts"
+import { MessageDelivery } from "../src/services/MessageDelivery.ts"
+import { RemoteFinishes } from "../src/services/RemoteFinishes.ts"
+import type { BenchRow } from "./table.ts"
+
+/** Registry, delivery and finish subscriptions over one SQLite file. */
+const build = async (file: string, batchWindow: Duration.Input) => {
+  const provider = new MemoryProvider("bench")
+  const stores = SqliteDatabase.layerStores(file)
+  const registry = AgentRegistryLive.layer.pipe(Layer.provide([stores, providerRegistryWith(provider)]))
+  const all = FinishSubscriptionsLive.layer().pipe(
+    Layer.provideMerge(MessageDeliveryLive.layer({ batchWindow })),
+    Layer.provideMerge(registry),
+    Layer.provideMerge(stores),
+    // Remote targets that stay busy: recovery re-attaches watches that simply wait.
+    Layer.provide(Layer.succeed(RemoteFinishes, RemoteFinishes.of({ awaitFinish: () => Effect.never })))
+  )
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(Layer.buildWithScope(all, scope))
+  return {
+    registry: Context.get(context, AgentRegistry),
+    delivery: Context.get(context, MessageDelivery),
+    finish: Context.get(context, FinishSubscriptions),
+    store: Context.get(context, FinishStore),
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+const withDirectory = async <A>(run: (dir: string) => Promise<A>): Promise<A> => {
+  const dir = mkdtempSync(join(tmpdir(), "quiesce-bench-"))
+  try {
+    return await run(dir)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const messageThroughput = () =>
+  withDirectory(async (dir) => {
+    const s = await build(join(dir, "db.sqlite"), "5 millis")
+    const recipients = await Effect.runPromise(Effect.forEach(
+      Array.from({ length: 1_000 }),
+      () => Effect.map(s.registry.create({ provider: "bench", cwd: "/bench" }), (record) => record.agentId)
+    ))
+    const count = 100_000
+    const start = performance.now()
+    await Effect.runPromise(Effect.gen(function*() {
+      const acks: Array<Effect.Effect<unknown, unknown>> = []
+      for (let i = 0; i < count; i++) {
+        acks.push(yield* s.delivery.enqueue({ recipientId: recipients[i % recipients.length]!, text: `m${i}`, senderId: "bench" }))
+      }
+      yield* Effect.forEach(acks, (ack) => ack, { discard: true })
+    }))
+    const seconds = (performance.now() - start) / 1000
+    await s.close()
+    const rate = count / seconds
+    return {
+      name: "messages enqueued to acknowledged, 100k over 1k recipients (5 ms window)",
+      value: `${Math.round(rate).toLocaleString("en")} msg/s`,
+      target: ">= 50,000 msg/s",
+      ok: rate >= 50_000
+    } satisfies BenchRow
+  })
+
+const registrations = () =>
+  withDirectory(async (dir) => {
+    const s = await build(join(dir, "db.sqlite"), "2 seconds")
+    await Effect.runPromise(s.finish.recovered)
+    const caller = await Effect.runPromise(s.registry.create({ provider: "bench", cwd: "/bench" }))
+    const target = await Effect.runPromise(s.registry.create({ provider: "bench", cwd: "/bench" }))
+    const count = 2_000
+    const start = performance.now()
+    await Effect.runPromise(Effect.gen(function*() {
+      for (let i = 0; i < count; i++) {
+        yield* s.finish.register({ callerAgentId: caller.agentId, targetAgentId: target.agentId })
+      }
+    }))
+    const seconds = (performance.now() - start) / 1000
+    await s.close()
+    const rate = count / seconds
+    return {
+      name: "durable finish registrations (SQLite, each committed before accepted)",
+      value: `${Math.round(rate).toLocaleString("en")} /s`,
+      target: ">= 2,000 /s",
+      ok: rate >= 2_000
+    } satisfies BenchRow
+  })
+
+const recovery = () =>
+  withDirectory(async (dir) => {
+    const file = join(dir, "db.sqlite")
+    const first = await build(file, "2 seconds")
+    const caller = await Effect.runPromise(first.registry.create({ provider: "bench", cwd: "/bench" }))
+    const count = 100_000
+    await Effect.runPromise(Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
+      first.store.put({
+        id: `finish-${i}`,
+        callerAgentId: caller.agentId,
+        targetAgentId: `target-${i}`,
+        serverId: "remote",
+        state: "accepted",
+        createdAt: i,
+        notification: null
+      }), { discard: true }))
+    await first.close()
+    const start = performance.now()
+    const second = await build(file, "2 seconds")
+    await Effect.runPromise(second.finish.recovered)
+    const ms = performance.now() - start
+    await second.close()
+    return {
+      name: "recovery of 100k stored finish subscriptions (open, load, re-attach)",
+      value: `${ms.toFixed(0)} ms`,
+      target: "< 1000 ms",
+      ok: ms < 1000
+    } satisfies BenchRow
+  })
+
+export const finishBench = async (): Promise<ReadonlyArray<BenchRow>> => [
+  await messageThroughput(),
+  await registrations(),
+  await recovery()
+]

@@ -1,0 +1,31 @@
+import { Schema } from "effect"
+
+/** A caller's durable intent to be told when a target agent finishes (D2). */
+export const FinishSubscription = Schema.Struct({
+  id: Schema.String,
+  callerAgentId: Schema.String,
+  targetAgentId: Schema.String,
+  /** The Quiesce server that hosts the target; null for this server. */
+  serverId: Schema.NullOr(Schema.String),
+  /** `pending` until the registration is accepted; only accepted subscriptions are watched. */
+  state: Schema.Literals(["pending", "accepted"]),
+  createdAt: Schema.Number,
+  /**
+   * The notification to deliver, saved once the target finished and before it is dispatched, so
+   * a restart before the caller's acknowledgement still delivers it.
+   */
+  notification: Schema.NullOr(Schema.String)
+})
+export type FinishSubscription = typeof FinishSubscription.Type
+
+export const FinishKind = Schema.Literals(["finished", "errored", "needs-permission", "closed"])
+export type FinishKind = typeof FinishKind.Type
+
+export interface FinishOutcome {
+  readonly kind: FinishKind
+  /** The target's last reply, bounded in size. */
+  readonly lastReply: string | null
+}
+
+/** Replies longer than this are cut in notifications. */
+export const maxReplyLength = 4_000

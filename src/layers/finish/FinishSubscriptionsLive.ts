@@ -1,0 +1,232 @@
+import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
+import { FinishSubscriptionsClosed, type FinishWatchFailed } from "../../domain/errors.ts"
+import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { FinishStore } from "../../services/FinishStore.ts"
+import { type FinishRegistrationInput, FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
+import { MessageDelivery } from "../../services/MessageDelivery.ts"
+import { RemoteFinishes } from "../../services/RemoteFinishes.ts"
+
+export interface FinishSubscriptionsOptions {
+  /** Backoff between attempts to watch, save or deliver that failed for a reason that may pass. */
+  readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
+}
+
+/** The notification the caller receives when its target finishes. */
+export const formatNotification = (subscription: FinishSubscription, outcome: FinishOutcome): string => {
+  const where = subscription.serverId === null ? "" : ` on server ${subscription.serverId}`
+  const head = `[finish notification] Agent ${subscription.targetAgentId}${where} ${
+    outcome.kind === "needs-permission" ? "needs a permission decision" : outcome.kind
+  }.`
+  return outcome.lastReply === null ? head : `${head}\nLast reply:\n${outcome.lastReply}`
+}
+
+interface Entry {
+  subscription: FinishSubscription
+  watch: Fiber.Fiber<void, unknown> | undefined
+  released: boolean
+}
+
+const idPart = Effect.map(Random.nextIntBetween(0, 0xffff_ffff), (n) => n.toString(16).padStart(8, "0"))
+
+export const makeFinishSubscriptions = Effect.fnUntraced(function*(
+  options: FinishSubscriptionsOptions = {}
+): Effect.fn.Return<
+  FinishSubscriptions["Service"],
+  never,
+  FinishStore | MessageDelivery | AgentRegistry | RemoteFinishes | Scope.Scope
+> {
+  const store = yield* FinishStore
+  const delivery = yield* MessageDelivery
+  const registry = yield* AgentRegistry
+  const remote = yield* RemoteFinishes
+  const scope = yield* Effect.scope
+  const retry = options.retry ?? Schedule.min([Schedule.exponential("1 second"), Schedule.spaced("1 minute")])
+
+  let closed = false
+  let recovering = true
+  const recoveredLatch = Deferred.makeUnsafe<void>()
+  const registering = new Map<string, number>()
+  /** Records held for each caller: pending, watched or being delivered. */
+  const heldByCaller = new Map<string, number>()
+  const entries = new Map<string, Entry>()
+
+  const bump = (counts: Map<string, number>, key: string, by: number) => {
+    const next = (counts.get(key) ?? 0) + by
+    if (next <= 0) counts.delete(key)
+    else counts.set(key, next)
+  }
+
+  const hold = (subscription: FinishSubscription): Entry => {
+    const entry: Entry = { subscription, watch: undefined, released: false }
+    entries.set(subscription.id, entry)
+    bump(heldByCaller, subscription.callerAgentId, 1)
+    return entry
+  }
+
+  /** The caller stops being protected by this record; once only. */
+  const release = (entry: Entry) => {
+    if (entry.released) return
+    entry.released = true
+    entries.delete(entry.subscription.id)
+    bump(heldByCaller, entry.subscription.callerAgentId, -1)
+  }
+
+  const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    subscription.serverId === null
+      ? registry.awaitFinish(subscription.targetAgentId).pipe(
+        // A target that does not exist will never finish; the caller is told it is gone.
+        Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null }))
+      )
+      : remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
+
+  const callerExists = (agentId: string) =>
+    registry.get(agentId).pipe(Effect.as(true), Effect.catchTag("AgentNotFound", () => Effect.succeed(false)))
+
+  /** Delivers the saved notification until the caller's provider acknowledges it. */
+  const deliver = (subscription: FinishSubscription, notification: string) =>
+    Effect.gen(function*() {
+      const acknowledged = yield* delivery.enqueue({
+        recipientId: subscription.callerAgentId,
+        text: notification,
+        senderId: subscription.targetAgentId
+      })
+      return yield* acknowledged
+    }).pipe(
+      Effect.tapError((error) =>
+        Effect.logWarning("Finish notification not delivered yet").pipe(
+          Effect.annotateLogs({ subscription: subscription.id, error: error.message })
+        )
+      ),
+      // Delivery closing means shutdown: the record stays and the next start delivers it.
+      Effect.retry({ schedule: retry, while: (error) => error._tag !== "DeliveryClosed" })
+    )
+
+  /** One subscription's life: watch, save the notification, deliver, then forget (D2). */
+  const watch = (entry: Entry) =>
+    Effect.gen(function*() {
+      const subscription = entry.subscription
+      let notification = subscription.notification
+      if (notification === null) {
+        const outcome = yield* awaitTarget(subscription).pipe(Effect.retry({ schedule: retry }))
+        notification = formatNotification(subscription, outcome)
+        yield* store.put({ ...subscription, notification }).pipe(Effect.retry({ schedule: retry }))
+      }
+      if (!(yield* callerExists(subscription.callerAgentId))) {
+        yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(
+          Effect.annotateLogs({ subscription: subscription.id, callerAgentId: subscription.callerAgentId })
+        )
+      } else {
+        const exit = yield* Effect.exit(deliver(subscription, notification))
+        if (exit._tag === "Failure") return
+      }
+      yield* store.remove(subscription.id).pipe(Effect.retry({ schedule: retry }))
+      release(entry)
+    }).pipe(
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("Finish subscription watch stopped").pipe(
+          Effect.annotateLogs({ subscription: entry.subscription.id, cause: Cause.pretty(cause) })
+        )
+      )
+    )
+
+  const startWatch = (entry: Entry) =>
+    Effect.suspend(() => {
+      if (closed || entry.watch !== undefined || entry.released) return Effect.void
+      return watch(entry).pipe(
+        Effect.forkIn(scope),
+        Effect.map((fiber) => {
+          if (fiber.pollUnsafe() === undefined) entry.watch = fiber
+        })
+      )
+    })
+
+  const register = Effect.fn("FinishSubscriptions.register")(function*(
+    input: FinishRegistrationInput,
+    options?: { readonly held?: boolean }
+  ) {
+    if (closed) return yield* new FinishSubscriptionsClosed({ message: "Finish subscriptions are closed" })
+    const caller = input.callerAgentId
+    bump(registering, caller, 1)
+    return yield* Effect.gen(function*() {
+      const held = options?.held === true
+      const subscription: FinishSubscription = {
+        id: `finish-${yield* idPart}${yield* idPart}`,
+        callerAgentId: caller,
+        targetAgentId: input.targetAgentId,
+        serverId: input.serverId ?? null,
+        state: held ? "pending" : "accepted",
+        createdAt: yield* Clock.currentTimeMillis,
+        notification: null
+      }
+      // Committed before it is accepted: a registration that returns is durable.
+      yield* store.put(subscription)
+      const entry = hold(subscription)
+      let settled = false
+      const accept = Effect.suspend(() => {
+        if (settled) return Effect.void
+        settled = true
+        if (entry.subscription.state === "accepted") return startWatch(entry)
+        entry.subscription = { ...entry.subscription, state: "accepted" }
+        return store.put(entry.subscription).pipe(Effect.andThen(startWatch(entry)))
+      })
+      // The durable record goes first, so a crash in between never leaves a watch without intent.
+      const reject = Effect.suspend(() => {
+        if (entry.released) return Effect.void
+        settled = true
+        return store.remove(subscription.id).pipe(
+          Effect.andThen(Effect.suspend(() => {
+            const fiber = entry.watch
+            release(entry)
+            return fiber === undefined ? Effect.void : Fiber.interrupt(fiber)
+          }))
+        )
+      })
+      if (!held) yield* accept
+      return { id: subscription.id, accept, reject }
+    }).pipe(Effect.ensuring(Effect.sync(() => bump(registering, caller, -1))))
+  })
+
+  // Recovery: until the stored intents are loaded, nobody knows who is waiting, so every caller
+  // counts as protected (D2).
+  yield* Effect.gen(function*() {
+    const stored = yield* store.list.pipe(
+      Effect.tapError((error) =>
+        Effect.logError("Recovering finish subscriptions failed; retrying").pipe(
+          Effect.annotateLogs({ error: error.message })
+        )
+      ),
+      Effect.retry({ schedule: retry })
+    )
+    for (const subscription of stored) {
+      if (!(yield* callerExists(subscription.callerAgentId))) {
+        yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(
+          Effect.annotateLogs({ subscription: subscription.id, callerAgentId: subscription.callerAgentId })
+        )
+        yield* store.remove(subscription.id).pipe(Effect.ignore)
+        continue
+      }
+      // A registration still held when the server stopped was committed: it is honoured.
+      yield* startWatch(hold(subscription))
+    }
+    recovering = false
+    yield* Deferred.succeed(recoveredLatch, undefined)
+  }).pipe(Effect.forkScoped)
+
+  return FinishSubscriptions.of({
+    register,
+    hasPendingForCaller: (agentId) =>
+      Effect.sync(() => recovering || registering.has(agentId) || heldByCaller.has(agentId)),
+    recovered: Deferred.await(recoveredLatch),
+    close: Effect.gen(function*() {
+      closed = true
+      const watching = [...entries.values()].flatMap((entry) => entry.watch === undefined ? [] : [entry.watch])
+      yield* Effect.forEach(watching, Fiber.interrupt, { discard: true })
+    })
+  })
+})
+
+export const layer = (
+  options?: FinishSubscriptionsOptions
+): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentRegistry | RemoteFinishes> =>
+  Layer.effect(FinishSubscriptions, makeFinishSubscriptions(options))

@@ -1,0 +1,44 @@
+/**
+ * The project's one SQLite state database: a `SqlClient` on a file, and both durable stores
+ * (`AgentStore`, `FinishStore`) over that single connection. Each store migrates its own
+ * tables with its own migrations table, so they share the file without coordinating.
+ */
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { AgentStoreError } from "../../domain/errors.ts"
+import type { FinishStoreError } from "../../domain/errors.ts"
+import type { AgentStore } from "../../services/AgentStore.ts"
+import type { FinishStore } from "../../services/FinishStore.ts"
+import * as SqliteAgentStore from "./SqliteAgentStore.ts"
+import * as SqliteClient from "./SqliteClient.ts"
+import * as SqliteFinishStore from "./SqliteFinishStore.ts"
+
+/**
+ * A `SqlClient` on the SQLite file `filename`, created (with its parent directory) if
+ * missing. The database closes with the layer. Failures have operation `"open"`.
+ */
+export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentStoreError> =>
+  Layer.effect(
+    SqlClient.SqlClient,
+    Effect.gen(function*() {
+      yield* SqliteAgentStore.ensureParentDirectory(filename)
+      // Built in the layer's scope, so the connection lives exactly as long as this layer.
+      const client = yield* Layer.build(SqliteClient.layer({ filename }))
+      return Context.get(client, SqlClient.SqlClient)
+    }).pipe(Effect.catchTag("SqlError", (error) =>
+      Effect.fail(
+        new AgentStoreError({ operation: "open", message: `Cannot open database ${filename}: ${error.message}` })
+      )
+    ))
+  )
+
+/**
+ * `AgentStore` and `FinishStore` over ONE connection to the SQLite file `filename`
+ * (created and migrated as needed).
+ */
+export const layerStores = (
+  filename: string
+): Layer.Layer<AgentStore | FinishStore, AgentStoreError | FinishStoreError> =>
+  Layer.mergeAll(SqliteAgentStore.layerFromClient, SqliteFinishStore.layerFromClient).pipe(
+    Layer.provide(layer(filename))
+  )

@@ -1,0 +1,12 @@
+import { Context, type Effect } from "effect"
+import type { FinishStoreError } from "../domain/errors.ts"
+import type { FinishSubscription } from "../domain/finish.ts"
+
+/** Durable finish subscriptions, in the same database as the agent records. */
+export class FinishStore extends Context.Service<FinishStore, {
+  /** Inserts or replaces by id; committed when it succeeds. */
+  readonly put: (subscription: FinishSubscription) => Effect.Effect<void, FinishStoreError>
+  readonly remove: (id: string) => Effect.Effect<void, FinishStoreError>
+  /** Every subscription, oldest first. */
+  readonly list: Effect.Effect<ReadonlyArray<FinishSubscription>, FinishStoreError>
+}>()("quiesce/finish/FinishStore") {}

@@ -1,0 +1,248 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Schedule, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import type { FinishOutcome } from "../../../src/domain/finish.ts"
+import * as CallerProtectionLive from "../../../src/layers/collector/CallerProtectionLive.ts"
+import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
+import * as FinishSubscriptionsLive from "../../../src/layers/finish/FinishSubscriptionsLive.ts"
+import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as FinishStoreMemory from "../../../src/layers/store/FinishStoreMemory.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { AgentStore } from "../../../src/services/AgentStore.ts"
+import { FinishStore } from "../../../src/services/FinishStore.ts"
+import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
+import { RemoteFinishes } from "../../../src/services/RemoteFinishes.ts"
+import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+
+const minutes = (n: number) => n * 60_000
+
+/** Remote finishes a test resolves by hand. */
+class RemoteStub {
+  readonly waits: Array<{ readonly targetAgentId: string; readonly result: Deferred.Deferred<FinishOutcome> }> = []
+  readonly layer = Layer.succeed(RemoteFinishes, RemoteFinishes.of({
+    awaitFinish: (_serverId, targetAgentId) =>
+      Effect.suspend(() => {
+        const result = Deferred.makeUnsafe<FinishOutcome>()
+        this.waits.push({ targetAgentId, result })
+        return Deferred.await(result)
+      })
+  }))
+}
+
+interface Stores {
+  readonly agents: AgentStore["Service"]
+  readonly finish: FinishStore["Service"]
+}
+
+const makeStores = Effect.gen(function*(): Effect.fn.Return<Stores> {
+  return { agents: yield* AgentStoreMemory.make, finish: yield* FinishStoreMemory.make }
+})
+
+/** One server: registry, delivery, finish subscriptions, caller protection and a collector. */
+const server = Effect.fnUntraced(function*(options: {
+  readonly provider: MemoryProvider
+  readonly stores: Stores
+  readonly remote?: RemoteStub
+  readonly deliveryRetry?: Schedule.Schedule<unknown, unknown>
+}) {
+  const registryLayer = AgentRegistryLive.layer.pipe(
+    Layer.provide([Layer.succeed(AgentStore, options.stores.agents), providerRegistryWith(options.provider)])
+  )
+  const deliveryLayer = MessageDeliveryLive.layer(
+    options.deliveryRetry === undefined ? {} : { retry: options.deliveryRetry }
+  )
+  const finishLayer = FinishSubscriptionsLive.layer().pipe(
+    Layer.provide([Layer.succeed(FinishStore, options.stores.finish), (options.remote ?? new RemoteStub()).layer])
+  )
+  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer])
+  )
+  const all = collectorLayer.pipe(
+    Layer.provideMerge(finishLayer),
+    Layer.provideMerge(deliveryLayer),
+    Layer.provideMerge(registryLayer)
+  )
+  const context = yield* Layer.build(all)
+  return {
+    registry: Context.get(context, AgentRegistry),
+    finish: Context.get(context, FinishSubscriptions),
+    collector: Context.get(context, RuntimeCollector)
+  }
+})
+
+describe("FinishSubscriptions (D2)", () => {
+  it.effect("remote finish intent protects its caller through registration, observation and delivery", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const remote = new RemoteStub()
+      const writing = yield* Deferred.make<void>()
+      const gatedStores: Stores = {
+        ...stores,
+        finish: { ...stores.finish, put: (record) => Deferred.await(writing).pipe(Effect.andThen(stores.finish.put(record))) }
+      }
+      const s = yield* server({ provider, stores: gatedStores, remote })
+      yield* s.finish.recovered
+      const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const caller = parent.agentId
+      yield* TestClock.setTime(minutes(61))
+
+      const registering = yield* s.finish.register({ callerAgentId: caller, targetAgentId: "far", serverId: "remote" }, {
+        held: true
+      }).pipe(Effect.forkChild({ startImmediately: true }))
+      assert.isTrue(yield* s.finish.hasPendingForCaller(caller), "protected from the start of registration")
+      yield* Deferred.succeed(writing, undefined)
+      const registration = yield* Fiber.join(registering)
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [])
+      assert.isTrue(yield* s.finish.hasPendingForCaller(caller))
+
+      yield* registration.accept
+      yield* Effect.yieldNow
+      assert.strictEqual(remote.waits.length, 1)
+      assert.isTrue(yield* s.finish.hasPendingForCaller(caller), "protected while watching")
+
+      const ack = yield* Deferred.make<void>()
+      provider.dispatchGate = Deferred.await(ack)
+      yield* Deferred.succeed(remote.waits[0]!.result, { kind: "finished", lastReply: "all done" })
+      yield* TestClock.adjust("2 seconds")
+      assert.isTrue(yield* s.finish.hasPendingForCaller(caller), "protected until delivery is acknowledged")
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [])
+
+      yield* Deferred.succeed(ack, undefined)
+      yield* s.registry.awaitIdle(caller)
+      for (let i = 0; i < 5 && (yield* s.finish.hasPendingForCaller(caller)); i++) yield* Effect.yieldNow
+      assert.isFalse(yield* s.finish.hasPendingForCaller(caller))
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      assert.deepStrictEqual(provider.deliveredTo(parent.persistence!.sessionId), [
+        "[message from agent far]\n[finish notification] Agent far on server remote finished.\nLast reply:\nall done"
+      ])
+
+      yield* TestClock.setTime(minutes(62))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [])
+      yield* TestClock.setTime(minutes(121))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [], "a full idle period after the acknowledgement")
+      yield* TestClock.setTime(minutes(122))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected.map((c) => c.agentId), [caller])
+    }))
+
+  it.effect("recovery protects every caller until durable intent has loaded, then only real callers", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const s = yield* server({ provider, stores })
+        const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+        const child = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+        yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+        return { parent: parent.agentId }
+      }))
+      const loading = yield* Deferred.make<void>()
+      const gatedStores: Stores = {
+        ...stores,
+        finish: { ...stores.finish, list: Deferred.await(loading).pipe(Effect.andThen(stores.finish.list)) }
+      }
+      const s = yield* server({ provider, stores: gatedStores })
+      assert.isTrue(yield* s.finish.hasPendingForCaller(first.parent))
+      assert.isTrue(yield* s.finish.hasPendingForCaller("unrelated"), "nobody knows yet who is waiting")
+      yield* Deferred.succeed(loading, undefined)
+      yield* s.finish.recovered
+      assert.isTrue(yield* s.finish.hasPendingForCaller(first.parent))
+      assert.isFalse(yield* s.finish.hasPendingForCaller("unrelated"))
+    }))
+
+  it.effect("a restart between the target's finish and the acknowledgement delivers exactly once", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const scope = yield* Scope.make()
+      const s1 = yield* server({ provider, stores }).pipe(Scope.provide(scope))
+      const parent = yield* s1.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s1.registry.create({ provider: "codex", cwd: "/work" })
+      yield* s1.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      yield* Effect.yieldNow
+      yield* s1.registry.prompt(child.agentId, "do the work")
+      // The caller's provider never acknowledges before the restart.
+      provider.dispatchGate = Effect.never
+      yield* s1.registry.awaitIdle(child.agentId)
+      yield* TestClock.adjust("2 seconds")
+      const saved = yield* stores.finish.list
+      assert.strictEqual(saved.length, 1)
+      assert.include(saved[0]!.notification ?? "", `Agent ${child.agentId} finished`)
+      yield* Scope.close(scope, Exit.void)
+
+      provider.dispatchGate = Effect.void
+      const s2 = yield* server({ provider, stores })
+      yield* s2.finish.recovered
+      yield* TestClock.adjust("2 seconds")
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      const delivered = provider.deliveredTo(parent.persistence!.sessionId)
+      assert.strictEqual(delivered.length, 1)
+      assert.include(delivered[0]!, `Agent ${child.agentId} finished`)
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      assert.isFalse(yield* s2.finish.hasPendingForCaller(parent.agentId))
+    }))
+
+  it.effect("a dispatch failure keeps the record and retries with backoff", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const s = yield* server({ provider, stores, deliveryRetry: Schedule.recurs(0) })
+      yield* s.finish.recovered
+      const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      yield* Effect.yieldNow
+      yield* s.registry.prompt(child.agentId, "work")
+      yield* s.registry.awaitIdle(child.agentId)
+      provider.failingTurnStarts = 2
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* stores.finish.list).length, 1, "kept after the first failure")
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* stores.finish.list).length, 1, "kept after the second failure")
+      yield* TestClock.adjust("2 seconds")
+      yield* TestClock.adjust("2 seconds")
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1)
+    }))
+
+  it.effect("rejecting a held registration removes the durable record and the protection", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const remote = new RemoteStub()
+      const s = yield* server({ provider, stores, remote })
+      yield* s.finish.recovered
+      const registration = yield* s.finish.register({ callerAgentId: "caller", targetAgentId: "far", serverId: "x" }, {
+        held: true
+      })
+      assert.strictEqual((yield* stores.finish.list).length, 1)
+      assert.isTrue(yield* s.finish.hasPendingForCaller("caller"))
+      yield* registration.reject
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      assert.isFalse(yield* s.finish.hasPendingForCaller("caller"))
+      assert.strictEqual(remote.waits.length, 0, "a rejected registration is never watched")
+    }))
+
+  it.effect("recovery drops the records of callers that no longer exist", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      yield* stores.finish.put({
+        id: "finish-orphan",
+        callerAgentId: "gone",
+        targetAgentId: "whoever",
+        serverId: null,
+        state: "accepted",
+        createdAt: 0,
+        notification: null
+      })
+      const s = yield* server({ provider, stores })
+      yield* s.finish.recovered
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      assert.isFalse(yield* s.finish.hasPendingForCaller("gone"))
+    }))
+})
