@@ -26,7 +26,8 @@ export interface RuntimeCandidate {
   readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
   /**
    * Closes the runtime only if `revalidate` still holds when checked inside the owner's lifecycle
-   * lane, with admission barred. Succeeds with whether it closed.
+   * lane, with admission barred. Succeeds with whether it closed. The owner makes the close and
+   * persist region uninterruptible; waiting for the lane and revalidating stay interruptible.
    */
   readonly closeIfEligible: (revalidate: Effect.Effect<boolean>) => Effect.Effect<boolean, RuntimeReleaseError>
 }

@@ -126,3 +126,10 @@ export class FinishWatchFailed extends Schema.TaggedError<FinishWatchFailed>()("
   serverId: Schema.NullOr(Schema.String),
   message: Schema.String
 }) {}
+
+/** The host is shutting down and admits no new work (H3). */
+export class ShuttingDown extends Schema.TaggedError<ShuttingDown>()("ShuttingDown", {
+  message: Schema.String
+}) {
+  static readonly of = (what: string) => new ShuttingDown({ message: `Shutting down: ${what} not admitted` })
+}

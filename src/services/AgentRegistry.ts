@@ -8,7 +8,8 @@ import type {
   ProviderFailed,
   ProviderNotFound,
   RuntimeCloseFailed,
-  RuntimePersistFailed
+  RuntimePersistFailed,
+  ShuttingDown
 } from "../domain/errors.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
@@ -34,7 +35,13 @@ export interface AgentView {
 }
 
 /** Everything that can stop a prompt from reaching the provider. */
-export type PromptError = AgentNotFound | AgentNotResumable | ProviderNotFound | ProviderFailed | AgentStoreError
+export type PromptError =
+  | AgentNotFound
+  | AgentNotResumable
+  | ProviderNotFound
+  | ProviderFailed
+  | AgentStoreError
+  | ShuttingDown
 
 /**
  * The owner of live agent runtimes. Every lifecycle mutation of one agent (create, close,
@@ -42,7 +49,9 @@ export type PromptError = AgentNotFound | AgentNotResumable | ProviderNotFound |
  * lane unless the runtime is released or being released.
  */
 export class AgentRegistry extends Context.Service<AgentRegistry, {
-  readonly create: (input: CreateAgent) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError>
+  readonly create: (
+    input: CreateAgent
+  ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown>
   /**
    * Delivers a prompt exactly once: steered into a running turn, handled out of band by the
    * adapter, or as a new turn. A released agent is resumed first, however many prompts race.

@@ -61,8 +61,8 @@ export class FakeRuntime {
           runtime.closeRequests++
           if (runtime.closeFailure !== undefined) return yield* runtime.closeFailure
           if (!(yield* revalidate)) return false
-          yield* runtime.closing
-          runtime.closed = true
+          // Like a real owner: once the close begins it is never interrupted.
+          yield* Effect.uninterruptible(Effect.andThen(runtime.closing, Effect.sync(() => (runtime.closed = true))))
           return true
         })
       }

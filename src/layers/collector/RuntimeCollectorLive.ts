@@ -98,8 +98,9 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   > => {
     const root = snapshot[position]!
     const family = index.members(position).map((member) => snapshot[member]!)
-    // Once begun, a close is never interrupted: scope closure waits for it.
-    return Effect.uninterruptible(
+    // The owner makes its close-and-persist region uninterruptible (see RuntimeCandidate), so
+    // scope closure waits for a close that has begun but not for a lane that is still busy.
+    return (
       Effect.gen(function*() {
         const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family)))
         const at = yield* Clock.currentTimeMillis
@@ -258,9 +259,9 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     if (inFlight !== undefined) return Deferred.await(inFlight)
     const done = Deferred.makeUnsafe<SweepReport>()
     inFlight = done
+    // onExit also runs when the layer's scope interrupts the sweep, so joiners never hang.
     return runSweep.pipe(
-      Effect.exit,
-      Effect.flatMap((exit) =>
+      Effect.onExit((exit) =>
         Effect.sync(() => {
           inFlight = undefined
         }).pipe(Effect.andThen(Deferred.done(done, exit)))
@@ -319,6 +320,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const collectNow = Effect.fn("RuntimeCollector.collectNow")(function*(agentId: string) {
     return yield* decisions.withPermits(1)(Effect.gen(function*() {
       const family = yield* captureFamily(agentId)
+      if (stopped) return CollectOutcome.cases.Retained.make({ residency: yield* explainFamily(family, yield* Clock.currentTimeMillis) })
       const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies })
       const entry = report.collected[0]
       if (entry !== undefined) return CollectOutcome.cases.Collected.make({ runtime: entry })

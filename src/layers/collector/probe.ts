@@ -1,4 +1,4 @@
-import { Clock, Effect, Option } from "effect"
+import { Cause, Clock, Effect, Exit, Fiber, Option } from "effect"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../domain/errors.ts"
 import type { ProbeObservation } from "../../domain/sweep.ts"
@@ -12,35 +12,50 @@ const permitted: ProbeVerdict = { _tag: "Permitted" }
 const vetoed: ProbeVerdict = { _tag: "Vetoed" }
 
 /**
- * Asks a provider whether its runtime may stop (C6). Only `true` permits. A failure, a defect or
- * no answer within the timeout is a typed failure; a timed-out probe is interrupted, so a late
- * `true` is never seen.
+ * Asks a provider whether its runtime may stop (C6). Only `true` permits. A failure, a defect, an
+ * interruption of the probe itself, or no answer within the timeout is a typed failure.
+ *
+ * The probe runs in a fiber of its own so that the timeout never waits for a probe that is slow
+ * to give up: a timed-out probe is interrupted in the background and its late answer is never
+ * seen. If the caller is interrupted (the collector's scope closes), the probe is interrupted and
+ * awaited.
  */
 export const runProbe = (
   candidate: RuntimeCandidate,
   check: Effect.Effect<boolean, RuntimeProbeFailed>,
   timeoutMillis: number
 ): Effect.Effect<{ readonly verdict: ProbeVerdict; readonly observation: ProbeObservation }> =>
-  check.pipe(
-    Effect.timeoutOption(timeoutMillis),
-    Effect.map((answer): ProbeVerdict =>
-      Option.isNone(answer)
-        ? { _tag: "Failed", error: RuntimeProbeTimedOut.of(candidate.agentId, timeoutMillis) }
-        : answer.value === true
-        ? permitted
-        : vetoed
-    ),
-    Effect.catch((error) => Effect.succeed<ProbeVerdict>({ _tag: "Failed", error })),
-    Effect.catchDefect((defect) =>
-      Effect.succeed<ProbeVerdict>({
-        _tag: "Failed",
-        error: new RuntimeProbeFailed({ agentId: candidate.agentId, message: describeDefect(defect) })
-      })
-    ),
-    Effect.flatMap((verdict) =>
-      Effect.map(Clock.currentTimeMillis, (at) => ({ verdict, observation: observe(candidate.agentId, at, verdict) }))
+  Effect.gen(function*() {
+    const probe = yield* Effect.forkDetach(Effect.exit(check))
+    const answer = yield* Fiber.join(probe).pipe(
+      Effect.timeoutOption(timeoutMillis),
+      Effect.onInterrupt(() => Fiber.interrupt(probe))
     )
-  )
+    let verdict: ProbeVerdict
+    if (Option.isNone(answer)) {
+      probe.interruptUnsafe()
+      verdict = { _tag: "Failed", error: RuntimeProbeTimedOut.of(candidate.agentId, timeoutMillis) }
+    } else {
+      const exit = answer.value
+      if (Exit.isSuccess(exit)) verdict = exit.value === true ? permitted : vetoed
+      else {
+        const cause = exit.cause
+        verdict = {
+          _tag: "Failed",
+          error: Option.getOrElse(
+            Cause.findErrorOption(cause),
+            () =>
+              new RuntimeProbeFailed({
+                agentId: candidate.agentId,
+                message: Cause.hasInterruptsOnly(cause) ? "the probe was interrupted" : describeDefect(Cause.squash(cause))
+              })
+          )
+        }
+      }
+    }
+    const at = yield* Clock.currentTimeMillis
+    return { verdict, observation: observe(candidate.agentId, at, verdict) }
+  })
 
 const observe = (agentId: string, at: number, verdict: ProbeVerdict): ProbeObservation => {
   switch (verdict._tag) {

@@ -24,12 +24,21 @@ export const resolveCollectorSettings = (options: RuntimeCollectorOptions = {}):
   if (!Number.isInteger(probeConcurrency) || probeConcurrency < 1) {
     throw new RangeError(`probeConcurrency must be a positive integer, got ${probeConcurrency}`)
   }
+  const idlePeriodMillis = Duration.toMillis(
+    Duration.fromInputUnsafe(options.idlePeriod ?? defaultCollectorOptions.idlePeriod)
+  )
+  const tickInterval = Duration.fromInputUnsafe(options.tickInterval ?? defaultCollectorOptions.tickInterval)
+  for (const [name, millis] of [
+    ["idlePeriod", idlePeriodMillis],
+    ["tickInterval", Duration.toMillis(tickInterval)],
+    ["probeTimeout", Duration.toMillis(probeTimeout)]
+  ] as const) {
+    if (!(millis > 0)) throw new RangeError(`${name} must be a positive duration, got ${millis} ms`)
+  }
   return {
     enabled: options.enabled ?? defaultCollectorOptions.enabled,
-    idlePeriodMillis: Duration.toMillis(
-      Duration.fromInputUnsafe(options.idlePeriod ?? defaultCollectorOptions.idlePeriod)
-    ),
-    tickInterval: Duration.fromInputUnsafe(options.tickInterval ?? defaultCollectorOptions.tickInterval),
+    idlePeriodMillis,
+    tickInterval,
     probeTimeout,
     probeTimeoutMillis: Duration.toMillis(probeTimeout),
     probeConcurrency

@@ -7,11 +7,12 @@ import {
   type AgentStoreError,
   type ProviderFailed,
   RuntimeCloseFailed,
-  RuntimePersistFailed
+  RuntimePersistFailed,
+  ShuttingDown
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
 import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
-import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import { AgentRegistry, type AgentView, type PromptError, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
@@ -45,6 +46,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const liveChildren = new Map<string, Set<string>>()
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
+  let shuttingDown = false
   // Keyed by agent, not runtime: a watch outlives releases and resumes.
   const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
   const lastReplies = new Map<string, string>()
@@ -82,6 +84,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 
   // ---- session events ----------------------------------------------------------------------
 
+  const touch = (agent: LiveAgent, now: number) => {
+    agent.lastActivityAt = now
+    agent.activityCount++
+  }
+
   const settleWaiters = (waiters: Array<Deferred.Deferred<void>> | undefined) => {
     if (waiters !== undefined) for (const waiter of waiters) Deferred.doneUnsafe(waiter, Effect.void)
   }
@@ -110,7 +117,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
         )
         break
     }
-    agent.lastActivityAt = now
+    touch(agent, now)
   }
 
   // One consumer for every session's events; each agent counts its own until processed.
@@ -158,16 +165,25 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     settleWaiters(agent.drainWaiters)
   }
 
+  interface Target {
+    agent: LiveAgent | undefined
+    /** Events the session reported while it was still opening. */
+    readonly early: Array<SessionEvent>
+  }
+
+  const enqueueEvent = (agent: LiveAgent, event: SessionEvent) => {
+    agent.pendingEvents++
+    Queue.offerUnsafe(events, { agent, event })
+  }
+
   /** The session config for one runtime; its events land in the shared queue. */
-  const sessionConfig = (record: AgentRecord, target: { agent: LiveAgent | undefined }): SessionConfig => ({
+  const sessionConfig = (record: AgentRecord, target: Target): SessionConfig => ({
     agentId: record.agentId,
     cwd: record.cwd,
     labels: record.labels,
     onEvent: (event) => {
-      const agent = target.agent
-      if (agent === undefined) return
-      agent.pendingEvents++
-      Queue.offerUnsafe(events, { agent, event })
+      if (target.agent === undefined) target.early.push(event)
+      else enqueueEvent(target.agent, event)
     }
   })
 
@@ -176,7 +192,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     record: AgentRecord,
     open: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
   ) {
-    const target: { agent: LiveAgent | undefined } = { agent: undefined }
+    const target: Target = { agent: undefined, early: [] }
     const session = yield* open(sessionConfig(record, target))
     const persistence = (yield* session.persistence) ?? record.persistence
     const agent: LiveAgent = {
@@ -189,9 +205,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       sessionId: persistence?.sessionId ?? null,
       dispatch: Semaphore.makeUnsafe(1),
       lastActivityAt: yield* Clock.currentTimeMillis,
-      turnRunning: false,
+      activityCount: 0,
+      activeTurns: 0,
       foregroundMutations: 0,
       releasing: false,
+      barred: false,
       pendingReplacement: false,
       pendingEvents: 0,
       drainWaiters: undefined,
@@ -202,6 +220,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     }
     target.agent = agent
     register(agent)
+    for (const event of target.early) enqueueEvent(agent, event)
     const active: AgentRecord = {
       ...record,
       persistence,
@@ -212,6 +231,40 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     records.set(record.agentId, active)
     return { agent, record: active }
   })
+
+  /**
+   * Picks up a session id the provider reported after the runtime started (some providers only
+   * know it after their first turn), and saves it: from then on the agent is resumable.
+   */
+  const refreshPersistence = (agent: LiveAgent): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      if (agent.sessionId !== null || !isLive(agent)) return
+      const handle = yield* agent.session.persistence
+      const record = records.get(agent.agentId)
+      if (handle === null || record === undefined) return
+      agent.sessionId = handle.sessionId
+      const updated: AgentRecord = { ...record, persistence: handle }
+      records.set(agent.agentId, updated)
+      yield* store.put(updated).pipe(
+        Effect.catch((error) =>
+          Effect.logWarning("Saving a new persistence handle failed; it is saved again at close").pipe(
+            Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
+          )
+        )
+      )
+    })
+
+  /**
+   * Takes a runtime down on purpose (close, reload): admission is barred, prompts already being
+   * handed over finish first, and prompts behind them find the runtime gone and resume it.
+   */
+  const takeDown = (agent: LiveAgent) =>
+    Effect.suspend(() => {
+      agent.barred = true
+      return agent.dispatch.withPermits(1)(
+        drainEvents(agent).pipe(Effect.andThen(closeRuntime(agent)))
+      ).pipe(Effect.ensuring(Effect.sync(() => (agent.barred = false))))
+    })
 
   /**
    * Closes the runtime and persists a closed, resumable record (C2, C10). Uninterruptible: once
@@ -257,7 +310,16 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 
   /** Waits for any release in progress, then resumes the runtime unless someone already did. */
   const ensureResident = (agentId: string) =>
-    inLane(agentId, Effect.suspend(() => live.has(agentId) ? Effect.void : Effect.asVoid(resume(agentId))))
+    inLane(
+      agentId,
+      Effect.suspend((): Effect.Effect<void, PromptError> =>
+        shuttingDown
+          ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}`))
+          : live.has(agentId)
+          ? Effect.void
+          : Effect.asVoid(resume(agentId))
+      )
+    )
 
   // ---- prompts -----------------------------------------------------------------------------
 
@@ -267,8 +329,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
    */
   const tryAdmit = (agentId: string, now: number): LiveAgent | undefined => {
     const agent = live.get(agentId)
-    if (agent === undefined || agent.releasing) return undefined
-    agent.lastActivityAt = now
+    if (agent === undefined || agent.barred || shuttingDown) return undefined
+    touch(agent, now)
     agent.foregroundMutations++
     return agent
   }
@@ -277,16 +339,18 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const startTurn = (agent: LiveAgent, text: string) =>
     Effect.gen(function*() {
       const turn = yield* agent.session.startTurn(text)
-      agent.turnRunning = true
+      agent.activeTurns++
       yield* turn.pipe(
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.gen(function*() {
-            agent.turnRunning = false
-            agent.lastActivityAt = yield* Clock.currentTimeMillis
-            const waiters = agent.turnWaiters
-            agent.turnWaiters = undefined
-            settleWaiters(waiters)
+            touch(agent, yield* Clock.currentTimeMillis)
+            yield* refreshPersistence(agent)
+            if (--agent.activeTurns === 0) {
+              const waiters = agent.turnWaiters
+              agent.turnWaiters = undefined
+              settleWaiters(waiters)
+            }
             if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) return
             // Events the turn reported (its reply) are applied before its finish is announced.
             yield* drainEvents(agent)
@@ -302,14 +366,22 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       )
     })
 
-  const dispatch = (agent: LiveAgent, text: string): Effect.Effect<PromptReceipt["disposition"], ProviderFailed> =>
+  /**
+   * Hands an admitted prompt to the provider, in admission order. Undefined when the runtime was
+   * closed while the prompt waited its turn (an explicit close or reload): the caller resumes it.
+   */
+  const dispatch = (
+    agent: LiveAgent,
+    text: string
+  ): Effect.Effect<PromptReceipt["disposition"] | undefined, ProviderFailed> =>
     agent.dispatch.withPermits(1)(Effect.gen(function*() {
+      if (!isLive(agent)) return undefined
       const command = agent.session.outOfBand(text)
       if (command !== undefined) {
         yield* command
         return "out-of-band" as const
       }
-      if (agent.turnRunning && (yield* agent.session.steer(text))) return "steer" as const
+      if (agent.activeTurns > 0 && (yield* agent.session.steer(text))) return "steer" as const
       yield* startTurn(agent, text)
       return "turn" as const
     })).pipe(Effect.ensuring(Effect.sync(() => {
@@ -322,7 +394,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       const agent = tryAdmit(agentId, yield* Clock.currentTimeMillis)
       if (agent !== undefined) {
         const disposition = yield* dispatch(agent, text)
-        return { agentId, sessionId: agent.sessionId, disposition, resumed } satisfies PromptReceipt
+        if (disposition !== undefined) {
+          return { agentId, sessionId: agent.sessionId, disposition, resumed } satisfies PromptReceipt
+        }
       }
       yield* ensureResident(agentId)
       resumed = true
@@ -336,6 +410,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     readonly cwd: string
     readonly labels?: Record<string, string> | undefined
   }) {
+    if (shuttingDown) return yield* ShuttingDown.of("creating an agent")
     const client = yield* providers.get(input.provider)
     const agentId = `agent-${yield* hex}${yield* hex}`
     const now = yield* Clock.currentTimeMillis
@@ -356,7 +431,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       yield* store.put(loaded.record).pipe(
         Effect.tapError(() =>
           loaded.agent.session.close.pipe(
-            Effect.ignore,
+            Effect.catch((error) =>
+              Effect.logWarning("Closing the runtime of an agent that could not be saved failed").pipe(
+                Effect.annotateLogs({ agentId, error: error.message })
+              )
+            ),
             Effect.andThen(Effect.sync(() => {
               unregister(loaded.agent)
               records.delete(agentId)
@@ -376,8 +455,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     yield* inLane(agentId, Effect.gen(function*() {
       const agent = live.get(agentId)
       if (agent === undefined) return
-      yield* drainEvents(agent)
-      yield* closeRuntime(agent)
+      yield* takeDown(agent)
       announceFinish(agentId, "closed")
     }))
   })
@@ -388,8 +466,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       const agent = live.get(agentId)
       if (agent !== undefined) {
         agent.pendingReplacement = true
-        yield* drainEvents(agent)
-        yield* closeRuntime(agent).pipe(Effect.ensuring(Effect.sync(() => (agent.pendingReplacement = false))))
+        yield* takeDown(agent).pipe(Effect.ensuring(Effect.sync(() => (agent.pendingReplacement = false))))
       }
       yield* resume(agentId)
     }))
@@ -398,7 +475,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const interrupt = Effect.fn("AgentRegistry.interrupt")(function*(agentId: string) {
     yield* requireKnown(agentId)
     const agent = live.get(agentId)
-    if (agent !== undefined && agent.turnRunning) yield* agent.session.interrupt
+    if (agent !== undefined && agent.activeTurns > 0) yield* agent.session.interrupt
   })
 
   const respondToPermission = Effect.fn("AgentRegistry.respondToPermission")(
@@ -407,7 +484,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       const agent = live.get(agentId)
       if (agent === undefined) return yield* AgentNotFound.of(agentId)
       agent.permissionResponses++
-      agent.lastActivityAt = yield* Clock.currentTimeMillis
+      touch(agent, yield* Clock.currentTimeMillis)
       yield* agent.session.respondToPermission(permissionId, allow).pipe(
         Effect.ensuring(Effect.sync(() => agent.permissionResponses--))
       )
@@ -433,7 +510,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const awaitIdle = (agentId: string): Effect.Effect<void> =>
     Effect.suspend(() => {
       const agent = live.get(agentId)
-      if (agent === undefined || !agent.turnRunning) return Effect.void
+      if (agent === undefined || agent.activeTurns === 0) return Effect.void
       const waiter = Deferred.makeUnsafe<void>()
       ;(agent.turnWaiters ??= []).push(waiter)
       return Deferred.await(waiter)
@@ -443,7 +520,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 
   // ---- collection candidates ---------------------------------------------------------------
 
-  const candidateOf = (agent: LiveAgent): RuntimeCandidate => ({
+  const candidateOf = (agent: LiveAgent, activityCount = agent.activityCount): RuntimeCandidate => ({
     identity: agent.identity,
     agentId: agent.agentId,
     parentAgentId: agent.parentAgentId,
@@ -454,8 +531,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     canStopRuntime: agent.session.canStopRuntime,
     closeIfEligible: (revalidate) =>
       Effect.suspend(() => {
-        if (!isLive(agent) || agent.sessionId === null || agent.releasing) return Effect.succeed(false)
+        if (!isLive(agent) || agent.sessionId === null || agent.barred) return Effect.succeed(false)
         // Bar admission before entering the lane: a prompt from now on waits for the outcome.
+        agent.barred = true
         agent.releasing = true
         return inLane(
           agent.agentId,
@@ -463,18 +541,27 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
             if (!isLive(agent)) return false
             yield* drainEvents(agent)
             if (!(yield* revalidate)) return false
+            // The collector compares timestamps; the owner also compares its own activity count,
+            // which tells apart two activities in the same millisecond.
+            if (agent.activityCount !== activityCount) return false
             yield* closeRuntime(agent)
             yield* Effect.logDebug("Released agent runtime").pipe(Effect.annotateLogs({ agentId: agent.agentId }))
             return true
           })
-        ).pipe(Effect.ensuring(Effect.sync(() => (agent.releasing = false))))
+        ).pipe(Effect.ensuring(Effect.sync(() => {
+          agent.barred = false
+          agent.releasing = false
+        })))
       })
   })
 
   const candidates = RuntimeCandidates.of({
-    capture: Effect.sync(() => {
+    capture: Effect.gen(function*() {
       const out: Array<RuntimeCandidate> = []
-      for (const agent of live.values()) out.push(candidateOf(agent))
+      for (const agent of live.values()) {
+        if (agent.sessionId === null) yield* refreshPersistence(agent)
+        out.push(candidateOf(agent))
+      }
       return out
     }),
     captureFamily: (agentId) =>
@@ -495,16 +582,26 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       })
   })
 
-  // On shutdown every live runtime is closed and saved as resumable; failures are logged.
+  // On shutdown admission closes first; then every live runtime is closed in its lane and saved
+  // as resumable. Failures are logged.
   yield* Effect.addFinalizer(() =>
-    Effect.forEach([...live.values()], (agent) =>
-      closeRuntime(agent).pipe(
-        Effect.catch((error) =>
-          Effect.logWarning("Closing agent runtime at shutdown failed").pipe(
-            Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
+    Effect.suspend(() => {
+      shuttingDown = true
+      return Effect.forEach([...live.keys()], (agentId) =>
+        inLane(
+          agentId,
+          Effect.suspend(() => {
+            const agent = live.get(agentId)
+            return agent === undefined ? Effect.void : takeDown(agent)
+          })
+        ).pipe(
+          Effect.catch((error) =>
+            Effect.logWarning("Closing agent runtime at shutdown failed").pipe(
+              Effect.annotateLogs({ agentId, error: error.message })
+            )
           )
-        )
-      ), { discard: true })
+        ), { discard: true })
+    })
   )
 
   return AgentRegistry.of({

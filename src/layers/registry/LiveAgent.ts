@@ -13,15 +13,21 @@ export interface LiveAgent {
   readonly parentAgentId: string | undefined
   readonly internal: boolean
   readonly provider: string
-  readonly sessionId: string | null
+  /** Null until the provider reports a session; refreshed until it does. */
+  sessionId: string | null
   /** Serializes prompt dispatch so that prompts reach the provider in the order admitted. */
   readonly dispatch: Semaphore.Semaphore
   lastActivityAt: number
-  turnRunning: boolean
+  /** Counts every activity, so that two in the same millisecond are still told apart. */
+  activityCount: number
+  /** Turns started and not yet ended (a new turn can start before an old one's end is processed). */
+  activeTurns: number
   /** Prompts and out-of-band commands admitted and not yet handed to the provider. */
   foregroundMutations: number
-  /** True while the collector holds this runtime's lane to release it; admission is barred. */
+  /** True while the collector holds this runtime's lane to release it. */
   releasing: boolean
+  /** True while a release, close or reload is taking this runtime down: admission is barred. */
+  barred: boolean
   pendingReplacement: boolean
   pendingEvents: number
   drainWaiters: Array<Deferred.Deferred<void>> | undefined
@@ -40,7 +46,7 @@ export const baselineBlockers = (agent: LiveAgent, isLive: boolean, laneBusy: bo
   let out: Array<Blocker> | undefined
   const add = (found: Blocker) => (out ??= []).push(found)
   if (agent.internal) add(internalBlocker)
-  if (agent.turnRunning) add(turnBlocker)
+  if (agent.activeTurns > 0) add(turnBlocker)
   if (agent.pendingReplacement) add(replacementBlocker)
   if (agent.permissions !== undefined && agent.permissions.size > 0) add(permissionBlocker)
   if (agent.permissionResponses > 0) add(permissionResponseBlocker)

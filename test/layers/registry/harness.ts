@@ -1,7 +1,8 @@
 import { Context, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
-import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
@@ -15,6 +16,8 @@ export interface HarnessOptions {
   readonly protection?: FakeCallerProtection
   readonly store?: Layer.Layer<AgentStore, unknown>
   readonly collector?: RuntimeCollectorOptions
+  /** More providers, each a layer that registers itself. */
+  readonly extraProviders?: Layer.Layer<never, never, ProviderRegistry>
 }
 
 /**
@@ -25,7 +28,10 @@ export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {})
   const provider = options.provider ?? new MemoryProvider("codex")
   const protection = options.protection ?? new FakeCallerProtection()
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([options.store ?? AgentStoreMemory.layer, providerRegistryWith(provider)])
+    Layer.provide([
+      options.store ?? AgentStoreMemory.layer,
+      Layer.mergeAll(provider.layer, options.extraProviders ?? Layer.empty).pipe(Layer.provideMerge(ProviderRegistry.layer))
+    ])
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, protection.layer])

@@ -45,6 +45,10 @@ export class MemoryProvider {
   closeGate: Effect.Effect<void> = Effect.void
   /** When set, closes fail with it and the session stays live. */
   closeFailure: string | undefined = undefined
+  /** Called while a session opens, before it is handed to the registry (to report early events). */
+  onOpen: ((config: SessionConfig) => void) | undefined = undefined
+  /** Like providers that learn their session id from the first turn: no handle until a turn ended. */
+  reportsSessionAfterTurn = false
   /** The provider veto; undefined means the provider has no check. */
   probe: ((sessionId: string) => Effect.Effect<boolean, RuntimeProbeFailed>) | undefined = undefined
   #sessions = 0
@@ -96,8 +100,10 @@ export class MemoryProvider {
       new ProviderFailed({ provider: this.provider, operation, message })
     const handle: PersistenceHandle = { provider: this.provider, sessionId, data: {} }
     const probe = this.probe
+    let sessionKnown = !this.reportsSessionAfterTurn
+    this.onOpen?.(config)
     return {
-      persistence: Effect.succeed(handle),
+      persistence: Effect.sync(() => (sessionKnown ? handle : null)),
       startTurn: (prompt) =>
         Effect.andThen(this.dispatchGate, () => {
           if (state.closed) return Effect.fail(failed("startTurn", "session is closed"))
@@ -108,7 +114,10 @@ export class MemoryProvider {
           state.turnRunning = true
           deliver(prompt, "turn")
           return Effect.succeed(
-            (this.turnGate ?? Effect.void).pipe(Effect.ensuring(Effect.sync(() => (state.turnRunning = false))))
+            (this.turnGate ?? Effect.void).pipe(Effect.ensuring(Effect.sync(() => {
+              state.turnRunning = false
+              sessionKnown = true
+            })))
           )
         }),
       steer: (prompt) =>
