@@ -1,4 +1,5 @@
 import { Context, type Duration, Effect, Exit, Layer, Scope } from "effect"
+import { SqlClient } from "effect/sql"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -6,7 +7,9 @@ import * as MessageDeliveryLive from "../src/layers/delivery/MessageDeliveryLive
 import * as FinishSubscriptionsLive from "../src/layers/finish/FinishSubscriptionsLive.ts"
 import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
+import * as SqliteClient from "../src/layers/store/SqliteClient.ts"
 import * as SqliteDatabase from "../src/layers/store/SqliteDatabase.ts"
+import * as SqliteFinishStore from "../src/layers/store/SqliteFinishStore.ts"
 import { AgentRegistry } from "../src/services/AgentRegistry.ts"
 import { FinishStore } from "../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../src/services/FinishSubscriptions.ts"
@@ -48,7 +51,7 @@ const withDirectory = async <A>(run: (dir: string) => Promise<A>): Promise<A> =>
 
 const messageThroughput = () =>
   withDirectory(async (dir) => {
-    const s = await build(join(dir, "db.sqlite"), "5 millis")
+    const s = await build(join(dir, "db.sqlite"), "20 millis")
     const recipients = await Effect.runPromise(Effect.forEach(
       Array.from({ length: 1_000 }),
       () => Effect.map(s.registry.create({ provider: "bench", cwd: "/bench" }), (record) => record.agentId)
@@ -66,7 +69,7 @@ const messageThroughput = () =>
     await s.close()
     const rate = count / seconds
     return {
-      name: "messages enqueued to acknowledged, 100k over 1k recipients (5 ms window)",
+      name: "messages enqueued to acknowledged, 100k over 1k recipients (20 ms batching window)",
       value: `${Math.round(rate).toLocaleString("en")} msg/s`,
       target: ">= 50,000 msg/s",
       ok: rate >= 50_000
@@ -97,33 +100,45 @@ const registrations = () =>
     } satisfies BenchRow
   })
 
-const recovery = () =>
-  withDirectory(async (dir) => {
-    const file = join(dir, "db.sqlite")
-    const first = await build(file, "2 seconds")
-    const caller = await Effect.runPromise(first.registry.create({ provider: "bench", cwd: "/bench" }))
-    const count = 100_000
-    await Effect.runPromise(Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
-      first.store.put({
+/** Writes `count` subscriptions in one transaction, as a long-running server would have accumulated them. */
+const seedSubscriptions = (file: string, callerAgentId: string, count: number) =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const context = yield* Layer.build(SqliteClient.layer({ filename: file }))
+    const sql = Context.get(context, SqlClient.SqlClient)
+    const store = yield* SqliteFinishStore.make.pipe(Effect.provideContext(context))
+    yield* sql.withTransaction(Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
+      store.put({
         id: `finish-${i}`,
-        callerAgentId: caller.agentId,
+        callerAgentId,
         targetAgentId: `target-${i}`,
         serverId: "remote",
         state: "accepted",
         createdAt: i,
         notification: null
       }), { discard: true }))
+  })))
+
+const recovery = () =>
+  withDirectory(async (dir) => {
+    const file = join(dir, "db.sqlite")
+    const first = await build(file, "2 seconds")
+    const caller = await Effect.runPromise(first.registry.create({ provider: "bench", cwd: "/bench" }))
     await first.close()
+    const count = 100_000
+    await seedSubscriptions(file, caller.agentId, count)
+    globalThis.gc?.()
     const start = performance.now()
     const second = await build(file, "2 seconds")
+    const opened = performance.now()
     await Effect.runPromise(second.finish.recovered)
     const ms = performance.now() - start
+    const watching = await Effect.runPromise(second.finish.hasPendingForCaller(caller.agentId))
     await second.close()
     return {
       name: "recovery of 100k stored finish subscriptions (open, load, re-attach)",
-      value: `${ms.toFixed(0)} ms`,
+      value: `${ms.toFixed(0)} ms (layers built in ${(opened - start).toFixed(0)} ms)${watching ? "" : " NOT WATCHING"}`,
       target: "< 1000 ms",
-      ok: ms < 1000
+      ok: ms < 1000 && watching
     } satisfies BenchRow
   })
 
@@ -132,3 +147,6 @@ export const finishBench = async (): Promise<ReadonlyArray<BenchRow>> => [
   await registrations(),
   await recovery()
 ]
+
+/** Each part alone, for profiling. */
+export const finishBenchParts = { messageThroughput, registrations, recovery }

@@ -8,6 +8,8 @@ export interface MessageDeliveryOptions {
   readonly batchWindow?: Duration.Input | undefined
   /** Backoff between dispatch attempts that failed for a reason that may pass. Default 1 s, doubling, at most 8 tries. */
   readonly retry?: Schedule.Schedule<unknown, PromptError> | undefined
+  /** How long shutdown waits for acknowledgements before giving up on them. Default 30 s. */
+  readonly closeTimeout?: Duration.Input | undefined
 }
 
 interface Queued {
@@ -146,6 +148,21 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
       discard: true
     })
   }).pipe(Effect.withSpan("MessageDelivery.close"))
+
+  // Shutdown closes delivery before the registry closes agents (this layer is built after it).
+  const closeTimeout = Duration.fromInputUnsafe(options.closeTimeout ?? "30 seconds")
+  yield* Effect.addFinalizer(() =>
+    close.pipe(
+      Effect.timeoutOption(closeTimeout),
+      Effect.flatMap((done) =>
+        done._tag === "Some"
+          ? Effect.void
+          : Effect.logWarning("Message delivery closed with unacknowledged dispatches").pipe(
+            Effect.annotateLogs({ timeout: Duration.format(closeTimeout) })
+          )
+      )
+    )
+  )
 
   return MessageDelivery.of({ enqueue, hasPending, close })
 })

@@ -198,8 +198,11 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
       ),
       Effect.retry({ schedule: retry })
     )
+    const callers = new Map<string, boolean>()
     for (const subscription of stored) {
-      if (!(yield* callerExists(subscription.callerAgentId))) {
+      let exists = callers.get(subscription.callerAgentId)
+      if (exists === undefined) callers.set(subscription.callerAgentId, exists = yield* callerExists(subscription.callerAgentId))
+      if (!exists) {
         yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(
           Effect.annotateLogs({ subscription: subscription.id, callerAgentId: subscription.callerAgentId })
         )
@@ -213,16 +216,20 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     yield* Deferred.succeed(recoveredLatch, undefined)
   }).pipe(Effect.forkScoped)
 
+  const close = Effect.gen(function*() {
+    closed = true
+    const watching = [...entries.values()].flatMap((entry) => entry.watch === undefined ? [] : [entry.watch])
+    yield* Effect.forEach(watching, Fiber.interrupt, { discard: true })
+  })
+  // Built after message delivery, so closed before it: no new notification starts during shutdown.
+  yield* Effect.addFinalizer(() => close)
+
   return FinishSubscriptions.of({
     register,
     hasPendingForCaller: (agentId) =>
       Effect.sync(() => recovering || registering.has(agentId) || heldByCaller.has(agentId)),
     recovered: Deferred.await(recoveredLatch),
-    close: Effect.gen(function*() {
-      closed = true
-      const watching = [...entries.values()].flatMap((entry) => entry.watch === undefined ? [] : [entry.watch])
-      yield* Effect.forEach(watching, Fiber.interrupt, { discard: true })
-    })
+    close
   })
 })
 
