@@ -13,6 +13,7 @@ import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
+import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
 import { RemoteFinishes } from "../../../src/services/RemoteFinishes.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
 
@@ -68,6 +69,7 @@ const server = Effect.fnUntraced(function*(options: {
   return {
     registry: Context.get(context, AgentRegistry),
     finish: Context.get(context, FinishSubscriptions),
+    delivery: Context.get(context, MessageDelivery),
     collector: Context.get(context, RuntimeCollector)
   }
 })
@@ -245,4 +247,30 @@ describe("FinishSubscriptions (D2)", () => {
       assert.deepStrictEqual(yield* stores.finish.list, [])
       assert.isFalse(yield* s.finish.hasPendingForCaller("gone"))
     }))
+
+  it.effect("a queued message protects its recipient from collection until acknowledged (C4, D1)", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const s = yield* server({ provider, stores })
+      yield* s.finish.recovered
+      const agent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      yield* TestClock.setTime(minutes(61))
+      const ack = yield* Deferred.make<void>()
+      provider.dispatchGate = Deferred.await(ack)
+      const acknowledged = yield* s.delivery.enqueue({ recipientId: agent.agentId, text: "ping", senderId: "peer" })
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [], "queued")
+      yield* TestClock.adjust("2 seconds")
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [], "dispatching")
+      yield* Deferred.succeed(ack, undefined)
+      yield* acknowledged
+      yield* s.registry.awaitIdle(agent.agentId)
+      yield* TestClock.setTime(minutes(62))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [], "a fresh idle period starts now")
+      yield* TestClock.setTime(minutes(121))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [])
+      yield* TestClock.setTime(minutes(122))
+      assert.deepStrictEqual((yield* s.collector.sweep).collected.map((c) => c.agentId), [agent.agentId])
+    }))
 })
+
