@@ -199,6 +199,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
       Effect.retry({ schedule: retry })
     )
     const callers = new Map<string, boolean>()
+    const recovered: Array<Entry> = []
     for (const subscription of stored) {
       let exists = callers.get(subscription.callerAgentId)
       if (exists === undefined) callers.set(subscription.callerAgentId, exists = yield* callerExists(subscription.callerAgentId))
@@ -210,9 +211,12 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
         continue
       }
       // A registration still held when the server stopped was committed: it is honoured.
-      yield* startWatch(hold(subscription))
+      recovered.push(hold(subscription))
     }
+    // Every stored intent now protects its own caller, so the blanket protection can end before
+    // the watches are re-attached.
     recovering = false
+    for (const entry of recovered) yield* startWatch(entry)
     yield* Deferred.succeed(recoveredLatch, undefined)
   }).pipe(Effect.forkScoped)
 
