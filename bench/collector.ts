@@ -4,7 +4,7 @@ import type { RuntimeCandidate } from "../src/domain/candidate.ts"
 import { makeRuntimeCollector } from "../src/layers/collector/RuntimeCollectorLive.ts"
 import { CallerProtection } from "../src/services/CallerProtection.ts"
 import { RuntimeCandidates } from "../src/services/RuntimeCandidates.ts"
-import { type BenchRow, median, sample } from "./table.ts"
+import { type BenchRow, median, sample, run } from "./table.ts"
 
 const clear = Effect.succeed(noBlockers)
 const neverClosed = () => Effect.succeed(false)
@@ -38,7 +38,7 @@ const sweepTimes = async (
 ) => {
   let turn = 0
   const scope = Effect.runSync(Scope.make())
-  const collector = await Effect.runPromise(
+  const collector = await run(
     makeRuntimeCollector({ tickInterval: "3650 days" }).pipe(
       Effect.provideService(RuntimeCandidates, {
         capture: Effect.sync(() => snapshots[turn++ % snapshots.length]!),
@@ -49,9 +49,9 @@ const sweepTimes = async (
     )
   )
   try {
-    return await sample(() => Effect.runPromise(collector.sweep), options)
+    return await sample(() => run(collector.sweep), options)
   } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await run(Scope.close(scope, Exit.void))
   }
 }
 

@@ -15,7 +15,7 @@ import { FinishStore } from "../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../src/services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../src/services/MessageDelivery.ts"
 import { RemoteFinishes } from "../src/services/RemoteFinishes.ts"
-import type { BenchRow } from "./table.ts"
+import { type BenchRow, run } from "./table.ts"
 
 /** Registry, delivery and finish subscriptions over one SQLite file. */
 const build = async (file: string, batchWindow: Duration.Input) => {
@@ -30,13 +30,13 @@ const build = async (file: string, batchWindow: Duration.Input) => {
     Layer.provide(Layer.succeed(RemoteFinishes, RemoteFinishes.of({ awaitFinish: () => Effect.never })))
   )
   const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(Layer.buildWithScope(all, scope))
+  const context = await run(Layer.buildWithScope(all, scope))
   return {
     registry: Context.get(context, AgentRegistry),
     delivery: Context.get(context, MessageDelivery),
     finish: Context.get(context, FinishSubscriptions),
     store: Context.get(context, FinishStore),
-    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+    close: () => run(Scope.close(scope, Exit.void))
   }
 }
 
@@ -52,13 +52,13 @@ const withDirectory = async <A>(run: (dir: string) => Promise<A>): Promise<A> =>
 const messageThroughput = () =>
   withDirectory(async (dir) => {
     const s = await build(join(dir, "db.sqlite"), "20 millis")
-    const recipients = await Effect.runPromise(Effect.forEach(
+    const recipients = await run(Effect.forEach(
       Array.from({ length: 1_000 }),
       () => Effect.map(s.registry.create({ provider: "bench", cwd: "/bench" }), (record) => record.agentId)
     ))
     const count = 100_000
     const start = performance.now()
-    await Effect.runPromise(Effect.gen(function*() {
+    await run(Effect.gen(function*() {
       const acks: Array<Effect.Effect<unknown, unknown>> = []
       for (let i = 0; i < count; i++) {
         acks.push(yield* s.delivery.enqueue({ recipientId: recipients[i % recipients.length]!, text: `m${i}`, senderId: "bench" }))
@@ -79,12 +79,12 @@ const messageThroughput = () =>
 const registrations = () =>
   withDirectory(async (dir) => {
     const s = await build(join(dir, "db.sqlite"), "2 seconds")
-    await Effect.runPromise(s.finish.recovered)
-    const caller = await Effect.runPromise(s.registry.create({ provider: "bench", cwd: "/bench" }))
-    const target = await Effect.runPromise(s.registry.create({ provider: "bench", cwd: "/bench" }))
+    await run(s.finish.recovered)
+    const caller = await run(s.registry.create({ provider: "bench", cwd: "/bench" }))
+    const target = await run(s.registry.create({ provider: "bench", cwd: "/bench" }))
     const count = 2_000
     const start = performance.now()
-    await Effect.runPromise(Effect.gen(function*() {
+    await run(Effect.gen(function*() {
       for (let i = 0; i < count; i++) {
         yield* s.finish.register({ callerAgentId: caller.agentId, targetAgentId: target.agentId })
       }
@@ -102,7 +102,7 @@ const registrations = () =>
 
 /** Writes `count` subscriptions in one transaction, as a long-running server would have accumulated them. */
 const seedSubscriptions = (file: string, callerAgentId: string, count: number) =>
-  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+  run(Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(SqliteClient.layer({ filename: file }))
     const sql = Context.get(context, SqlClient.SqlClient)
     const store = yield* SqliteFinishStore.make.pipe(Effect.provideContext(context))
@@ -122,7 +122,7 @@ const recovery = () =>
   withDirectory(async (dir) => {
     const file = join(dir, "db.sqlite")
     const first = await build(file, "2 seconds")
-    const caller = await Effect.runPromise(first.registry.create({ provider: "bench", cwd: "/bench" }))
+    const caller = await run(first.registry.create({ provider: "bench", cwd: "/bench" }))
     await first.close()
     const count = 100_000
     await seedSubscriptions(file, caller.agentId, count)
@@ -131,13 +131,13 @@ const recovery = () =>
     const second = await build(file, "2 seconds")
     // Protection is exact once an agent that is no caller stops counting as protected.
     let loaded = Number.NaN
-    await Effect.runPromise(Effect.gen(function*() {
+    await run(Effect.gen(function*() {
       while (yield* second.finish.hasPendingForCaller("not-a-caller")) yield* Effect.sleep("1 millis")
       loaded = performance.now() - start
       yield* second.finish.recovered
     }))
     const ms = performance.now() - start
-    const watching = await Effect.runPromise(second.finish.hasPendingForCaller(caller.agentId))
+    const watching = await run(second.finish.hasPendingForCaller(caller.agentId))
     await second.close()
     return {
       name: "recovery of 100k stored finish subscriptions",

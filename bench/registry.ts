@@ -5,7 +5,7 @@ import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../src/layers/store/AgentStoreMemory.ts"
 import { AgentRegistry } from "../src/services/AgentRegistry.ts"
 import { RuntimeCollector } from "../src/services/RuntimeCollector.ts"
-import { type BenchRow, median } from "./table.ts"
+import { type BenchRow, median, run } from "./table.ts"
 
 /** A registry over the in-memory provider and store, with a collector over it (no ticks). */
 const build = async () => {
@@ -17,20 +17,20 @@ const build = async () => {
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(
+  const context = await run(
     Layer.buildWithScope(collectorLayer.pipe(Layer.provideMerge(registryLayer)), scope)
   )
   return {
     provider,
     registry: Context.get(context, AgentRegistry),
     collector: Context.get(context, RuntimeCollector),
-    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+    close: () => run(Scope.close(scope, Exit.void))
   }
 }
 
 const releaseAndResume = async (): Promise<BenchRow> => {
   const { registry, collector, close } = await build()
-  const agent = await Effect.runPromise(registry.create({ provider: "bench", cwd: "/bench" }))
+  const agent = await run(registry.create({ provider: "bench", cwd: "/bench" }))
   const cycle = Effect.gen(function*() {
     const outcome = yield* collector.collectNow(agent.agentId)
     if (outcome._tag !== "Collected") return yield* Effect.die(new Error(`not released: ${outcome._tag}`))
@@ -38,7 +38,7 @@ const releaseAndResume = async (): Promise<BenchRow> => {
     yield* registry.awaitIdle(agent.agentId)
   })
   const times: Array<number> = []
-  await Effect.runPromise(Effect.gen(function*() {
+  await run(Effect.gen(function*() {
     for (let i = 0; i < 200; i++) yield* cycle
     for (let i = 0; i < 1000; i++) {
       const start = performance.now()
@@ -53,11 +53,11 @@ const releaseAndResume = async (): Promise<BenchRow> => {
 
 const concurrentPrompts = async (): Promise<BenchRow> => {
   const { provider, registry, collector, close } = await build()
-  const agent = await Effect.runPromise(registry.create({ provider: "bench", cwd: "/bench" }))
-  await Effect.runPromise(collector.collectNow(agent.agentId))
+  const agent = await run(registry.create({ provider: "bench", cwd: "/bench" }))
+  await run(collector.collectNow(agent.agentId))
   const prompts = Array.from({ length: 1000 }, (_, i) => `prompt ${i}`)
   const start = performance.now()
-  await Effect.runPromise(
+  await run(
     Effect.forEach(prompts, (text) => registry.prompt(agent.agentId, text), { concurrency: "unbounded", discard: true })
   )
   const ms = performance.now() - start
@@ -77,7 +77,7 @@ const heapPerAgent = async (): Promise<BenchRow> => {
   const { registry, close } = await build()
   globalThis.gc?.()
   const before = process.memoryUsage().heapUsed
-  await Effect.runPromise(
+  await run(
     Effect.forEach(Array.from({ length: count }), () => registry.create({ provider: "bench", cwd: "/bench" }), {
       discard: true
     })

@@ -1,3 +1,5 @@
+import { Effect, References } from "effect"
+
 /** Timing helpers and the table every benchmark prints. */
 
 export interface BenchRow {
@@ -36,3 +38,7 @@ export const printTable = (rows: ReadonlyArray<BenchRow>) => {
   console.log(`|${widths.map((width) => "-".repeat(width + 2)).join("|")}|`)
   for (const cell of cells) console.log(line(cell))
 }
+
+/** Runs a benchmark step with warnings and errors logged only, so logging is not what is measured. */
+export const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+  Effect.runPromise(effect.pipe(Effect.provideService(References.MinimumLogLevel, "Warn")))

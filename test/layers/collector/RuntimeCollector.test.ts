@@ -141,6 +141,10 @@ describe("RuntimeCollector: the seed scenarios", () => {
         { agentId: "agent", error: RuntimeProbeTimedOut.of("agent", 10_000) }
       ])
       yield* Deferred.succeed(held.answer, true)
+      yield* Effect.yieldNow
+      const residency = yield* s.collector.explain("agent")
+      assert.strictEqual(residency.veto?.outcome, "timed-out", "the late answer is never recorded")
+      assert.isFalse(s.runtime.closed)
       assert.deepStrictEqual(yield* s.collectedAt(62), [])
       assert.isFalse(s.runtime.closed)
     }))

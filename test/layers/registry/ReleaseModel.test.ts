@@ -120,6 +120,7 @@ const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
     assert.strictEqual(receipt.sessionId, agent.sessionId, "a resumed agent keeps its session id")
     agent.lastActivity = yield* now
     if (receipt.disposition !== "out-of-band") agent.turnRunning = true
+    return receipt
   })
 
   /** Drives the clock until the effect completes: hung probes time out after 10 s. */
@@ -257,8 +258,13 @@ const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
         const families = yield* noteRetentions()
         const agent = pick(step.agent)
         const sweep = yield* Effect.forkChild(withClock(h.collector.sweep))
-        yield* prompt(agent, "work")
+        const receipt = yield* prompt(agent, "work")
         const report = yield* Fiber.join(sweep)
+        // C9: a prompt that reached the runtime without waiting for a resume kept it resident.
+        if (!receipt.resumed) {
+          assert.isFalse(report.collected.some((c) => c.agentId === agent.id), "released a runtime a prompt was admitted to")
+          assert.isTrue(yield* resident(agent))
+        }
         // The prompt may have landed before or after the decision; only a release decided on a
         // clear family is allowed, and the prompt must still be delivered once to the same session.
         for (const { agentId } of report.collected) {
