@@ -304,7 +304,14 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     yield* Effect.logInfo("Resumed agent runtime").pipe(
       Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId })
     )
-    yield* store.put(loaded.record)
+    // The runtime is live either way; the record is saved again when it closes.
+    yield* store.put(loaded.record).pipe(
+      Effect.catch((error) =>
+        Effect.logWarning("Saving the record of a resumed agent failed").pipe(
+          Effect.annotateLogs({ agentId, error: error.message })
+        )
+      )
+    )
     return loaded.agent
   })
 
