@@ -133,3 +133,9 @@ export class ShuttingDown extends Schema.TaggedError<ShuttingDown>()("ShuttingDo
 }) {
   static readonly of = (what: string) => new ShuttingDown({ message: `Shutting down: ${what} not admitted` })
 }
+
+/** A plugin sent something the protocol does not allow (malformed, oversized, unknown). Logged, never fatal. */
+export class PluginProtocolError extends Schema.TaggedError<PluginProtocolError>()("PluginProtocolError", {
+  provider: Schema.String,
+  message: Schema.String
+}) {}

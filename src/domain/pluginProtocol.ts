@@ -1,0 +1,159 @@
+import { Schema } from "effect"
+
+/**
+ * The plugin provider protocol, version 1: newline-delimited JSON over a plugin process's stdin
+ * (daemon → plugin) and stdout (plugin → daemon). One plugin process hosts one session, so its
+ * process tree is that agent's runtime. Every line is one JSON object of at most
+ * `maxLineBytes`; stderr is free-form diagnostics. See docs/plugin-protocol.md.
+ */
+export const protocolVersion = 1
+export const maxLineBytes = 1024 * 1024
+
+/** Capabilities a plugin may advertise on connect and per session. */
+export const Capability = Schema.Literals(["session.can_stop_runtime", "session.steer", "session.resume"])
+export type Capability = typeof Capability.Type
+
+// ---- daemon → plugin ----------------------------------------------------------------------
+
+export const Connect = Schema.Struct({
+  type: Schema.Literal("connect"),
+  requestId: Schema.String,
+  protocolVersion: Schema.Number,
+  /** A directory the plugin may keep its state in (transcripts, …). */
+  home: Schema.String
+})
+
+export const SessionOpen = Schema.Struct({
+  type: Schema.Literal("session.open"),
+  requestId: Schema.String,
+  /** The daemon's agent id, for the plugin's logs. */
+  agentId: Schema.String,
+  cwd: Schema.String,
+  /** The provider session to resume, or null to start a new one. */
+  resumeSessionId: Schema.NullOr(Schema.String)
+})
+
+export const SessionPrompt = Schema.Struct({
+  type: Schema.Literal("session.prompt"),
+  requestId: Schema.String,
+  sessionId: Schema.String,
+  prompt: Schema.String,
+  /** `turn` starts a turn; `steer` adds to the running turn (answered `accepted: false` if none). */
+  mode: Schema.Literals(["turn", "steer"])
+})
+
+export const SessionInterrupt = Schema.Struct({
+  type: Schema.Literal("session.interrupt"),
+  requestId: Schema.String,
+  sessionId: Schema.String
+})
+
+export const SessionClose = Schema.Struct({
+  type: Schema.Literal("session.close"),
+  requestId: Schema.String,
+  sessionId: Schema.String
+})
+
+export const SessionCanStopRuntime = Schema.Struct({
+  type: Schema.Literal("session.can_stop_runtime"),
+  requestId: Schema.String,
+  sessionId: Schema.String
+})
+
+/** The daemon has taken an autonomous notification; the plugin may forget it. */
+export const NotificationAck = Schema.Struct({
+  type: Schema.Literal("notification.ack"),
+  sessionId: Schema.String,
+  notificationId: Schema.String
+})
+
+export const DaemonMessage = Schema.Union([
+  Connect,
+  SessionOpen,
+  SessionPrompt,
+  SessionInterrupt,
+  SessionClose,
+  SessionCanStopRuntime,
+  NotificationAck
+])
+export type DaemonMessage = typeof DaemonMessage.Type
+
+// ---- plugin → daemon ----------------------------------------------------------------------
+
+export const Connected = Schema.Struct({
+  type: Schema.Literal("connected"),
+  requestId: Schema.String,
+  protocolVersion: Schema.Number,
+  provider: Schema.String,
+  capabilities: Schema.Array(Schema.String)
+})
+
+export const SessionOpened = Schema.Struct({
+  type: Schema.Literal("session.opened"),
+  requestId: Schema.String,
+  sessionId: Schema.String,
+  capabilities: Schema.Array(Schema.String)
+})
+
+/** Success of any other request; `result` depends on the request. */
+export const RequestCompleted = Schema.Struct({
+  type: Schema.Literal("request.completed"),
+  requestId: Schema.String,
+  result: Schema.optionalKey(Schema.Json)
+})
+
+export const RequestFailed = Schema.Struct({
+  type: Schema.Literal("request.failed"),
+  requestId: Schema.String,
+  message: Schema.String
+})
+
+/** Output of the running turn (counts as activity; the latest is the turn's reply so far). */
+export const Timeline = Schema.Struct({
+  type: Schema.Literal("timeline"),
+  sessionId: Schema.String,
+  text: Schema.String
+})
+
+export const TurnCompleted = Schema.Struct({
+  type: Schema.Literal("turn.completed"),
+  sessionId: Schema.String,
+  reply: Schema.String
+})
+
+export const TurnFailed = Schema.Struct({
+  type: Schema.Literal("turn.failed"),
+  sessionId: Schema.String,
+  message: Schema.String
+})
+
+/**
+ * Work the agent did on its own (a background job's completion report). It stays undelivered,
+ * and vetoes release, until the daemon acknowledges it with `notification.ack`.
+ */
+export const Notification = Schema.Struct({
+  type: Schema.Literal("notification"),
+  sessionId: Schema.String,
+  notificationId: Schema.String,
+  text: Schema.String
+})
+
+export const PluginMessage = Schema.Union([
+  Connected,
+  SessionOpened,
+  RequestCompleted,
+  RequestFailed,
+  Timeline,
+  TurnCompleted,
+  TurnFailed,
+  Notification
+])
+export type PluginMessage = typeof PluginMessage.Type
+
+/** The result of `session.prompt`. */
+export const PromptAccepted = Schema.Struct({ accepted: Schema.Boolean })
+/** The result of `session.can_stop_runtime`. */
+export const CanStopResult = Schema.Struct({ sessionId: Schema.String, canStop: Schema.Boolean })
+
+export const decodePluginLine = Schema.decodeUnknownEffect(Schema.fromJsonString(PluginMessage))
+export const encodeDaemonMessage = Schema.encodeSync(Schema.fromJsonString(DaemonMessage))

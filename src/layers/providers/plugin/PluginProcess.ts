@@ -1,0 +1,131 @@
+import { Deferred, Duration, Effect, Exit } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
+
+export interface PluginCommand {
+  /** The executable and its arguments. */
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>> | undefined
+}
+
+export interface PluginProcessHandlers {
+  /** One complete line of stdout, at most `maxLineBytes` long. */
+  readonly onLine: (line: string) => void
+  /** A line longer than `maxLineBytes`; its content is dropped. */
+  readonly onOversizedLine: (bytes: number) => void
+  readonly onStderr: (text: string) => void
+}
+
+/**
+ * One plugin child process in a process group of its own (its pid is the group id), so that the
+ * runtime's whole tree — the plugin and everything it started — is ended together. Output is
+ * always drained, so a chatty child never blocks on a full pipe.
+ */
+export interface PluginProcess {
+  readonly pid: number
+  readonly write: (line: string) => boolean
+  /** Completes when the process has exited and been reaped. */
+  readonly exited: Deferred.Deferred<number | null>
+  /** Ends the process group: SIGTERM, then SIGKILL after `grace`; waits until it has exited. */
+  readonly terminate: (grace: Duration.Input) => Effect.Effect<void>
+}
+
+/** Signals a whole process group; a group that is already gone is not an error. */
+export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
+  try {
+    process.kill(-pgid, signal)
+  } catch (error) {
+    if (!(error instanceof Error && "code" in error && error.code === "ESRCH")) throw error
+  }
+}
+
+/** Whether any process of the group is still alive (pid-reuse is not a concern for a group we own until reaped). */
+export const groupAlive = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const splitLines = (handlers: PluginProcessHandlers) => {
+  let buffer = ""
+  let discarding = 0
+  return (chunk: string) => {
+    let start = 0
+    for (let newline = chunk.indexOf("\n"); newline !== -1; newline = chunk.indexOf("\n", start)) {
+      const piece = chunk.slice(start, newline)
+      start = newline + 1
+      if (discarding > 0) {
+        handlers.onOversizedLine(discarding + Buffer.byteLength(piece))
+        discarding = 0
+        continue
+      }
+      const line = buffer + piece
+      buffer = ""
+      if (Buffer.byteLength(line) > maxLineBytes) handlers.onOversizedLine(Buffer.byteLength(line))
+      else if (line.trim() !== "") handlers.onLine(line)
+    }
+    const rest = chunk.slice(start)
+    if (discarding > 0) discarding += Buffer.byteLength(rest)
+    else {
+      buffer += rest
+      if (Buffer.byteLength(buffer) > maxLineBytes) {
+        discarding = Buffer.byteLength(buffer)
+        buffer = ""
+      }
+    }
+  }
+}
+
+/** Starts the plugin in its own process group. */
+export const startPluginProcess = (
+  plugin: PluginCommand,
+  cwd: string,
+  handlers: PluginProcessHandlers
+): Effect.Effect<PluginProcess, Error> =>
+  Effect.callback<PluginProcess, Error>((resume) => {
+    let child: ChildProcess
+    try {
+      child = spawn(plugin.command, [...plugin.args], {
+        cwd,
+        env: { ...process.env, ...plugin.env },
+        detached: true,
+        stdio: ["pipe", "pipe", "pipe"]
+      })
+    } catch (error) {
+      resume(Effect.fail(error instanceof Error ? error : new Error(String(error))))
+      return
+    }
+    const exited = Deferred.makeUnsafe<number | null>()
+    child.on("exit", (code) => Deferred.doneUnsafe(exited, Exit.succeed(code)))
+    child.stdout?.setEncoding("utf8")
+    child.stdout?.on("data", splitLines(handlers))
+    child.stderr?.setEncoding("utf8")
+    child.stderr?.on("data", handlers.onStderr)
+    // Writes after the plugin died fail with EPIPE; the exit is what reports it.
+    child.stdin?.on("error", () => {})
+    child.once("error", (error) => {
+      Deferred.doneUnsafe(exited, Exit.succeed(null))
+      resume(Effect.fail(error))
+    })
+    child.once("spawn", () => {
+      const pid = child.pid!
+      resume(Effect.succeed({
+        pid,
+        write: (line) => child.stdin?.write(line + "\n") ?? false,
+        exited,
+        terminate: (grace) =>
+          Effect.gen(function*() {
+            if (Deferred.isDoneUnsafe(exited) && !groupAlive(pid)) return
+            signalGroup(pid, "SIGTERM")
+            const done = yield* Deferred.await(exited).pipe(Effect.timeoutOption(Duration.fromInputUnsafe(grace)))
+            // The leader may be gone while jobs it started still run: the group is ended either way.
+            if (done._tag === "None" || groupAlive(pid)) signalGroup(pid, "SIGKILL")
+            yield* Deferred.await(exited)
+          })
+      }))
+    })
+  })

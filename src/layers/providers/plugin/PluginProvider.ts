@@ -1,0 +1,271 @@
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue, Schema } from "effect"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { PluginProtocolError, ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import {
+  CanStopResult,
+  type DaemonMessage,
+  decodePluginLine,
+  encodeDaemonMessage,
+  maxLineBytes,
+  type PluginMessage,
+  PromptAccepted,
+  protocolVersion
+} from "../../../domain/pluginProtocol.ts"
+import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { type PluginCommand, type PluginProcess, startPluginProcess } from "./PluginProcess.ts"
+
+export interface PluginProviderOptions {
+  /** The provider id agents name. */
+  readonly provider: string
+  readonly plugin: PluginCommand
+  /** Directory handed to the plugin for its own state. */
+  readonly home: string
+  /** How long a request may wait for its reply. Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long a closing plugin gets before its process group is killed. Default 2 s. */
+  readonly closeGrace?: Duration.Input | undefined
+  /** Told the pid (and process group id) of every plugin process started, for inspection. */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+}
+
+type Reply = Extract<PluginMessage, { readonly requestId: string }>
+type Request = DistributiveOmit<Extract<DaemonMessage, { readonly requestId: string }>, "requestId">
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
+
+const decodePromptAccepted = Schema.decodeUnknownEffect(PromptAccepted)
+const decodeCanStop = Schema.decodeUnknownEffect(CanStopResult)
+
+/**
+ * A provider whose sessions are plugin processes speaking the plugin protocol (P7). Each session
+ * is one plugin process in its own process group; closing the session ends the group.
+ */
+export const makePluginClient = Effect.fnUntraced(function*(options: PluginProviderOptions) {
+  const provider = options.provider
+  const scope = yield* Effect.scope
+  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const closeGrace = options.closeGrace ?? "2 seconds"
+  const running = new Set<PluginProcess>()
+  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+
+  // Every process still running when the provider's scope closes is ended with its group.
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach([...running], (plugin) => plugin.terminate(closeGrace), { concurrency: "unbounded", discard: true })
+  )
+
+  const logProtocolError = (message: string) =>
+    Effect.logWarning("Plugin protocol error").pipe(
+      Effect.annotateLogs({ provider, error: new PluginProtocolError({ provider, message }).message })
+    )
+
+  /** One plugin process and its session: requests by id, events to the registry. */
+  const open = (config: SessionConfig, resumeSessionId: string | null) =>
+    Effect.gen(function*() {
+      const inbox = yield* Queue.unbounded<{ readonly line: string } | { readonly oversized: number }>()
+      const plugin = yield* startPluginProcess(options.plugin, config.cwd, {
+        onLine: (line) => Queue.offerUnsafe(inbox, { line }),
+        onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+        onStderr: () => {}
+      }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`)))
+      running.add(plugin)
+      options.onSpawn?.(plugin.pid)
+
+      const pending = new Map<string, Deferred.Deferred<Reply, ProviderFailed>>()
+      let nextRequest = 0
+      let sessionId: string | undefined
+      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      let promptsInFlight = 0
+
+      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+        const current = turn
+        turn = undefined
+        if (current !== undefined) Deferred.doneUnsafe(current, exit)
+      }
+
+      const handle = (message: PluginMessage): Effect.Effect<void> => {
+        if ("requestId" in message) {
+          const waiter = pending.get(message.requestId)
+          if (waiter === undefined) return logProtocolError(`reply to unknown request ${message.requestId}`)
+          pending.delete(message.requestId)
+          Deferred.doneUnsafe(waiter, Exit.succeed(message))
+          return Effect.void
+        }
+        if (message.sessionId !== sessionId) {
+          return logProtocolError(`event for session ${message.sessionId}, expected ${sessionId ?? "none yet"}`)
+        }
+        switch (message.type) {
+          case "timeline":
+            config.onEvent({ _tag: "Reply", text: message.text })
+            return Effect.void
+          case "turn.completed":
+            config.onEvent({ _tag: "Reply", text: message.reply })
+            finishTurn(Exit.void)
+            return Effect.void
+          case "turn.failed":
+            finishTurn(Exit.fail(failed("turn", message.message)))
+            return Effect.void
+          case "notification":
+            // Handed to the registry, which counts it as the agent's own activity.
+            config.onEvent({ _tag: "Reply", text: message.text })
+            config.onEvent({ _tag: "Activity" })
+            plugin.write(encodeDaemonMessage({
+              type: "notification.ack",
+              sessionId: message.sessionId,
+              notificationId: message.notificationId
+            }))
+            return Effect.void
+        }
+      }
+
+      // The reader runs as long as the provider; a bad line is logged and skipped, never fatal.
+      yield* Effect.forever(
+        Effect.flatMap(Queue.take(inbox), (item) =>
+          "oversized" in item
+            ? logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
+            : decodePluginLine(item.line).pipe(
+              Effect.matchEffect({
+                onFailure: (error) => logProtocolError(`undecodable message: ${error.message}`),
+                onSuccess: handle
+              })
+            ))
+      ).pipe(Effect.forkIn(scope))
+
+      // When the plugin dies, nothing it owed will come.
+      yield* Deferred.await(plugin.exited).pipe(
+        Effect.flatMap((code) =>
+          Effect.sync(() => {
+            running.delete(plugin)
+            const error = failed("process", `plugin exited with code ${code}`)
+            for (const waiter of pending.values()) Deferred.doneUnsafe(waiter, Exit.fail(error))
+            pending.clear()
+            finishTurn(Exit.fail(error))
+          })
+        ),
+        Effect.forkIn(scope)
+      )
+
+      const request = (operation: string, message: Request): Effect.Effect<Reply, ProviderFailed> =>
+        Effect.suspend(() => {
+          const requestId = `r${++nextRequest}`
+          const reply = Deferred.makeUnsafe<Reply, ProviderFailed>()
+          pending.set(requestId, reply)
+          const full: DaemonMessage = { ...message, requestId }
+          plugin.write(encodeDaemonMessage(full))
+          return Deferred.await(reply).pipe(
+            Effect.timeoutOrElse({
+              duration: requestTimeout,
+              orElse: () => Effect.fail(failed(operation, `no reply within ${Duration.format(requestTimeout)}`))
+            }),
+            Effect.ensuring(Effect.sync(() => pending.delete(requestId))),
+            Effect.flatMap((answer) =>
+              answer.type === "request.failed" ? Effect.fail(failed(operation, answer.message)) : Effect.succeed(answer)
+            )
+          )
+        })
+
+      const resultOf = <A>(decode: (u: unknown) => Effect.Effect<A, Schema.SchemaError>, operation: string) =>
+      (reply: Reply): Effect.Effect<A, ProviderFailed> =>
+        decode(reply.type === "request.completed" ? reply.result : undefined).pipe(
+          Effect.mapError((error) => failed(operation, `malformed result: ${error.message}`))
+        )
+
+      const setup = Effect.gen(function*() {
+        const connected = yield* request("connect", { type: "connect", protocolVersion, home: options.home })
+        if (connected.type !== "connected") return yield* failed("connect", `expected connected, got ${connected.type}`)
+        if (connected.protocolVersion !== protocolVersion) {
+          return yield* failed("connect", `plugin speaks protocol ${connected.protocolVersion}, not ${protocolVersion}`)
+        }
+        const opened = yield* request("session.open", {
+          type: "session.open",
+          agentId: config.agentId,
+          cwd: config.cwd,
+          resumeSessionId
+        })
+        if (opened.type !== "session.opened") return yield* failed("session.open", `expected session.opened, got ${opened.type}`)
+        if (resumeSessionId !== null && opened.sessionId !== resumeSessionId) {
+          return yield* failed("session.open", `asked to resume ${resumeSessionId}, plugin opened ${opened.sessionId}`)
+        }
+        sessionId = opened.sessionId
+        // The safety query is negotiated twice: on the connection and for this session.
+        const canStop = connected.capabilities.includes("session.can_stop_runtime") &&
+          opened.capabilities.includes("session.can_stop_runtime")
+        const canSteer = opened.capabilities.includes("session.steer")
+        return { sessionId: opened.sessionId, canStop, canSteer }
+      })
+
+      const session = yield* setup.pipe(
+        Effect.onError(() => plugin.terminate(closeGrace))
+      )
+      const handleValue: PersistenceHandle = { provider, sessionId: session.sessionId }
+
+      const prompt = (text: string, mode: "turn" | "steer") =>
+        Effect.suspend(() => {
+          promptsInFlight++
+          return request("session.prompt", { type: "session.prompt", sessionId: session.sessionId, prompt: text, mode })
+            .pipe(
+              Effect.flatMap(resultOf(decodePromptAccepted, "session.prompt")),
+              Effect.ensuring(Effect.sync(() => promptsInFlight--))
+            )
+        })
+
+      const agentSession: AgentSession = {
+        persistence: Effect.succeed(handleValue),
+        startTurn: (text) =>
+          Effect.gen(function*() {
+            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            turn = done
+            const { accepted } = yield* prompt(text, "turn").pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
+            if (!accepted) {
+              finishTurn(Exit.void)
+              return yield* failed("session.prompt", "plugin did not accept the turn")
+            }
+            return Deferred.await(done)
+          }),
+        steer: (text) =>
+          session.canSteer ? Effect.map(prompt(text, "steer"), ({ accepted }) => accepted) : Effect.succeed(false),
+        outOfBand: () => undefined,
+        respondToPermission: () => Effect.void,
+        interrupt: Effect.asVoid(request("session.interrupt", { type: "session.interrupt", sessionId: session.sessionId })),
+        close: Effect.gen(function*() {
+          // A plugin that cannot say goodbye is ended anyway: releasing must not leak processes.
+          yield* request("session.close", { type: "session.close", sessionId: session.sessionId }).pipe(
+            Effect.timeoutOption(closeGrace),
+            Effect.catchCause((cause) =>
+              Effect.logDebug("Plugin did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+            )
+          )
+          yield* plugin.terminate(closeGrace)
+        }),
+        canStopRuntime: session.canStop
+          ? Effect.suspend(() => {
+            // A turn or prompt in flight is an answer already; the plugin is not asked.
+            if (turn !== undefined || promptsInFlight > 0) return Effect.succeed(false)
+            return request("session.can_stop_runtime", {
+              type: "session.can_stop_runtime",
+              sessionId: session.sessionId
+            }).pipe(
+              Effect.flatMap(resultOf(decodeCanStop, "session.can_stop_runtime")),
+              Effect.flatMap((answer) =>
+                answer.sessionId === session.sessionId
+                  ? Effect.succeed(answer.canStop)
+                  : Effect.fail(failed("session.can_stop_runtime", `reply names session ${answer.sessionId}`))
+              ),
+              Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
+            )
+          })
+          : undefined
+      }
+      return agentSession
+    })
+
+  const client: AgentClient = {
+    provider,
+    create: (config) => open(config, null),
+    resume: (handle, config) => open(config, handle.sessionId)
+  }
+  return client
+})
+
+/** Adds a plugin provider to the `ProviderRegistry`; its processes end with the layer. */
+export const layer = (options: PluginProviderOptions): Layer.Layer<never, never, ProviderRegistry> =>
+  ProviderRegistry.register(makePluginClient(options))

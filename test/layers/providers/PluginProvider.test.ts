@@ -1,0 +1,186 @@
+/**
+ * The plugin provider against real plugin processes: the shell reference provider (P7, P8) and a
+ * misbehaving fixture. Time is real here (processes run), so waits poll with a bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
+import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
+import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
+import { type LogEntry, recordingLogs } from "../../support/logs.ts"
+
+const shellPlugin = join(import.meta.dirname, "../../../plugins/shell/main.ts")
+const misbehavingPlugin = join(import.meta.dirname, "../../fixtures/misbehavingPlugin.mjs")
+
+const tempHome = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-plugin-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/** Polls until the condition holds, at most `tries` times 50 ms apart. */
+const eventually = (condition: () => boolean | Effect.Effect<boolean>, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      const result = condition()
+      if (typeof result === "boolean" ? result : yield* result) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
+
+const setup = Effect.fnUntraced(function*(options: {
+  readonly home: string
+  readonly env?: Record<string, string>
+  readonly script?: string
+  readonly provider?: string
+  readonly collector?: RuntimeCollectorOptions
+}) {
+  const provider = options.provider ?? "shell"
+  const pids: Array<number> = []
+  const plugin = PluginProvider.layer({
+    provider,
+    plugin: { command: process.execPath, args: [options.script ?? shellPlugin], env: options.env },
+    home: options.home,
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  })
+  const registryLayer = AgentRegistryLive.layer.pipe(
+    Layer.provide([AgentStoreMemory.layer, plugin.pipe(Layer.provideMerge(ProviderRegistry.layer))])
+  )
+  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
+  )
+  const context = yield* Layer.build(collectorLayer.pipe(Layer.provideMerge(registryLayer)))
+  const registry = Context.get(context, AgentRegistry)
+  const collector = Context.get(context, RuntimeCollector)
+  const create = registry.create({ provider, cwd: options.home })
+  return { registry, collector, create, pids }
+})
+
+describe("plugin provider: the runtime safety query (P7)", () => {
+  for (
+    const [answer, expected] of [
+      ["true", "Collected"],
+      ["false", "Retained"],
+      ["error", "Failed"],
+      ["wrong-session", "Failed"],
+      ["none", "Collected"]
+    ] as const
+  ) {
+    it.live(`a plugin answering ${answer} gives ${expected}`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const home = yield* tempHome
+        const s = yield* setup({ home, env: { QUIESCE_SHELL_CAN_STOP: answer } })
+        const agent = yield* s.create
+        const outcome = yield* s.collector.collectNow(agent.agentId)
+        assert.strictEqual(outcome._tag, expected)
+        if (answer === "false" && outcome._tag === "Retained") assert.strictEqual(outcome.residency.state, "vetoed")
+        if (expected === "Failed" && outcome._tag === "Failed") {
+          assert.strictEqual(outcome.error._tag, "RuntimeProbeFailed")
+        }
+      })), 20_000)
+  }
+
+  it.live("a session with a turn in flight answers false without asking the plugin", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      // The plugin would permit, but the turn is still running.
+      const s = yield* setup({ home, env: { QUIESCE_SHELL_CAN_STOP: "true" } })
+      const agent = yield* s.create
+      yield* s.registry.prompt(agent.agentId, "sleep 2")
+      const outcome = yield* s.collector.collectNow(agent.agentId)
+      assert.strictEqual(outcome._tag, "Retained")
+    })), 20_000)
+})
+
+describe("plugin provider: protocol hygiene (P7)", () => {
+  it.live("malformed, oversized, unknown and unsolicited messages are logged and never fatal", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home, script: misbehavingPlugin, provider: "misbehaving" })
+      const agent = yield* s.create
+      const receipt = yield* s.registry.prompt(agent.agentId, "anything")
+      assert.strictEqual(receipt.disposition, "turn")
+      yield* s.registry.awaitIdle(agent.agentId)
+      const errors = entries.filter((entry) => entry.message === "Plugin protocol error").map((e) => String(e.annotations["error"]))
+      assert.isTrue(errors.some((e) => e.includes("undecodable")), "malformed JSON")
+      assert.isTrue(errors.some((e) => e.includes("exceeds")), "oversized line")
+      assert.isTrue(errors.some((e) => e.includes("unknown request")), "unsolicited reply")
+      assert.isAtLeast(errors.length, 4)
+    })).pipe(recordingLogs(entries))
+  }, 20_000)
+})
+
+describe("shell reference provider end to end (P8)", () => {
+  it.live("a background job vetoes release; its report restarts the idle period; release ends the group; resume keeps the transcript", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home, collector: { idlePeriod: "600 millis" } })
+      const agent = yield* s.create
+      const sessionId = agent.persistence!.sessionId
+      yield* s.registry.prompt(agent.agentId, "echo first")
+      yield* s.registry.awaitIdle(agent.agentId)
+      yield* s.registry.prompt(agent.agentId, "sleep 1.5 &")
+      yield* s.registry.awaitIdle(agent.agentId)
+      yield* Effect.sleep("700 millis")
+      const vetoed = yield* s.collector.sweep
+      assert.deepStrictEqual(vetoed.collected, [], "a running job vetoes the release")
+      assert.strictEqual((yield* s.collector.explain(agent.agentId)).state, "vetoed")
+
+      // The job ends and its completion report reaches the daemon.
+      yield* eventually(
+        () => readFileSync(join(home, "shell", `${sessionId}.json`), "utf8").includes("exited with code 0"),
+        "the job's report is in the transcript"
+      )
+      yield* Effect.sleep("200 millis")
+      assert.deepStrictEqual((yield* s.collector.sweep).collected, [], "a fresh idle period starts after the report")
+      yield* Effect.sleep("700 millis")
+      const released = yield* s.collector.sweep
+      assert.deepStrictEqual(released.collected.map((c) => c.sessionId), [sessionId])
+      assert.isFalse((yield* s.registry.get(agent.agentId)).resident)
+
+      const receipt = yield* s.registry.prompt(agent.agentId, "echo second")
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(receipt.sessionId, sessionId)
+      yield* s.registry.awaitIdle(agent.agentId)
+      const transcript = readFileSync(join(home, "shell", `${sessionId}.json`), "utf8")
+      for (const text of ["echo first", "sleep 1.5 &", "echo second"]) assert.include(transcript, text)
+    })), 30_000)
+
+  it.live("50 runtimes with background jobs are released and leave no process behind", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home })
+      const agents = yield* Effect.forEach(Array.from({ length: 50 }), () => s.create, { concurrency: 8 })
+      yield* Effect.forEach(agents, (agent) => s.registry.prompt(agent.agentId, "sleep 30 &"), { concurrency: 8 })
+      const pids = [...s.pids]
+      assert.strictEqual(pids.length, 50, "one plugin process group per runtime")
+      assert.isTrue(pids.every(groupAlive))
+      yield* Effect.forEach(agents, (agent) => s.registry.close(agent.agentId), { concurrency: 8, discard: true })
+      yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "every plugin process group is gone", 100)
+    })), 60_000)
+
+  it.live("closing the host's scope ends every plugin process group, jobs included", () =>
+    Effect.gen(function*() {
+      const pids = yield* Effect.scoped(Effect.gen(function*() {
+        const dir = yield* tempHome
+        const s = yield* setup({ home: dir })
+        const agents = yield* Effect.forEach(Array.from({ length: 3 }), () => s.create)
+        yield* Effect.forEach(agents, (agent) => s.registry.prompt(agent.agentId, "sleep 30 &"), { discard: true })
+        assert.isTrue(s.pids.every(groupAlive))
+        return [...s.pids]
+      }))
+      assert.strictEqual(pids.length, 3)
+      yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "every group is gone after scope closure")
+    }), 30_000)
+})
+
