@@ -108,7 +108,7 @@ export const RequestFailed = Schema.Struct({
   message: Schema.String
 })
 
-/** Output of the running turn (counts as activity; the latest is the turn's reply so far). */
+/** A chunk of the running turn's output; counts as activity. The turn's reply is in `turn.completed`. */
 export const Timeline = Schema.Struct({
   type: Schema.Literal("timeline"),
   sessionId: Schema.String,

@@ -95,7 +95,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         }
         switch (message.type) {
           case "timeline":
-            config.onEvent({ _tag: "Reply", text: message.text })
+            config.onEvent({ _tag: "Activity" })
             return Effect.void
           case "turn.completed":
             config.onEvent({ _tag: "Reply", text: message.reply })
