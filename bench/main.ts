@@ -1,7 +1,8 @@
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { registryBench } from "./registry.ts"
+import { shellBench } from "./shell.ts"
 import { printTable } from "./table.ts"
 
 if (globalThis.gc === undefined) console.warn("run with --expose-gc (npm run bench) for stable heap and timing figures")
-printTable([...(await collectorBench()), ...(await registryBench()), ...(await finishBench())])
+printTable([...(await collectorBench()), ...(await registryBench()), ...(await finishBench()), ...(await shellBench())])

@@ -73,7 +73,7 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * permission, or it is closed explicitly. A release is not a finish.
    */
   readonly awaitFinish: (agentId: string) => Effect.Effect<FinishOutcome, AgentNotFound>
-  /** Waits until the agent has no foreground turn. */
+  /** Waits until the agent has no foreground turn and the events of its last turn are processed. */
   readonly awaitIdle: (agentId: string) => Effect.Effect<void>
   readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
   readonly list: Effect.Effect<ReadonlyArray<AgentView>>

@@ -353,14 +353,14 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
           Effect.gen(function*() {
             touch(agent, yield* Clock.currentTimeMillis)
             yield* refreshPersistence(agent)
+            // Events the turn reported (its reply) are applied before anyone hears it ended.
+            yield* drainEvents(agent)
             if (--agent.activeTurns === 0) {
               const waiters = agent.turnWaiters
               agent.turnWaiters = undefined
               settleWaiters(waiters)
             }
             if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) return
-            // Events the turn reported (its reply) are applied before its finish is announced.
-            yield* drainEvents(agent)
             announceFinish(agent.agentId, exit._tag === "Success" ? "finished" : "errored")
             if (exit._tag === "Failure") {
               yield* Effect.logWarning("Agent turn failed").pipe(
