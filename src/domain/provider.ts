@@ -29,6 +29,8 @@ export interface SessionConfig {
  * are capabilities a provider may lack.
  */
 export interface AgentSession {
+  /** The runtime's process id, also its process group id, when the provider runs a process. */
+  readonly pid?: number | undefined
   /** The handle to resume this conversation from, once the provider has a session. */
   readonly persistence: Effect.Effect<PersistenceHandle | null>
   /**

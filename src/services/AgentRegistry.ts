@@ -26,12 +26,25 @@ export interface PromptReceipt {
   readonly disposition: "turn" | "steer" | "out-of-band"
   /** True when this prompt found the runtime released and waited for it to be resumed. */
   readonly resumed: boolean
+  /** The turn the prompt started or was steered into; null for an out-of-band command. */
+  readonly turnId: string | null
+  /** With `wait`: the turn's reply once it ended (null if it gave none). */
+  readonly output?: string | null | undefined
+}
+
+export interface PromptOptions {
+  /** A second prompt with the same id for the same agent gets the first one's receipt, not a new turn. */
+  readonly clientMessageId?: string | undefined
+  /** Wait for the turn to end and return its reply. */
+  readonly wait?: boolean | undefined
 }
 
 export interface AgentView {
   readonly record: AgentRecord
   /** Whether a live runtime holds the agent now. */
   readonly resident: boolean
+  /** The runtime's process (and process group) id, when the provider runs one and it is resident. */
+  readonly pid: number | null
 }
 
 /** Everything that can stop a prompt from reaching the provider. */
@@ -56,7 +69,7 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * Delivers a prompt exactly once: steered into a running turn, handled out of band by the
    * adapter, or as a new turn. A released agent is resumed first, however many prompts race.
    */
-  readonly prompt: (agentId: string, text: string) => Effect.Effect<PromptReceipt, PromptError>
+  readonly prompt: (agentId: string, text: string, options?: PromptOptions) => Effect.Effect<PromptReceipt, PromptError>
   /** Interrupts the running turn, if any. Never resumes a released agent. */
   readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
   readonly respondToPermission: (

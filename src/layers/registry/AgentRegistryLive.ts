@@ -12,7 +12,13 @@ import {
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
 import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
-import { AgentRegistry, type AgentView, type PromptError, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import {
+  AgentRegistry,
+  type AgentView,
+  type PromptError,
+  type PromptOptions,
+  type PromptReceipt
+} from "../../services/AgentRegistry.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
@@ -47,6 +53,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
   let shuttingDown = false
+  let turnCount = 0
   // Keyed by agent, not runtime: a watch outlives releases and resumes.
   const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
   const lastReplies = new Map<string, string>()
@@ -216,7 +223,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       permissions: undefined,
       permissionResponses: 0,
       subagents: undefined,
-      turnWaiters: undefined
+      turnWaiters: undefined,
+      currentTurn: undefined
     }
     target.agent = agent
     register(agent)
@@ -347,6 +355,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     Effect.gen(function*() {
       const turn = yield* agent.session.startTurn(text)
       agent.activeTurns++
+      const current = { id: `${agent.agentId}/turn-${++turnCount}`, done: Deferred.makeUnsafe<string | null>() }
+      agent.currentTurn = current
       yield* turn.pipe(
         Effect.exit,
         Effect.flatMap((exit) =>
@@ -355,6 +365,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
             yield* refreshPersistence(agent)
             // Events the turn reported (its reply) are applied before anyone hears it ended.
             yield* drainEvents(agent)
+            if (agent.currentTurn === current) agent.currentTurn = undefined
+            Deferred.doneUnsafe(current.done, Effect.succeed(lastReplies.get(agent.agentId) ?? null))
             if (--agent.activeTurns === 0) {
               const waiters = agent.turnWaiters
               agent.turnWaiters = undefined
@@ -371,43 +383,76 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
         ),
         Effect.forkIn(scope)
       )
+      return current
     })
 
   /**
    * Hands an admitted prompt to the provider, in admission order. Undefined when the runtime was
    * closed while the prompt waited its turn (an explicit close or reload): the caller resumes it.
    */
+  type Dispatched = {
+    readonly disposition: PromptReceipt["disposition"]
+    readonly turn: LiveAgent["currentTurn"]
+  }
+
   const dispatch = (
     agent: LiveAgent,
     text: string
-  ): Effect.Effect<PromptReceipt["disposition"] | undefined, ProviderFailed> =>
+  ): Effect.Effect<Dispatched | undefined, ProviderFailed> =>
     agent.dispatch.withPermits(1)(Effect.gen(function*() {
       if (!isLive(agent)) return undefined
       const command = agent.session.outOfBand(text)
       if (command !== undefined) {
         yield* command
-        return "out-of-band" as const
+        return { disposition: "out-of-band" as const, turn: undefined }
       }
-      if (agent.activeTurns > 0 && (yield* agent.session.steer(text))) return "steer" as const
-      yield* startTurn(agent, text)
-      return "turn" as const
+      if (agent.activeTurns > 0 && (yield* agent.session.steer(text))) {
+        return { disposition: "steer" as const, turn: agent.currentTurn }
+      }
+      return { disposition: "turn" as const, turn: yield* startTurn(agent, text) }
     })).pipe(Effect.ensuring(Effect.sync(() => {
       agent.foregroundMutations--
     })))
 
-  const prompt = Effect.fn("AgentRegistry.prompt")(function*(agentId: string, text: string) {
+  const deliver = Effect.fnUntraced(function*(agentId: string, text: string, wait: boolean) {
     let resumed = false
     while (true) {
       const agent = tryAdmit(agentId, yield* Clock.currentTimeMillis)
       if (agent !== undefined) {
-        const disposition = yield* dispatch(agent, text)
-        if (disposition !== undefined) {
-          return { agentId, sessionId: agent.sessionId, disposition, resumed } satisfies PromptReceipt
+        const dispatched = yield* dispatch(agent, text)
+        if (dispatched !== undefined) {
+          const turn = dispatched.turn
+          const receipt: PromptReceipt = {
+            agentId,
+            sessionId: agent.sessionId,
+            disposition: dispatched.disposition,
+            resumed,
+            turnId: turn?.id ?? null
+          }
+          if (!wait) return receipt
+          return { ...receipt, output: turn === undefined ? null : yield* Deferred.await(turn.done) }
         }
       }
       yield* ensureResident(agentId)
       resumed = true
     }
+  })
+
+  // Receipts by client message id, so a retried request never starts a second turn.
+  const submitted = new Map<string, Deferred.Deferred<PromptReceipt, PromptError>>()
+  const maxRemembered = 10_000
+
+  const prompt = Effect.fn("AgentRegistry.prompt")(function*(agentId: string, text: string, options?: PromptOptions) {
+    const wait = options?.wait === true
+    const clientMessageId = options?.clientMessageId
+    if (clientMessageId === undefined) return yield* deliver(agentId, text, wait)
+    const key = `${agentId}\u0000${clientMessageId}`
+    const earlier = submitted.get(key)
+    if (earlier !== undefined) return yield* Deferred.await(earlier)
+    const receipt = Deferred.makeUnsafe<PromptReceipt, PromptError>()
+    submitted.set(key, receipt)
+    if (submitted.size > maxRemembered) submitted.delete(submitted.keys().next().value!)
+    return yield* deliver(agentId, text, wait).pipe(Effect.onExit((exit) => Deferred.done(receipt, exit)))
   })
 
   // ---- lifecycle ---------------------------------------------------------------------------
@@ -523,7 +568,10 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       return Deferred.await(waiter)
     })
 
-  const view = (record: AgentRecord): AgentView => ({ record, resident: live.has(record.agentId) })
+  const view = (record: AgentRecord): AgentView => {
+    const agent = live.get(record.agentId)
+    return { record, resident: agent !== undefined, pid: agent?.session.pid ?? null }
+  }
 
   // ---- collection candidates ---------------------------------------------------------------
 

@@ -35,6 +35,8 @@ export interface LiveAgent {
   permissionResponses: number
   subagents: Set<string> | undefined
   turnWaiters: Array<Deferred.Deferred<void>> | undefined
+  /** The turn running now, if any: prompts steered into it share its id and its reply. */
+  currentTurn: { readonly id: string; readonly done: Deferred.Deferred<string | null> } | undefined
 }
 
 /**

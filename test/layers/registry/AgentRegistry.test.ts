@@ -45,7 +45,13 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
       assert.deepStrictEqual(released.record.persistence, agent.persistence)
 
       const receipt = yield* h.registry.prompt(agent.agentId, "Continue the saved conversation")
-      assert.deepStrictEqual(receipt, { agentId: agent.agentId, sessionId, disposition: "turn", resumed: true })
+      assert.deepStrictEqual(receipt, {
+        agentId: agent.agentId,
+        sessionId,
+        disposition: "turn",
+        resumed: true,
+        turnId: `${agent.agentId}/turn-1`
+      })
       assert.strictEqual(h.provider.resumes, 1)
       assert.deepStrictEqual(h.provider.deliveredTo(sessionId), ["Continue the saved conversation"])
       const resumed = yield* h.registry.get(agent.agentId)
@@ -310,4 +316,26 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.strictEqual(h.provider.closes, 1)
       assert.strictEqual(h.provider.resumes, 1)
     }))
+
+  it.effect("the same client message id twice gives one turn and the first receipt", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const first = yield* h.registry.prompt(agent.agentId, "once", { clientMessageId: "m-1" })
+      const again = yield* h.registry.prompt(agent.agentId, "once", { clientMessageId: "m-1" })
+      assert.deepStrictEqual(again, first)
+      assert.deepStrictEqual(h.provider.deliveries.map((d) => d.prompt), ["once"])
+      const other = yield* h.registry.prompt(agent.agentId, "twice", { clientMessageId: "m-2" })
+      assert.notStrictEqual(other.turnId, null)
+    }))
+
+  it.effect("a waiting prompt returns the turn's reply", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      h.provider.turnGate = Effect.sync(() => h.provider.emit(agent.agentId, { _tag: "Reply", text: "done!" }))
+      const receipt = yield* h.registry.prompt(agent.agentId, "work", { wait: true })
+      assert.strictEqual(receipt.output, "done!")
+    }))
 })
+

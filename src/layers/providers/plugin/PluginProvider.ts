@@ -209,6 +209,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         })
 
       const agentSession: AgentSession = {
+        pid: plugin.pid,
         persistence: Effect.succeed(handleValue),
         startTurn: (text) =>
           Effect.gen(function*() {
