@@ -1,0 +1,71 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Duration, Effect, Layer } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as HomeLive from "../../../src/layers/host/Home.ts"
+import { ConfigInvalid, loadConfig } from "../../../src/layers/host/loadConfig.ts"
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-home-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+describe("Home (H2)", () => {
+  it.effect("one daemon owns a home: a second one is refused, naming the holder", () =>
+    Effect.gen(function*() {
+      const root = join(yield* tempDir, "home")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const first = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+        assert.strictEqual(error._tag, "HomeUnavailable")
+        assert.include(error.message, `pid ${process.pid}`)
+        assert.strictEqual(first.root, root)
+      }))
+      assert.isFalse(existsSync(join(root, "daemon.lock")), "released with its scope")
+      yield* Effect.scoped(Layer.build(HomeLive.layer(root)))
+    }))
+
+  it.effect("a lock left by a dead daemon is taken over", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      writeFileSync(join(root, "daemon.lock"), JSON.stringify({ pid: 2 ** 22 + 12345, startedAt: 0 }))
+      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+      assert.include(readFileSync(join(root, "daemon.lock"), "utf8"), `"pid":${process.pid}`)
+      assert.strictEqual(home.root, root)
+    }))
+
+  it.effect("the API token is created once, readable only by its owner", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      const first = yield* Effect.scoped(Effect.map(Layer.build(HomeLive.layer(root)), (c) => Context.get(c, HomeLive.Home).token))
+      const second = yield* Effect.scoped(Effect.map(Layer.build(HomeLive.layer(root)), (c) => Context.get(c, HomeLive.Home).token))
+      assert.match(first, /^[0-9a-f]{64}$/)
+      assert.strictEqual(second, first)
+      assert.strictEqual(statSync(join(root, "token")).mode & 0o777, 0o600)
+    }))
+})
+
+describe("loadConfig", () => {
+  it.effect("flags override the file and are validated like it", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      const file = join(root, "config.json")
+      writeFileSync(file, JSON.stringify({ agents: { idlePeriod: "2h" }, daemon: { port: 9000 } }))
+      const config = yield* loadConfig(file, { sweepInterval: "5s" })
+      assert.strictEqual(config.daemon.port, 9000)
+      assert.strictEqual(Duration.toMillis(config.agents.sweepInterval), 5_000)
+      assert.strictEqual(Duration.toMillis(config.agents.idlePeriod), 7_200_000)
+      const bad = yield* Effect.flip(loadConfig(file, { idlePeriod: "-5m" }))
+      assert.instanceOf(bad, ConfigInvalid)
+      assert.include(bad.message, `["agents"]["idlePeriod"]`)
+      writeFileSync(file, "{ not json")
+      assert.include((yield* Effect.flip(loadConfig(file))).message, file)
+    }))
+
+  it.effect("a missing file means every default", () =>
+    Effect.gen(function*() {
+      const config = yield* loadConfig(join(yield* tempDir, "absent.json"))
+      assert.strictEqual(config.daemon.port, 7377)
+    }))
+})
