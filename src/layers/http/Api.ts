@@ -1,0 +1,239 @@
+/**
+ * The daemon's HTTP API (JSON, under `/v1`): one definition for the server, the typed client
+ * (`HttpApiClient.make(QuiesceApi)`) and the OpenAPI document. Nothing here runs on the server
+ * only; the handlers and middleware implementations live in `ApiServer.ts`.
+ *
+ * Times are epoch milliseconds, as in the domain.
+ */
+import { Schema } from "effect"
+import {
+  HttpApi,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  OpenApi
+} from "effect/http-api"
+import { AgentLifecycle, Labels } from "../../domain/agent.ts"
+import { MemberBlocker } from "../../domain/blocker.ts"
+import {
+  AgentNotFound,
+  AgentNotResumable,
+  AgentStoreError,
+  ProviderFailed,
+  ProviderNotFound,
+  RuntimeNotFound,
+  ShuttingDown
+} from "../../domain/errors.ts"
+import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
+
+// ---- errors ------------------------------------------------------------------------------------
+
+/** The bearer token is missing or wrong. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  message: Schema.String
+}, { httpApiStatus: 401 }) {}
+
+// The domain errors, with the status each answers with.
+export const AgentNotFoundError = AgentNotFound.pipe(HttpApiSchema.status(404))
+export const RuntimeNotFoundError = RuntimeNotFound.pipe(HttpApiSchema.status(404))
+export const ShuttingDownError = ShuttingDown.pipe(HttpApiSchema.status(503))
+export const AgentNotResumableError = AgentNotResumable.pipe(HttpApiSchema.status(409))
+export const ProviderNotFoundError = ProviderNotFound.pipe(HttpApiSchema.status(422))
+export const ProviderFailedError = ProviderFailed.pipe(HttpApiSchema.status(502))
+export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(500))
+
+// ---- middleware --------------------------------------------------------------------------------
+
+/** `Authorization: Bearer <token>` on every route but health, metrics and the OpenAPI document. */
+export class Authorization extends HttpApiMiddleware.Service<Authorization>()("quiesce/http/Authorization", {
+  security: { bearer: HttpApiSecurity.bearer },
+  error: Unauthorized
+}) {}
+
+/** Refuses every mutating request with 503 once the daemon stopped admitting work (shutdown). */
+export class AdmissionGate extends HttpApiMiddleware.Service<AdmissionGate>()("quiesce/http/AdmissionGate", {
+  error: ShuttingDownError
+}) {}
+
+// ---- schemas -----------------------------------------------------------------------------------
+
+const NonEmptyString = Schema.String.check(Schema.isMinLength(1))
+
+/** An error flattened to what a client needs: its tag and message. */
+export const ErrorSummary = Schema.Struct({
+  _tag: Schema.String,
+  message: Schema.String
+})
+export type ErrorSummary = typeof ErrorSummary.Type
+
+export const CreateAgentRequest = Schema.Struct({
+  provider: NonEmptyString,
+  cwd: NonEmptyString,
+  /** The managing parent; stored as the `quiesce.parentAgentId` label. */
+  parentAgentId: Schema.optionalKey(NonEmptyString),
+  labels: Schema.optionalKey(Labels)
+})
+export type CreateAgentRequest = typeof CreateAgentRequest.Type
+
+export const CreatedAgent = Schema.Struct({
+  agentId: Schema.String,
+  provider: Schema.String,
+  sessionId: Schema.NullOr(Schema.String)
+})
+export type CreatedAgent = typeof CreatedAgent.Type
+
+export const AgentSummary = Schema.Struct({
+  agentId: Schema.String,
+  provider: Schema.String,
+  cwd: Schema.String,
+  labels: Labels,
+  sessionId: Schema.NullOr(Schema.String),
+  /** Whether a live runtime holds the agent now. */
+  resident: Schema.Boolean,
+  lifecycle: AgentLifecycle,
+  lastActivityAt: Schema.Number,
+  parentAgentId: Schema.NullOr(Schema.String),
+  /** The runtime's process id while resident, when the provider runs a process. */
+  pid: Schema.NullOr(Schema.Number)
+})
+export type AgentSummary = typeof AgentSummary.Type
+
+export const PromptRequest = Schema.Struct({
+  text: NonEmptyString,
+  /** A retry with the same id gets the first receipt instead of a second turn. */
+  clientMessageId: Schema.optionalKey(NonEmptyString),
+  /** Wait for the turn to end and return its reply as `output`. */
+  wait: Schema.optionalKey(Schema.Boolean)
+})
+export type PromptRequest = typeof PromptRequest.Type
+
+export const PromptResult = Schema.Struct({
+  agentId: Schema.String,
+  sessionId: Schema.NullOr(Schema.String),
+  disposition: Schema.Literals(["turn", "steer", "out-of-band"]),
+  turnId: Schema.NullOr(Schema.String),
+  /** The runtime had been released and was resumed for this prompt. */
+  resumed: Schema.Boolean,
+  /** With `wait`: the turn's reply (null when it gave none). */
+  output: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+export type PromptResult = typeof PromptResult.Type
+
+export const RuntimeRow = Schema.Struct({
+  agentId: Schema.String,
+  provider: Schema.String,
+  sessionId: Schema.NullOr(Schema.String),
+  pid: Schema.NullOr(Schema.Number),
+  /** Resident memory of the runtime's process tree; null when unknown. */
+  rssBytes: Schema.NullOr(Schema.Number),
+  /** The runtime and its managed descendants. */
+  family: Schema.Array(Schema.String),
+  idleSince: Schema.Number,
+  /** Earliest time it could be released if nothing changes; null when blocked or never. */
+  eligibleAt: Schema.NullOr(Schema.Number),
+  state: ResidencyState,
+  /** What keeps it (or a family member) resident now. */
+  blockers: Schema.Array(MemberBlocker),
+  /** The last provider probe, when it did not permit the release. */
+  lastProbe: Schema.NullOr(ProbeObservation)
+})
+export type RuntimeRow = typeof RuntimeRow.Type
+
+export const CollectResult = Schema.Struct({
+  outcome: Schema.Literals(["collected", "retained", "failed"]),
+  /** Why it was retained; empty otherwise. */
+  blockers: Schema.Array(MemberBlocker),
+  /** When retained: the residency state that kept it. */
+  state: Schema.optionalKey(ResidencyState),
+  /** When retained: the last provider probe, if it did not permit. */
+  lastProbe: Schema.optionalKey(Schema.NullOr(ProbeObservation)),
+  /** When failed: what failed. */
+  error: Schema.optionalKey(ErrorSummary)
+})
+export type CollectResult = typeof CollectResult.Type
+
+export const SweepResult = Schema.Struct({
+  collected: Schema.Array(CollectedRuntime),
+  failures: Schema.Array(Schema.Struct({ agentId: Schema.String, error: ErrorSummary }))
+})
+export type SweepResult = typeof SweepResult.Type
+
+export const Health = Schema.Struct({ status: Schema.Literal("ok") })
+
+/** The Prometheus text exposition format. */
+export const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// ---- endpoints ---------------------------------------------------------------------------------
+
+const AgentId = { id: Schema.String }
+
+/** Health, metrics: no token. The client calls them as `client.health()`, `client.metrics()`. */
+export class SystemGroup extends HttpApiGroup.make("system", { topLevel: true }).add(
+  HttpApiEndpoint.get("health", "/v1/health", { success: Health }),
+  HttpApiEndpoint.get("metrics", "/metrics", {
+    success: Schema.String.pipe(HttpApiSchema.asText({ contentType: metricsContentType }))
+  })
+) {}
+
+export class AgentsGroup extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/agents", {
+      payload: CreateAgentRequest,
+      success: CreatedAgent.pipe(HttpApiSchema.status(201)),
+      error: [ProviderNotFoundError, ProviderFailedError, AgentStoreFailedError, ShuttingDownError]
+    }).middleware(AdmissionGate),
+    HttpApiEndpoint.get("list", "/v1/agents", { success: Schema.Array(AgentSummary) }),
+    HttpApiEndpoint.get("get", "/v1/agents/:id", {
+      params: AgentId,
+      success: AgentSummary,
+      error: AgentNotFoundError
+    }),
+    HttpApiEndpoint.post("prompt", "/v1/agents/:id/prompts", {
+      params: AgentId,
+      payload: PromptRequest,
+      success: PromptResult,
+      error: [
+        AgentNotFoundError,
+        AgentNotResumableError,
+        ProviderNotFoundError,
+        ProviderFailedError,
+        AgentStoreFailedError,
+        ShuttingDownError
+      ]
+    }).middleware(AdmissionGate)
+  )
+  .middleware(Authorization)
+{}
+
+export class RuntimesGroup extends HttpApiGroup.make("runtimes")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/runtimes", { success: Schema.Array(RuntimeRow) }),
+    HttpApiEndpoint.post("collect", "/v1/runtimes/:id/collect", {
+      params: AgentId,
+      success: CollectResult,
+      error: RuntimeNotFoundError
+    }).middleware(AdmissionGate),
+    HttpApiEndpoint.post("sweep", "/v1/sweep", { success: SweepResult }).middleware(AdmissionGate)
+  )
+  .middleware(Authorization)
+{}
+
+/**
+ * The whole API. Request validation failures answer 400 with an RFC 9457 problem whose `errors`
+ * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`.
+ */
+export class QuiesceApi extends HttpApi.make("quiesce")
+  .add(SystemGroup, AgentsGroup, RuntimesGroup)
+  .middleware(HttpApiMiddleware.ProblemDetails)
+  // Report every invalid field of a body, not just the first.
+  .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
+  .annotateMerge(OpenApi.annotations({
+    title: "Quiesce daemon API",
+    description: "Agents, their prompts, and the idle-runtime collector."
+  }))
+{}
+
+/** Where the OpenAPI document is served (no token). */
+export const openapiPath = "/v1/openapi.json"

@@ -1,0 +1,291 @@
+/**
+ * Serves `QuiesceApi` over node:http: the handlers over the registry, the collector and process
+ * inspection, the bearer-token check, and the admission gate closed at shutdown.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
+import {
+  type Etag,
+  type HttpClient,
+  type HttpPlatform,
+  HttpRouter,
+  type HttpServer,
+  type HttpServerError
+} from "effect/http"
+import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { createServer } from "node:http"
+import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import { ShuttingDown } from "../../domain/errors.ts"
+import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
+import { AgentRegistry, type AgentView } from "../../services/AgentRegistry.ts"
+import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
+import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import {
+  AdmissionGate,
+  type AgentSummary,
+  Authorization,
+  type CollectResult,
+  type ErrorSummary,
+  openapiPath,
+  QuiesceApi,
+  type RuntimeRow,
+  type SweepResult,
+  Unauthorized
+} from "./Api.ts"
+
+// ---- admission ---------------------------------------------------------------------------------
+
+/**
+ * Whether the API still admits mutating requests. Closing it at shutdown makes every POST answer
+ * 503 `ShuttingDown`; reads keep working.
+ */
+export class Admission extends Context.Service<Admission, {
+  readonly close: Effect.Effect<void>
+  readonly isOpen: Effect.Effect<boolean>
+}>()("quiesce/http/Admission") {
+  static readonly layer = Layer.effect(
+    Admission,
+    Effect.map(Ref.make(true), (open) =>
+      Admission.of({
+        close: Ref.set(open, false),
+        isOpen: Ref.get(open)
+      }))
+  )
+}
+
+// ---- middleware --------------------------------------------------------------------------------
+
+const digest = (value: string) => createHash("sha256").update(value).digest()
+
+/** Compares in constant time (over digests, so the length does not leak either). */
+const tokenMatches = (expected: Buffer, candidate: string) => timingSafeEqual(expected, digest(candidate))
+
+const authorizationLayer = (token: string) => {
+  const expected = digest(token)
+  return Layer.succeed(
+    Authorization,
+    Authorization.of({
+      bearer: (httpEffect, { credential }) =>
+        tokenMatches(expected, Redacted.value(credential))
+          ? httpEffect
+          : Effect.fail(new Unauthorized({ message: "Missing or invalid bearer token" }))
+    })
+  )
+}
+
+const admissionGateLayer = Layer.effect(
+  AdmissionGate,
+  Effect.gen(function*() {
+    const admission = yield* Admission
+    return AdmissionGate.of((httpEffect) =>
+      Effect.gen(function*() {
+        if (!(yield* admission.isOpen)) return yield* ShuttingDown.of("request")
+        return yield* httpEffect
+      })
+    )
+  })
+)
+
+/** Request validation failures become 400 problems naming each offending path. */
+const problemDetailsLayer = HttpApiMiddleware.layerProblemDetails({ includeDetails: true })
+
+// ---- handlers ----------------------------------------------------------------------------------
+
+const agentSummary = ({ pid, record, resident }: AgentView): AgentSummary => ({
+  agentId: record.agentId,
+  provider: record.provider,
+  cwd: record.cwd,
+  labels: record.labels,
+  sessionId: record.persistence?.sessionId ?? null,
+  resident,
+  lifecycle: record.lifecycle,
+  lastActivityAt: record.lastActivityAt,
+  parentAgentId: parentAgentIdOf(record.labels) ?? null,
+  pid
+})
+
+const errorSummary = (error: { readonly _tag: string; readonly message: string }): ErrorSummary => ({
+  _tag: error._tag,
+  message: error.message
+})
+
+const collectResult = (outcome: CollectOutcome): CollectResult => {
+  switch (outcome._tag) {
+    case "Collected":
+      return { outcome: "collected", blockers: [] }
+    case "Retained":
+      return {
+        outcome: "retained",
+        blockers: outcome.residency.blockers,
+        state: outcome.residency.state,
+        lastProbe: outcome.residency.veto
+      }
+    case "Failed":
+      return { outcome: "failed", blockers: [], error: errorSummary(outcome.error) }
+  }
+}
+
+const sweepResult = (report: SweepReport): SweepResult => ({
+  collected: report.collected,
+  failures: report.failures.map(({ agentId, error }) => ({ agentId, error: errorSummary(error) }))
+})
+
+const noSamples: ReadonlyMap<number, Option.Option<ProcessSample>> = new Map()
+
+const runtimeRow = (view: AgentView, residency: Residency, rssBytes: number | null): RuntimeRow => ({
+  agentId: residency.agentId,
+  provider: residency.provider,
+  sessionId: residency.sessionId,
+  pid: view.pid,
+  rssBytes,
+  family: residency.family,
+  idleSince: residency.idleSince,
+  eligibleAt: residency.releasableAt,
+  state: residency.state,
+  blockers: residency.blockers,
+  lastProbe: residency.veto
+})
+
+const systemHandlers = (renderMetrics: Effect.Effect<string>) =>
+  HttpApiBuilder.group(QuiesceApi, "system", (handlers) =>
+    handlers
+      .handle("health", () => Effect.succeed({ status: "ok" as const }))
+      .handle("metrics", () => renderMetrics))
+
+const agentsHandlers = HttpApiBuilder.group(
+  QuiesceApi,
+  "agents",
+  Effect.fn(function*(handlers) {
+    const registry = yield* AgentRegistry
+    return handlers
+      .handle("create", ({ payload }) => {
+        const labels = payload.parentAgentId === undefined
+          ? payload.labels
+          : { ...payload.labels, [parentAgentIdLabel]: payload.parentAgentId }
+        return registry.create({ provider: payload.provider, cwd: payload.cwd, labels }).pipe(
+          Effect.map((record) => ({
+            agentId: record.agentId,
+            provider: record.provider,
+            sessionId: record.persistence?.sessionId ?? null
+          }))
+        )
+      })
+      .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
+      .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
+      .handle("prompt", ({ params, payload }) =>
+        registry.prompt(params.id, payload.text, {
+          clientMessageId: payload.clientMessageId,
+          wait: payload.wait
+        }).pipe(Effect.map((receipt) => ({
+          agentId: receipt.agentId,
+          sessionId: receipt.sessionId,
+          disposition: receipt.disposition,
+          turnId: receipt.turnId,
+          resumed: receipt.resumed,
+          ...(receipt.output === undefined ? {} : { output: receipt.output })
+        }))))
+  })
+)
+
+const runtimesHandlers = HttpApiBuilder.group(
+  QuiesceApi,
+  "runtimes",
+  Effect.fn(function*(handlers) {
+    const registry = yield* AgentRegistry
+    const collector = yield* RuntimeCollector
+    const inspection = yield* ProcessInspection
+
+    const listRuntimes = Effect.gen(function*() {
+      const resident = (yield* registry.list).filter((view) => view.resident)
+      const pids = resident.flatMap((view) => view.pid === null ? [] : [view.pid])
+      const [samples, rows] = yield* Effect.all([
+        pids.length === 0 ? Effect.succeed(noSamples) : inspection.sampleAll(pids),
+        Effect.forEach(resident, (view) =>
+          collector.explain(view.record.agentId).pipe(
+            Effect.map((residency) => Option.some({ view, residency })),
+            // Released between the listing and the explanation: no longer a resident runtime.
+            Effect.catchTag("RuntimeNotFound", () => Effect.succeedNone)
+          ), { concurrency: 16 })
+      ], { concurrency: 2 })
+      return rows.flatMap((row) => {
+        if (Option.isNone(row)) return []
+        const { residency, view } = row.value
+        const sample = view.pid === null ? undefined : samples.get(view.pid)
+        const rssBytes = sample !== undefined && Option.isSome(sample) ? sample.value.rssBytes : null
+        return [runtimeRow(view, residency, rssBytes)]
+      })
+    })
+
+    return handlers
+      .handle("list", () => listRuntimes)
+      .handle("collect", ({ params }) => Effect.map(collector.collectNow(params.id), collectResult))
+      .handle("sweep", () => Effect.map(collector.sweep, sweepResult))
+  })
+)
+
+// ---- layers ------------------------------------------------------------------------------------
+
+export interface RouteOptions {
+  /** The bearer token every route but health, metrics and the OpenAPI document requires. */
+  readonly token: string
+  /** Renders the Prometheus text served at `GET /metrics`. */
+  readonly renderMetrics: Effect.Effect<string>
+}
+
+export interface ApiServerOptions extends RouteOptions {
+  readonly host: string
+  readonly port: number
+  /** Log every request at info level (the framework's request logger). Default true. */
+  readonly logRequests?: boolean | undefined
+}
+
+/** The API's routes, to serve with `HttpRouter.serve`; `Admission` is shared with the caller. */
+export const routes = (options: RouteOptions): Layer.Layer<
+  never,
+  never,
+  | AgentRegistry
+  | RuntimeCollector
+  | ProcessInspection
+  | Admission
+  | HttpRouter.HttpRouter
+  | Etag.Generator
+  | FileSystem.FileSystem
+  | HttpPlatform.HttpPlatform
+  | Path.Path
+> => {
+  const middleware = Layer.mergeAll(authorizationLayer(options.token), admissionGateLayer, problemDetailsLayer)
+  return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
+    Layer.provide(
+      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers).pipe(
+        Layer.provide(middleware)
+      )
+    )
+  )
+}
+
+/**
+ * The API served on `host:port` with node:http, plus the `Admission` it checks (close it at
+ * shutdown). Fails with `ServeError` when it cannot listen.
+ */
+export const layer = (
+  options: ApiServerOptions
+): Layer.Layer<Admission, HttpServerError.ServeError, AgentRegistry | RuntimeCollector | ProcessInspection> =>
+  HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
+    Layer.provide(NodeHttpServer.layer(createServer, { host: options.host, port: options.port })),
+    Layer.provideMerge(Admission.layer)
+  )
+
+/**
+ * The API on an ephemeral 127.0.0.1 port (`NodeHttpServer.layerTest`), for tests: also provides
+ * an `HttpClient` whose relative URLs reach it, and the `Admission`.
+ */
+export const layerTest = (options: RouteOptions): Layer.Layer<
+  Admission | HttpClient.HttpClient | HttpServer.HttpServer,
+  HttpServerError.ServeError,
+  AgentRegistry | RuntimeCollector | ProcessInspection
+> =>
+  HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.provideMerge(Admission.layer)
+  )

@@ -1,0 +1,243 @@
+/**
+ * The `quiesce` command: runs the daemon, and talks to a running daemon over its HTTP API with
+ * the token from the home directory.
+ */
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Cause, Console, Context, Effect, Layer, Option, Runtime, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Home } from "../layers/host/Home.ts"
+import * as HomeLive from "../layers/host/Home.ts"
+import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
+import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
+import { QuiesceApi } from "../layers/http/Api.ts"
+import * as ApiServer from "../layers/http/ApiServer.ts"
+import { renderPrometheus } from "../layers/metrics/Metrics.ts"
+import { logReady, servicesLayer } from "./daemon.ts"
+
+/** A failure the user caused and can fix; printed as it is, exit code 1. */
+class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
+
+const home = Flag.String("home").pipe(
+  Flag.withDescription("The daemon's home directory (default $QUIESCE_HOME or ./.quiesce)"),
+  Flag.optional
+)
+
+const root = Command.make("quiesce").pipe(
+  Command.withSharedFlags({ home }),
+  Command.withDescription("Release idle coding-agent runtimes when nothing is lost; resume them on the next prompt")
+)
+
+const homeDirectory = Effect.map(root, (flags) =>
+  Option.getOrElse(flags.home, () => process.env["QUIESCE_HOME"] ?? ".quiesce"))
+
+// ---- the daemon --------------------------------------------------------------------------------
+
+/** How long an orderly shutdown may take before the process exits anyway. */
+const shutdownDeadlineMillis = 30_000
+let daemonRunning = false
+
+/** Once shutdown began: a second signal, or the deadline, ends the process at once (H3). */
+const armForcedExit = () => {
+  const force = () => process.exit(1)
+  process.once("SIGINT", force)
+  process.once("SIGTERM", force)
+  setTimeout(force, shutdownDeadlineMillis).unref()
+}
+
+const durationFlag = (name: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
+
+const daemon = Command.make(
+  "daemon",
+  {
+    port: Flag.Int("port").pipe(Flag.withDescription("HTTP port (default 7377)"), Flag.optional),
+    host: Flag.String("host").pipe(Flag.withDescription("Address to listen on (default 127.0.0.1)"), Flag.optional),
+    idlePeriod: durationFlag("idle-period", "Release runtimes idle this long, e.g. 1h, 10s"),
+    sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s")
+  },
+  Effect.fn(function*(flags) {
+    const root = path.resolve(yield* homeDirectory)
+    const overrides: ConfigOverrides = {
+      port: Option.getOrUndefined(flags.port),
+      host: Option.getOrUndefined(flags.host),
+      idlePeriod: Option.getOrUndefined(flags.idlePeriod),
+      sweepInterval: Option.getOrUndefined(flags.sweepInterval)
+    }
+    // Configuration is checked before anything is locked, opened or listening.
+    const config = yield* loadConfig(path.join(root, "config.json"), overrides)
+    yield* Effect.scoped(Effect.gen(function*() {
+      const homeContext = yield* Layer.build(HomeLive.layer(root))
+      const homeService = Context.get(homeContext, Home)
+      const api = ApiServer.layer({
+        host: config.daemon.host,
+        port: config.daemon.port,
+        token: homeService.token,
+        renderMetrics: renderPrometheus
+      }).pipe(
+        Layer.provide(ProcessInspectionProcfs.layer()),
+        Layer.provideMerge(servicesLayer(homeService, config))
+      )
+      const running = yield* Layer.build(api)
+      // Registered last, so it runs first at shutdown: new work is refused (503) at once.
+      yield* Effect.addFinalizer(() =>
+        Context.get(running, ApiServer.Admission).close.pipe(
+          Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
+        )
+      )
+      yield* logReady(homeService, config)
+      daemonRunning = true
+      return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(armForcedExit)))
+    }))
+  })
+).pipe(Command.withDescription("Run the daemon (until SIGINT or SIGTERM)"))
+
+// ---- talking to a daemon -----------------------------------------------------------------------
+
+/** A typed client for the daemon of the home, authenticated with its token. */
+const client = Effect.gen(function*() {
+  const root = path.resolve(yield* homeDirectory)
+  const config = yield* loadConfig(path.join(root, "config.json"))
+  const tokenFile = path.join(root, "token")
+  if (!fs.existsSync(tokenFile)) {
+    return yield* new UsageError({ message: `No daemon has run in ${root} (no token). Start one with: quiesce daemon` })
+  }
+  const token = fs.readFileSync(tokenFile, "utf8").trim()
+  const host = config.daemon.host === "0.0.0.0" ? "127.0.0.1" : config.daemon.host
+  return yield* HttpApiClient.make(QuiesceApi, {
+    baseUrl: `http://${host}:${config.daemon.port}`,
+    transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
+  })
+})
+
+const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+const agents = Command.make("agents").pipe(
+  Command.withDescription("Create and inspect agents"),
+  Command.withSubcommands([
+    Command.make(
+      "create",
+      {
+        provider: Flag.String("provider").pipe(Flag.withDefault("shell")),
+        cwd: Flag.String("cwd").pipe(Flag.withDefault(".")),
+        parent: Flag.String("parent").pipe(Flag.withDescription("The managing parent agent"), Flag.optional)
+      },
+      Effect.fn(function*({ cwd, parent, provider }) {
+        const api = yield* client
+        const payload = Option.isSome(parent)
+          ? { provider, cwd: path.resolve(cwd), parentAgentId: parent.value }
+          : { provider, cwd: path.resolve(cwd) }
+        yield* printJson(yield* api.agents.create({ payload }))
+      })
+    ).pipe(Command.withDescription("Create an agent")),
+    Command.make("list", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.list(), printJson))),
+    Command.make(
+      "show",
+      { agent: Argument.String("agent") },
+      ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
+    )
+  ])
+)
+
+const prompt = Command.make(
+  "prompt",
+  {
+    agent: Argument.String("agent"),
+    text: Argument.String("text"),
+    wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn's reply"), Flag.withDefault(false)),
+    clientMessageId: Flag.String("client-message-id").pipe(Flag.optional)
+  },
+  Effect.fn(function*({ agent, clientMessageId, text, wait }) {
+    const api = yield* client
+    const payload = Option.isSome(clientMessageId) ? { text, wait, clientMessageId: clientMessageId.value } : { text, wait }
+    const result = yield* api.agents.prompt({ params: { id: agent }, payload })
+    yield* wait && typeof result.output === "string" ? Console.log(result.output) : printJson(result)
+  })
+).pipe(Command.withDescription("Send a prompt; a released agent is resumed first"))
+
+const ago = (now: number, at: number | null) =>
+  at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
+
+const runtimes = Command.make(
+  "runtimes",
+  {},
+  Effect.fn(function*() {
+    const api = yield* client
+    const rows = yield* api.runtimes.list()
+    const now = Date.now()
+    const table = [
+      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
+      ...rows.map((row) => [
+        row.agentId,
+        row.provider,
+        row.pid === null ? "-" : String(row.pid),
+        row.rssBytes === null ? "-" : `${(row.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
+        row.state,
+        ago(now, row.eligibleAt),
+        [
+          ...row.blockers.map((b) => `${b.kind}${b.agentId === row.agentId ? "" : ` (${b.agentId})`}`),
+          ...(row.lastProbe === null ? [] : [`${row.lastProbe.outcome} by ${row.lastProbe.agentId}`])
+        ].join(", ") || "-"
+      ])
+    ]
+    const widths = table[0]!.map((_, column) => Math.max(...table.map((cells) => cells[column]!.length)))
+    for (const cells of table) yield* Console.log(cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd())
+  })
+).pipe(Command.withDescription("Every resident runtime, and why it is still resident"))
+
+const collect = Command.make(
+  "collect",
+  { agent: Argument.String("agent") },
+  ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.collect({ params: { id: agent } }), printJson))
+).pipe(Command.withDescription("Release one runtime now if nothing would be lost"))
+
+const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
+  Command.withDescription("Run one sweep now")
+)
+
+const config = Command.make("config").pipe(
+  Command.withSubcommands([
+    Command.make(
+      "check",
+      {},
+      Effect.fn(function*() {
+        const root = path.resolve(yield* homeDirectory)
+        yield* loadConfig(path.join(root, "config.json"))
+        yield* Console.log(`${path.join(root, "config.json")}: ok`)
+      })
+    ).pipe(Command.withDescription("Validate the configuration file"))
+  ])
+)
+
+export const cli = root.pipe(Command.withSubcommands([daemon, agents, prompt, runtimes, collect, sweep, config]))
+
+/** Errors the user can act on are printed plainly; the exit code is 1. */
+const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchIf(
+      (error): error is E & { readonly message: string } =>
+        typeof error === "object" && error !== null && "message" in error && typeof error.message === "string",
+      (error) =>
+        Console.error(`quiesce: ${error.message}`).pipe(Effect.andThen(Effect.sync(() => (process.exitCode = 1))))
+    )
+  )
+
+/** Runs the command line of this process. */
+export const main = () =>
+  cli.pipe(
+    Command.run({ version: "0.1.0" }),
+    reportUserErrors,
+    Effect.provide([NodeServices.layer, FetchHttpClient.layer]),
+    NodeRuntime.runMain({
+      // A daemon stopped by a signal has shut down in order: that is success.
+      teardown: (exit, onExit) =>
+        daemonRunning && exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)
+          ? onExit(0)
+          : Runtime.defaultTeardown(exit, onExit)
+    })
+  )
+
+if (import.meta.main) main()

@@ -1,0 +1,378 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Option } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
+import { TestClock } from "effect/testing"
+import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
+import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
+import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
+import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { ProcessInspection } from "../../../src/services/ProcessInspection.ts"
+import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+
+const token = "test-token"
+const metricsText = "# HELP quiesce_up 1 when up\nquiesce_up 1\n"
+
+/** Process inspection that never knows a process. */
+const noInspection = Layer.succeed(
+  ProcessInspection,
+  ProcessInspection.of({
+    sample: () => Effect.succeedNone,
+    sampleAll: (pids) => Effect.succeed(new Map(pids.map((pid) => [pid, Option.none()])))
+  })
+)
+
+/**
+ * The API on an ephemeral port over the real registry and collector, with the in-memory
+ * provider. Scheduled sweeps are out of reach; a test sweeps through the API.
+ */
+const serve = (provider: MemoryProvider) => {
+  const registry = AgentRegistryLive.layer.pipe(
+    Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)])
+  )
+  const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
+  )
+  const services = collector.pipe(Layer.provideMerge(registry), Layer.provideMerge(noInspection))
+  return ApiServer.layerTest({ token, renderMetrics: Effect.succeed(metricsText) }).pipe(
+    Layer.provideMerge(services)
+  )
+}
+
+const apiClient = HttpApiClient.make(QuiesceApi, {
+  transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
+})
+
+/** A raw request; returns status, content type and parsed body (or text when not JSON). */
+const raw = Effect.fnUntraced(function*(
+  method: "GET" | "POST",
+  url: string,
+  options: { readonly token?: string; readonly body?: string } = {}
+) {
+  const client = yield* HttpClient.HttpClient
+  let request = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
+  if (options.token !== undefined) request = HttpClientRequest.bearerToken(request, options.token)
+  if (options.body !== undefined) request = HttpClientRequest.bodyText(request, options.body, "application/json")
+  const response = yield* client.execute(request)
+  const text = yield* response.text
+  let body: unknown = text
+  try {
+    body = JSON.parse(text)
+  } catch {
+    // not JSON
+  }
+  return { status: response.status, contentType: response.headers["content-type"], body }
+})
+
+describe("ApiServer", () => {
+  it.effect("creates, lists and shows agents", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const parent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      assert.strictEqual(parent.provider, "codex")
+      assert.isString(parent.sessionId)
+      const child = yield* client.agents.create({
+        payload: { provider: "codex", cwd: "/work/sub", parentAgentId: parent.agentId, labels: { team: "a" } }
+      })
+
+      const listed = yield* client.agents.list()
+      assert.deepStrictEqual(listed.map((agent) => agent.agentId).sort(), [parent.agentId, child.agentId].sort())
+
+      const shown = yield* client.agents.get({ params: { id: child.agentId } })
+      assert.deepStrictEqual(shown, {
+        agentId: child.agentId,
+        provider: "codex",
+        cwd: "/work/sub",
+        labels: { team: "a", [parentAgentIdLabel]: parent.agentId },
+        sessionId: child.sessionId,
+        resident: true,
+        lifecycle: "active",
+        lastActivityAt: shown.lastActivityAt,
+        parentAgentId: parent.agentId,
+        pid: null
+      })
+
+      const created = yield* raw("POST", "/v1/agents", {
+        token,
+        body: JSON.stringify({ provider: "codex", cwd: "/w" })
+      })
+      assert.strictEqual(created.status, 201)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("a retried prompt with the same clientMessageId gets the same turn, delivered once", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const payload = { text: "do it", clientMessageId: "m-1" }
+      const first = yield* client.agents.prompt({ params: { id: agent.agentId }, payload })
+      const again = yield* client.agents.prompt({ params: { id: agent.agentId }, payload })
+      assert.strictEqual(first.disposition, "turn")
+      assert.isFalse(first.resumed)
+      assert.isNotNull(first.turnId)
+      assert.strictEqual(again.turnId, first.turnId)
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["do it"])
+      assert.isUndefined(first.output)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("wait=true returns the turn's reply", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      provider.turnGate = Effect.sync(() => provider.emit(agent.agentId, { _tag: "Reply", text: "done!" }))
+      const receipt = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "work", wait: true } })
+      assert.strictEqual(receipt.output, "done!")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("runtimes show blockers while busy and eligibleAt once idle", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const registry = yield* AgentRegistry
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const release = yield* Deferred.make<void>()
+      provider.turnGate = Deferred.await(release)
+      yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "long task" } })
+
+      const [busy] = yield* client.runtimes.list()
+      assert.strictEqual(busy.agentId, agent.agentId)
+      assert.strictEqual(busy.state, "blocked")
+      assert.isNull(busy.eligibleAt)
+      assert.isNull(busy.rssBytes)
+      assert.isNull(busy.lastProbe)
+      assert.deepInclude(busy.blockers, { agentId: agent.agentId, kind: "foreground-turn" })
+
+      yield* Deferred.succeed(release, undefined)
+      yield* registry.awaitIdle(agent.agentId)
+      const [idle] = yield* client.runtimes.list()
+      assert.deepStrictEqual(idle.blockers, [])
+      assert.strictEqual(idle.state, "idle")
+      assert.strictEqual(idle.eligibleAt, idle.idleSince + 60 * 60_000)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("collect releases the runtime; the agent stays, no longer resident", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const result = yield* client.runtimes.collect({ params: { id: agent.agentId } })
+      assert.deepStrictEqual(result, { outcome: "collected", blockers: [] })
+      const shown = yield* client.agents.get({ params: { id: agent.agentId } })
+      assert.isFalse(shown.resident)
+      assert.strictEqual(shown.lifecycle, "closed")
+      assert.deepStrictEqual(yield* client.runtimes.list(), [])
+
+      const again = yield* client.runtimes.collect({ params: { id: agent.agentId } }).pipe(Effect.flip)
+      assert.strictEqual(again._tag, "RuntimeNotFound")
+
+      const resumed = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "back" } })
+      assert.isTrue(resumed.resumed)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("collect retains a busy runtime and names its blockers", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      provider.turnGate = Effect.never
+      yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "forever" } })
+      const result = yield* client.runtimes.collect({ params: { id: agent.agentId } })
+      assert.strictEqual(result.outcome, "retained")
+      assert.strictEqual(result.state, "blocked")
+      assert.deepInclude(result.blockers, { agentId: agent.agentId, kind: "foreground-turn" })
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("sweep reports failures as tag + message, then what it collected", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      assert.deepStrictEqual(yield* client.runtimes.sweep(), { collected: [], failures: [] })
+
+      provider.closeFailure = "device busy"
+      yield* TestClock.adjust("61 minutes")
+      const failed = yield* client.runtimes.sweep()
+      assert.deepStrictEqual(failed.collected, [])
+      assert.strictEqual(failed.failures.length, 1)
+      assert.strictEqual(failed.failures[0].agentId, agent.agentId)
+      assert.strictEqual(failed.failures[0].error._tag, "RuntimeCloseFailed")
+      assert.include(failed.failures[0].error.message, "device busy")
+      assert.deepStrictEqual(Object.keys(failed.failures[0].error).sort(), ["_tag", "message"])
+
+      provider.closeFailure = undefined
+      // The first sweep to see the family clear after a retention restarts its idle period.
+      yield* TestClock.adjust("1 minute")
+      assert.deepStrictEqual((yield* client.runtimes.sweep()).collected, [])
+      yield* TestClock.adjust("61 minutes")
+      const report = yield* client.runtimes.sweep()
+      assert.deepStrictEqual(report, {
+        collected: [{ agentId: agent.agentId, provider: "codex", sessionId: agent.sessionId! }],
+        failures: []
+      })
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("a bearer token is required except for health, metrics and the OpenAPI document", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const missing = yield* raw("GET", "/v1/agents")
+      assert.strictEqual(missing.status, 401)
+      assert.deepStrictEqual(missing.body, { _tag: "Unauthorized", message: "Missing or invalid bearer token" })
+      const wrong = yield* raw("GET", "/v1/runtimes", { token: "nope" })
+      assert.strictEqual(wrong.status, 401)
+      assert.strictEqual((yield* raw("POST", "/v1/sweep", { token: "test-token-but-longer" })).status, 401)
+      // Authentication comes before validation: a bad body without a token is still a 401.
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body: "{}" })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { token })).status, 200)
+
+      const unauthorized = yield* HttpApiClient.make(QuiesceApi).pipe(
+        Effect.flatMap((client) => client.agents.list()),
+        Effect.flip
+      )
+      assert.strictEqual(unauthorized._tag, "Unauthorized")
+
+      const health = yield* raw("GET", "/v1/health")
+      assert.deepStrictEqual([health.status, health.body], [200, { status: "ok" }])
+
+      const metrics = yield* raw("GET", "/metrics")
+      assert.deepStrictEqual([metrics.status, metrics.contentType, metrics.body], [200, metricsContentType, metricsText])
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("an invalid body is a 400 problem naming the field path", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const wrongType = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: 42, cwd: "" }) })
+      assert.strictEqual(wrongType.status, 400)
+      assert.strictEqual(wrongType.contentType, "application/problem+json")
+      assert.deepInclude(wrongType.body, { status: 400, title: "Bad Request" })
+      // Every invalid field is named, not just the first.
+      const issues = issuesOf(wrongType.body)
+      assert.deepStrictEqual(issues.map((issue) => issue.path), [["payload", "provider"], ["payload", "cwd"]])
+      assert.strictEqual(issues[0].message, "Expected string")
+
+      const missing = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex" }) })
+      assert.strictEqual(missing.status, 400)
+      assert.deepStrictEqual(issuesOf(missing.body).map((issue) => issue.path), [["payload", "cwd"]])
+
+      const agent = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: "/w" }) })
+      const agentId = agentIdOf(agent.body)
+      const emptyText = yield* raw("POST", `/v1/agents/${agentId}/prompts`, {
+        token,
+        body: JSON.stringify({ text: "", wait: "yes" })
+      })
+      assert.strictEqual(emptyText.status, 400)
+      assert.deepInclude(issuesOf(emptyText.body).map((issue) => issue.path), ["payload", "text"])
+
+      const notJson = yield* raw("POST", "/v1/agents", { token, body: "{not json" })
+      assert.strictEqual(notJson.status, 400)
+      assert.strictEqual(provider.creates, 1)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("an unknown agent is a typed 404", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const error = yield* client.agents.get({ params: { id: "nobody" } }).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "AgentNotFound")
+      const prompted = yield* client.agents.prompt({ params: { id: "nobody" }, payload: { text: "hi" } }).pipe(
+        Effect.flip
+      )
+      assert.strictEqual(prompted._tag, "AgentNotFound")
+      const response = yield* raw("GET", "/v1/agents/nobody", { token })
+      assert.strictEqual(response.status, 404)
+      assert.deepInclude(response.body, { _tag: "AgentNotFound", agentId: "nobody" })
+
+      const unknownProvider = yield* client.agents.create({ payload: { provider: "gemini", cwd: "/w" } }).pipe(
+        Effect.flip
+      )
+      assert.strictEqual(unknownProvider._tag, "ProviderNotFound")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("once admission is closed, POSTs answer 503 ShuttingDown and GETs still work", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const admission = yield* ApiServer.Admission
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      assert.isTrue(yield* admission.isOpen)
+      yield* admission.close
+      assert.isFalse(yield* admission.isOpen)
+
+      const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } }).pipe(Effect.flip)
+      assert.strictEqual(refused._tag, "ShuttingDown")
+      const prompt = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "hi" } }).pipe(
+        Effect.flip
+      )
+      assert.strictEqual(prompt._tag, "ShuttingDown")
+      const sweep = yield* raw("POST", "/v1/sweep", { token })
+      assert.strictEqual(sweep.status, 503)
+      assert.deepInclude(sweep.body, { _tag: "ShuttingDown" })
+      assert.strictEqual((yield* raw("POST", `/v1/runtimes/${agent.agentId}/collect`, { token })).status, 503)
+      // Still authenticated first.
+      assert.strictEqual((yield* raw("POST", "/v1/sweep")).status, 401)
+
+      assert.strictEqual((yield* client.agents.list()).length, 1)
+      assert.strictEqual((yield* client.runtimes.list()).length, 1)
+      assert.strictEqual(provider.deliveries.length, 0)
+      assert.strictEqual(provider.creates, 1)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("serves the OpenAPI document from the same definition", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const response = yield* raw("GET", "/v1/openapi.json")
+      assert.strictEqual(response.status, 200)
+      const paths = pathsOf(response.body)
+      for (const path of ["/v1/agents", "/v1/agents/{id}", "/v1/agents/{id}/prompts", "/v1/runtimes", "/v1/sweep"]) {
+        assert.include(paths, path)
+      }
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("a waiting prompt holds only its own request", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const release = yield* Deferred.make<void>()
+      provider.turnGate = Deferred.await(release).pipe(
+        Effect.andThen(Effect.sync(() => provider.emit(agent.agentId, { _tag: "Reply", text: "late" })))
+      )
+      const waiting = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "w", wait: true } })
+        .pipe(Effect.forkChild)
+      // Other requests are served while it waits.
+      const shown = yield* client.agents.get({ params: { id: agent.agentId } })
+      assert.isTrue(shown.resident)
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual((yield* Fiber.join(waiting)).output, "late")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+})
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
+
+const issuesOf = (body: unknown): ReadonlyArray<{ readonly path: unknown; readonly message: unknown }> => {
+  if (!isRecord(body) || !Array.isArray(body.errors)) return []
+  return body.errors.filter(isRecord).map((issue) => ({ path: issue.path, message: issue.message }))
+}
+
+const agentIdOf = (body: unknown): string => isRecord(body) && typeof body.agentId === "string" ? body.agentId : ""
+
+const pathsOf = (body: unknown): ReadonlyArray<string> =>
+  isRecord(body) && isRecord(body.paths) ? Object.keys(body.paths) : []
