@@ -2,34 +2,37 @@ import { Effect, Schema } from "effect"
 import { GoDuration } from "./goDuration.ts"
 
 const duration = (fallback: string, description: string) =>
-  GoDuration.pipe(Schema.withDecodingDefaultKey(Effect.succeed(fallback)), Schema.annotate({ description }))
+  GoDuration.pipe(
+    Schema.annotate({ description: `${description} Go-style, e.g. "1h", "30m", "10s". Default "${fallback}".` }),
+    Schema.withDecodingDefaultKey(Effect.succeed(fallback))
+  )
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 
 /** `agents` in `<home>/config.json`: how idle runtimes are collected. */
 export const AgentsConfig = Schema.Struct({
   idleRuntimeCleanup: Schema.Boolean.pipe(
-    Schema.withDecodingDefaultKey(Effect.succeed(true)),
-    Schema.annotate({ description: "Release idle runtimes at all; read at startup (C3)." })
+    Schema.annotate({ description: "Release idle runtimes at all; read at startup. Default true." }),
+    Schema.withDecodingDefaultKey(Effect.succeed(true))
   ),
   idlePeriod: duration("1h", "How long a runtime must stay idle before it is released, e.g. \"1h\", \"30m\"."),
   sweepInterval: duration("1m", "How often idle runtimes are swept."),
   probeTimeout: duration("10s", "How long a provider's safety probe may take."),
   probeConcurrency: PositiveInt.pipe(
-    Schema.withDecodingDefaultKey(Effect.succeed(16)),
-    Schema.annotate({ description: "How many families are probed at once." })
+    Schema.annotate({ description: "How many families are probed at once. Default 16." }),
+    Schema.withDecodingDefaultKey(Effect.succeed(16))
   )
 })
 
 /** `daemon` in `<home>/config.json`: where the HTTP API listens. */
 export const DaemonConfig = Schema.Struct({
   port: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })).pipe(
-    Schema.withDecodingDefaultKey(Effect.succeed(7377)),
-    Schema.annotate({ description: "TCP port of the HTTP API." })
+    Schema.annotate({ description: "TCP port of the HTTP API. Default 7377." }),
+    Schema.withDecodingDefaultKey(Effect.succeed(7377))
   ),
   host: Schema.String.pipe(
-    Schema.withDecodingDefaultKey(Effect.succeed("127.0.0.1")),
-    Schema.annotate({ description: "Address to listen on; loopback unless set." })
+    Schema.annotate({ description: "Address to listen on. Default 127.0.0.1 (loopback)." }),
+    Schema.withDecodingDefaultKey(Effect.succeed("127.0.0.1"))
   )
 })
 
@@ -46,5 +49,18 @@ const strict = { onExcessProperty: "error" } as const
 export const decodeConfigJson = Schema.decodeUnknownEffect(Schema.fromJsonString(QuiesceConfig), strict)
 export const decodeConfig = Schema.decodeUnknownEffect(QuiesceConfig, strict)
 
+/** Objects in the configuration accept no other keys, as decoding does. */
+const closeObjects = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(closeObjects)
+  if (typeof node !== "object" || node === null) return node
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(node)) out[key] = closeObjects(value)
+  if (out["type"] === "object" && "additionalProperties" in out) out["additionalProperties"] = false
+  return out
+}
+
 /** The JSON Schema of the configuration file, generated from the same Schema. */
-export const configJsonSchema = () => Schema.toJsonSchemaDocument(QuiesceConfig)
+export const configJsonSchema = (): unknown => {
+  const document = Schema.toJsonSchemaDocument(QuiesceConfig)
+  return closeObjects({ $schema: "https://json-schema.org/draft/2020-12/schema", ...document.schema, $defs: document.definitions })
+}

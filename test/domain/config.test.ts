@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
-import { decodeConfigJson } from "../../src/domain/config.ts"
+import { readFileSync } from "node:fs"
+import { configJsonSchema, decodeConfigJson } from "../../src/domain/config.ts"
 
 describe("configuration file", () => {
   it.effect("fills every default from an empty file", () =>
@@ -38,4 +39,11 @@ describe("configuration file", () => {
         assert.include(error.message, words)
       }))
   }
+})
+
+describe("schemas/config.schema.json", () => {
+  it("is what the configuration Schema generates (npm run schema rewrites it)", () => {
+    const committed: unknown = JSON.parse(readFileSync(new URL("../../schemas/config.schema.json", import.meta.url), "utf8"))
+    assert.deepStrictEqual(committed, configJsonSchema())
+  })
 })

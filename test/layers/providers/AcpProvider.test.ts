@@ -1,0 +1,202 @@
+/**
+ * The ACP provider (P6) against a real ACP agent process (`test/fixtures/acpAgent.mjs`, written
+ * with the same SDK), through the real registry and collector. Time is real here (processes
+ * run), so waits poll or time out with a bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Fiber, Layer, type Scope } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import * as AcpProvider from "../../../src/layers/providers/acp/AcpProvider.ts"
+import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
+import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+
+const acpAgent = join(import.meta.dirname, "../../fixtures/acpAgent.mjs")
+
+const tempHome = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-acp-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/** Polls until the condition holds, at most `tries` times 50 ms apart. */
+const eventually = (condition: () => boolean, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      if (condition()) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
+
+/** Fails the test instead of hanging when a wait takes too long. */
+const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
+  effect.pipe(Effect.timeoutOrElse({ duration: "10 seconds", orElse: () => Effect.die(`timed out: ${what}`) }))
+
+/** The fixture's saved transcript of one session. */
+const transcript = (home: string, sessionId: string) => readFileSync(join(home, "sessions", `${sessionId}.json`), "utf8")
+
+const setup = Effect.fnUntraced(function*(options: {
+  readonly home: string
+  readonly pids: Array<number>
+  readonly env?: Record<string, string>
+}) {
+  const provider = "acp"
+  const pids = options.pids
+  const acp = AcpProvider.layer({
+    provider,
+    command: process.execPath,
+    args: [acpAgent],
+    env: { ACP_FIXTURE_HOME: join(options.home, "sessions"), ...options.env },
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  })
+  const registryLayer = AgentRegistryLive.layer.pipe(
+    Layer.provide([AgentStoreMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
+  )
+  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
+  )
+  const context = yield* Layer.build(
+    collectorLayer.pipe(Layer.provideMerge(registryLayer), Layer.provideMerge(ProviderRegistry.layer))
+  )
+  const registry = Context.get(context, AgentRegistry)
+  const collector = Context.get(context, RuntimeCollector)
+  const providers = Context.get(context, ProviderRegistry)
+  const create = registry.create({ provider, cwd: options.home })
+  /** Prompts and waits for the turn's finish, which is watched before the prompt goes out. */
+  const promptAndFinish = (agentId: string, text: string) =>
+    Effect.gen(function*() {
+      const finish = yield* Effect.forkChild(registry.awaitFinish(agentId), { startImmediately: true })
+      const receipt = yield* registry.prompt(agentId, text)
+      const outcome = yield* bounded(Fiber.join(finish), `the finish of "${text}"`)
+      return { receipt, outcome }
+    })
+  return { registry, collector, providers, create, promptAndFinish, pids }
+})
+
+type Setup = Effect.Success<ReturnType<typeof setup>>
+
+/**
+ * Runs a test against a fresh registry in a temp home, then proves that once the test's scope
+ * has closed, no agent process group it started is left and the home is gone.
+ */
+const withAcp = <E>(
+  body: (s: Setup, home: string) => Effect.Effect<void, E, Scope.Scope>,
+  env?: Record<string, string>
+) =>
+  Effect.gen(function*() {
+    const pids: Array<number> = []
+    let home = ""
+    yield* Effect.scoped(Effect.gen(function*() {
+      home = yield* tempHome
+      yield* body(yield* setup({ home, pids, ...(env === undefined ? {} : { env }) }), home)
+    }))
+    yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no agent process group is left")
+    assert.isFalse(existsSync(home), "the temp home is removed")
+  })
+
+describe("ACP provider (P6)", () => {
+  it.live("a reply is recorded; release ends the process group; the next prompt loads the same session", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const sessionId = agent.persistence!.sessionId
+      assert.strictEqual(s.pids.length, 1, "one agent process per session")
+      const [first] = s.pids
+      assert.isTrue(groupAlive(first!))
+
+      const hello = yield* s.promptAndFinish(agent.agentId, "hello")
+      assert.strictEqual(hello.receipt.disposition, "turn")
+      assert.strictEqual(hello.outcome.kind, "finished")
+      assert.strictEqual(hello.outcome.lastReply, "echo: hello", "the reply is put together from its chunks")
+
+      // Baseline only: nothing is asked of the agent, and the idle runtime is released.
+      const released = yield* s.collector.collectNow(agent.agentId)
+      assert.strictEqual(released._tag, "Collected")
+      assert.isFalse((yield* s.registry.get(agent.agentId)).resident)
+      yield* eventually(() => !groupAlive(first!), "the released agent's process group is gone")
+
+      const again = yield* s.promptAndFinish(agent.agentId, "again")
+      assert.isTrue(again.receipt.resumed)
+      assert.strictEqual(again.receipt.sessionId, sessionId)
+      assert.strictEqual(s.pids.length, 2, "the resume started a new agent process")
+      // The conversation the agent replayed while loading is not taken for this turn's reply.
+      assert.strictEqual(again.outcome.lastReply, "echo: again")
+      const saved = transcript(home, sessionId)
+      for (const text of ["echo: hello", "echo: again"]) assert.include(saved, text)
+
+      yield* s.registry.close(agent.agentId)
+      yield* eventually(() => s.pids.every((pid) => !groupAlive(pid)), "every agent process group is gone")
+    })), 30_000)
+
+  it.live("an interrupt cancels a slow turn, which ends at once", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      const started = Date.now()
+      yield* s.registry.prompt(agent.agentId, "slow")
+      yield* s.registry.interrupt(agent.agentId)
+      const outcome = yield* bounded(Fiber.join(finish), "the interrupted turn's finish")
+      assert.isBelow(Date.now() - started, 1500, "the turn did not run its 2 s")
+      assert.strictEqual(outcome.kind, "finished")
+      assert.strictEqual(outcome.lastReply, "slow cancelled")
+      yield* s.registry.awaitIdle(agent.agentId)
+      assert.include(transcript(home, agent.persistence!.sessionId), "slow cancelled")
+    })), 30_000)
+
+  it.live("permission requests are reported and rejected automatically", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const asked = yield* s.promptAndFinish(agent.agentId, "permission")
+      assert.strictEqual(asked.outcome.kind, "needs-permission")
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      assert.include(transcript(home, agent.persistence!.sessionId), "permission reject")
+      // The permission was resolved: nothing keeps the runtime from being released.
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
+    })), 30_000)
+
+  it.live("an agent without loadSession is never released, and cannot be resumed", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      assert.isNull(agent.persistence, "no handle: the conversation could not be loaded again")
+      assert.strictEqual((yield* s.promptAndFinish(agent.agentId, "hi")).outcome.lastReply, "echo: hi")
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Retained")
+      assert.isTrue((yield* s.registry.get(agent.agentId)).resident)
+
+      const client = yield* s.providers.get("acp")
+      const error = yield* Effect.flip(client.resume({ provider: "acp", sessionId: "unknown" }, {
+        agentId: "agent-direct",
+        cwd: home,
+        labels: {},
+        onEvent: () => {}
+      }))
+      assert.strictEqual(error._tag, "ProviderFailed")
+      assert.include(error.message, "agent cannot resume sessions")
+      assert.strictEqual(s.pids.length, 2)
+      yield* eventually(() => !groupAlive(s.pids[1]!), "the failed resume's process group is gone")
+    }), { ACP_FIXTURE_NO_LOAD: "1" }), 30_000)
+
+  it.live("a failing agent start is a typed error, with the agent's last words, and leaves no process", () =>
+    withAcp((s) => Effect.gen(function*() {
+      // Without a home the fixture exits before answering `initialize`.
+      const error = yield* Effect.flip(s.create)
+      assert.strictEqual(error._tag, "ProviderFailed")
+      assert.include(error.message, "ACP_FIXTURE_HOME is required")
+      assert.strictEqual(s.pids.length, 1)
+      yield* eventually(() => !groupAlive(s.pids[0]!), "the agent's process group is gone")
+    }), { ACP_FIXTURE_HOME: "" }), 30_000)
+
+  it.live("closing the layer scope ends every agent process group, turns in flight included", () =>
+    withAcp((s) => Effect.gen(function*() {
+      const agents = yield* Effect.forEach(Array.from({ length: 3 }), () => s.create)
+      yield* s.registry.prompt(agents[0]!.agentId, "slow")
+      assert.strictEqual(s.pids.length, 3)
+      assert.isTrue(s.pids.every(groupAlive))
+      // The scope closes with the turn still running; `withAcp` checks that every group is gone.
+    })), 30_000)
+})
