@@ -14,6 +14,13 @@ import {
 import { CallerProtection } from "../../services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
+import {
+  recordCollection,
+  recordSweep,
+  type RetentionReason,
+  RetentionTally,
+  setResidentRuntimes
+} from "../metrics/Metrics.ts"
 import { type FamilyIndex, indexFamilies, makeFamilyIndexCache } from "./FamilyIndex.ts"
 import { IdleClocks } from "./IdleClocks.ts"
 import { describeDefect, type ProbeVerdict, runProbe } from "./probe.ts"
@@ -82,7 +89,10 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       return true
     })
 
-  const logRetention = (candidate: RuntimeCandidate, reason: string, by: RuntimeCandidate) =>
+  // Retentions by reason (X3), added to the metric once per decision.
+  const retained = new RetentionTally()
+
+  const logRetention = (candidate: RuntimeCandidate, reason: RetentionReason, by: RuntimeCandidate) =>
     Effect.logDebug("Idle runtime retained").pipe(
       Effect.annotateLogs({ agentId: candidate.agentId, reason, retainedBy: by.agentId })
     )
@@ -112,9 +122,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
               sessionId: root.sessionId ?? ""
             }
             yield* Effect.logInfo("Collected idle agent runtime").pipe(Effect.annotateLogs(entry))
+            yield* recordCollection(root.provider)
             return { _tag: "Collected", entry } as const
           }
           clocks.retain(root, at)
+          retained.add("close-declined")
           yield* logRetention(root, "close-declined", root)
           return { _tag: "Declined" } as const
         }
@@ -126,6 +138,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
           Effect.annotateLogs({ agentId: root.agentId, error: error.message })
         )
+        retained.add("close-failure")
         return { _tag: "Failed", failure: { agentId: root.agentId, error } } as const
       })
     )
@@ -173,6 +186,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         const witness = blockedBy[position]!
         if (witness !== -1) {
           clocks.retain(root, startedAt)
+          retained.add(own[witness]!.kind)
           yield* logRetention(root, own[witness]!.kind, snapshot[witness]!)
         } else if (probedBy[position] !== -1) toProbe.push(position)
         else consider(position, startedAt)
@@ -221,7 +235,9 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
             yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
               Effect.annotateLogs({ agentId: root.agentId, error: found.verdict.error.message })
             )
+            retained.add("probe-failure")
           } else {
+            retained.add("veto")
             yield* logRetention(root, "veto", snapshot[found.member]!)
           }
         }
@@ -240,13 +256,17 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         }
       }
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
-    })
+    }).pipe(Effect.ensuring(retained.flush))
 
   const runSweep: Effect.Effect<SweepReport> = decisions.withPermits(1)(
     Effect.suspend(() =>
       settings.enabled && !stopped
         ? Effect.flatMap(candidates.capture, (snapshot) =>
-          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex }))
+          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex }).pipe(
+            Effect.tap((report) =>
+              recordSweep.pipe(Effect.andThen(setResidentRuntimes(snapshot.length - report.collected.length)))
+            )
+          ))
         : Effect.succeed(emptySweepReport)
     )
   )

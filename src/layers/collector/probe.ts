@@ -2,6 +2,7 @@ import { Cause, Clock, Effect, Exit, Fiber, Option } from "effect"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../domain/errors.ts"
 import type { ProbeObservation } from "../../domain/sweep.ts"
+import { recordProbeDuration } from "../metrics/Metrics.ts"
 
 export type ProbeVerdict =
   | { readonly _tag: "Permitted" }
@@ -26,6 +27,7 @@ export const runProbe = (
   timeoutMillis: number
 ): Effect.Effect<{ readonly verdict: ProbeVerdict; readonly observation: ProbeObservation }> =>
   Effect.gen(function*() {
+    const startedAt = yield* Clock.monotonicTimeNanos
     const probe = yield* Effect.forkDetach(Effect.exit(check))
     const answer = yield* Fiber.join(probe).pipe(
       Effect.timeoutOption(timeoutMillis),
@@ -53,6 +55,8 @@ export const runProbe = (
         }
       }
     }
+    // Timed by the Clock service, so TestClock runs see virtual durations.
+    yield* recordProbeDuration(Number((yield* Clock.monotonicTimeNanos) - startedAt) / 1e9)
     const at = yield* Clock.currentTimeMillis
     return { verdict, observation: observe(candidate.agentId, at, verdict) }
   })
