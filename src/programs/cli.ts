@@ -76,7 +76,8 @@ const daemon = Command.make(
         host: config.daemon.host,
         port: config.daemon.port,
         token: homeService.token,
-        renderMetrics: renderPrometheus
+        renderMetrics: renderPrometheus,
+        logRequests: false
       }).pipe(
         Layer.provide(ProcessInspectionProcfs.layer()),
         Layer.provideMerge(servicesLayer(homeService, config))
