@@ -288,7 +288,35 @@ const flushTranscript = (): void => {
   }
 }
 
-const canStopNow = (): boolean => foreground === undefined && jobs.size === 0 && undelivered.size === 0
+/**
+ * Whether any process besides this plugin still lives in its process group: work a prompt put
+ * in the background itself (`nohup … &`, `(cmd &)`) that is not one of our tracked jobs.
+ */
+const strayProcesses = (): boolean => {
+  let names: Array<string>
+  try {
+    names = readdirSync("/proc")
+  } catch {
+    // Without procfs we cannot see strays; answering "busy" keeps the runtime resident.
+    return true
+  }
+  const group = process.pid
+  for (const name of names) {
+    if (!/^\d+$/.test(name) || Number(name) === group) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      // fields[0] is the state, fields[2] the process group; zombies hold no work.
+      if (Number(fields[2]) === group && fields[0] !== "Z" && fields[0] !== "X") return true
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  return false
+}
+
+const canStopNow = (): boolean =>
+  foreground === undefined && jobs.size === 0 && undelivered.size === 0 && !strayProcesses()
 
 // ---- requests -------------------------------------------------------------------------------
 

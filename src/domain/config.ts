@@ -1,8 +1,15 @@
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { GoDuration } from "./goDuration.ts"
 
+/** A duration that must be more than zero (to turn collection off, use `idleRuntimeCleanup: false`). */
+const PositiveGoDuration = GoDuration.check(
+  Schema.makeFilter((duration: Duration.Duration) =>
+    Duration.toMillis(duration) > 0 || "must be greater than zero (set idleRuntimeCleanup to false to disable)"
+  )
+)
+
 const duration = (fallback: string, description: string) =>
-  GoDuration.pipe(
+  PositiveGoDuration.pipe(
     Schema.annotate({ description: `${description} Go-style, e.g. "1h", "30m", "10s". Default "${fallback}".` }),
     Schema.withDecodingDefaultKey(Effect.succeed(fallback))
   )

@@ -31,6 +31,8 @@ export interface SessionConfig {
 export interface AgentSession {
   /** The runtime's process id, also its process group id, when the provider runs a process. */
   readonly pid?: number | undefined
+  /** Completes if the runtime ends on its own (a crash, an OOM kill); the registry then treats it as released. */
+  readonly exited?: Effect.Effect<void> | undefined
   /** The handle to resume this conversation from, once the provider has a session. */
   readonly persistence: Effect.Effect<PersistenceHandle | null>
   /**

@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
+import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
 import { QuiesceApi } from "../layers/http/Api.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
@@ -42,7 +43,10 @@ let daemonRunning = false
 
 /** Once shutdown began: a second signal, or the deadline, ends the process at once (H3). */
 const armForcedExit = () => {
-  const force = () => process.exit(1)
+  const force = () => {
+    killAllGroupsNow()
+    process.exit(1)
+  }
   process.once("SIGINT", force)
   process.once("SIGTERM", force)
   setTimeout(force, shutdownDeadlineMillis).unref()
@@ -89,6 +93,18 @@ const daemon = Command.make(
           Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
         )
       )
+      // Where this daemon listens, for the CLI (flags may differ from the file).
+      const addressFile = path.join(root, "daemon.json")
+      yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          fs.writeFileSync(
+            addressFile,
+            JSON.stringify({ pid: process.pid, host: config.daemon.host, port: config.daemon.port }) + "\n",
+            { mode: 0o600 }
+          )
+        ),
+        () => Effect.sync(() => fs.rmSync(addressFile, { force: true }))
+      )
       yield* logReady(homeService, config)
       daemonRunning = true
       return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(armForcedExit)))
@@ -97,6 +113,13 @@ const daemon = Command.make(
 ).pipe(Command.withDescription("Run the daemon (until SIGINT or SIGTERM)"))
 
 // ---- talking to a daemon -----------------------------------------------------------------------
+
+const DaemonAddress = Schema.fromJsonString(Schema.Struct({ host: Schema.String, port: Schema.Number }))
+const decodeDaemonAddress = Schema.decodeUnknownOption(DaemonAddress)
+
+/** Where the home's running daemon listens, if one wrote it. */
+const readDaemonAddress = (file: string) =>
+  fs.existsSync(file) ? Option.getOrUndefined(decodeDaemonAddress(fs.readFileSync(file, "utf8"))) : undefined
 
 /** A typed client for the daemon of the home, authenticated with its token. */
 const client = Effect.gen(function*() {
@@ -107,9 +130,11 @@ const client = Effect.gen(function*() {
     return yield* new UsageError({ message: `No daemon has run in ${root} (no token). Start one with: quiesce daemon` })
   }
   const token = fs.readFileSync(tokenFile, "utf8").trim()
-  const host = config.daemon.host === "0.0.0.0" ? "127.0.0.1" : config.daemon.host
+  const running = readDaemonAddress(path.join(root, "daemon.json"))
+  const listening = running ?? { host: config.daemon.host, port: config.daemon.port }
+  const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
   return yield* HttpApiClient.make(QuiesceApi, {
-    baseUrl: `http://${host}:${config.daemon.port}`,
+    baseUrl: `http://${host}:${listening.port}`,
     transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
   })
 })

@@ -29,7 +29,9 @@ describe("configuration file", () => {
       [`{"agents":{"idlePerod":"1h"}}`, `["agents"]["idlePerod"]`, "excess property"],
       [`{"daemon":{"port":"x"}}`, `["daemon"]["port"]`, "Expected number"],
       [`{"daemon":{"port":70000}}`, `["daemon"]["port"]`, "65535"],
-      [`{"agents":{"probeConcurrency":0}}`, `["agents"]["probeConcurrency"]`, "greater than 0"]
+      [`{"agents":{"probeConcurrency":0}}`, `["agents"]["probeConcurrency"]`, "greater than 0"],
+      [`{"agents":{"idlePeriod":"0s"}}`, `["agents"]["idlePeriod"]`, "greater than zero"],
+      [`{"agents":{"sweepInterval":"0s"}}`, `["agents"]["sweepInterval"]`, "greater than zero"]
     ] as const
   ) {
     it.effect(`rejects ${text} naming the path`, () =>

@@ -98,8 +98,8 @@ const api = async (daemon: Daemon, method: string, route: string, body?: unknown
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
 }
 
+// The CLI finds the daemon through the address it wrote into the home (it listens on --port).
 const runCli = (daemon: Daemon, ...args: Array<string>) => {
-  writeFileSync(join(daemon.home, "config.json"), JSON.stringify({ daemon: { port: daemon.port } }))
   const result = spawnSync(process.execPath, [cli, "--home", daemon.home, ...args], { encoding: "utf8", timeout: 20_000 })
   return { status: result.status, stdout: result.stdout, stderr: result.stderr }
 }

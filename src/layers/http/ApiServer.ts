@@ -272,7 +272,12 @@ export const layer = (
   options: ApiServerOptions
 ): Layer.Layer<Admission, HttpServerError.ServeError, AgentRegistry | RuntimeCollector | ProcessInspection> =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { host: options.host, port: options.port })),
+    Layer.provide(NodeHttpServer.layer(createServer, {
+      host: options.host,
+      port: options.port,
+      // Shutdown must not wait long on requests (a waiting prompt ends only after runtimes close).
+      gracefulShutdownTimeout: "1 second"
+    })),
     Layer.provideMerge(Admission.layer)
   )
 

@@ -194,6 +194,41 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     }
   })
 
+  /**
+   * A runtime that ends on its own (crash, OOM kill) is gone: the agent becomes released, so the
+   * next prompt resumes it from its saved session instead of talking to a dead process.
+   */
+  const watchForDeath = (agent: LiveAgent, exited: Effect.Effect<void>) =>
+    exited.pipe(
+      Effect.andThen(inLane(
+        agent.agentId,
+        Effect.gen(function*() {
+          if (!isLive(agent)) return
+          unregister(agent)
+          const previous = records.get(agent.agentId)!
+          const record: AgentRecord = {
+            ...previous,
+            lifecycle: "closed",
+            lastActivityAt: Math.max(previous.lastActivityAt, agent.lastActivityAt),
+            closedAt: yield* Clock.currentTimeMillis
+          }
+          records.set(agent.agentId, record)
+          yield* Effect.logWarning("Agent runtime ended on its own; the next prompt resumes it").pipe(
+            Effect.annotateLogs({ agentId: agent.agentId, sessionId: agent.sessionId })
+          )
+          yield* store.put(record).pipe(
+            Effect.catch((error) =>
+              Effect.logWarning("Saving the record of an ended runtime failed").pipe(
+                Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
+              )
+            )
+          )
+        })
+      )),
+      Effect.forkIn(scope),
+      Effect.asVoid
+    )
+
   /** Starts a runtime for the record, creating or resuming its session, and registers it. */
   const load = Effect.fnUntraced(function*(
     record: AgentRecord,
@@ -229,6 +264,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     target.agent = agent
     register(agent)
     for (const event of target.early) enqueueEvent(agent, event)
+    if (session.exited !== undefined) yield* watchForDeath(agent, session.exited)
     const active: AgentRecord = {
       ...record,
       persistence,
@@ -366,12 +402,12 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
             // Events the turn reported (its reply) are applied before anyone hears it ended.
             yield* drainEvents(agent)
             if (agent.currentTurn === current) agent.currentTurn = undefined
-            Deferred.doneUnsafe(current.done, Effect.succeed(lastReplies.get(agent.agentId) ?? null))
             if (--agent.activeTurns === 0) {
               const waiters = agent.turnWaiters
               agent.turnWaiters = undefined
               settleWaiters(waiters)
             }
+            Deferred.doneUnsafe(current.done, Effect.succeed(lastReplies.get(agent.agentId) ?? null))
             if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) return
             announceFinish(agent.agentId, exit._tag === "Success" ? "finished" : "errored")
             if (exit._tag === "Failure") {

@@ -182,5 +182,46 @@ describe("shell reference provider end to end (P8)", () => {
       assert.strictEqual(pids.length, 3)
       yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "every group is gone after scope closure")
     }), 30_000)
+
+  it.live("a plugin that dies on its own is released; the next prompt resumes its session", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home })
+      const agent = yield* s.create
+      yield* s.registry.prompt(agent.agentId, "echo before the crash")
+      yield* s.registry.awaitIdle(agent.agentId)
+      process.kill(-s.pids[0]!, "SIGKILL")
+      yield* eventually(
+        () => s.registry.get(agent.agentId).pipe(Effect.map((view) => !view.resident), Effect.orDie),
+        "the dead runtime is released"
+      )
+      const receipt = yield* s.registry.prompt(agent.agentId, "echo after the crash", { wait: true })
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(receipt.sessionId, agent.persistence!.sessionId)
+      assert.include(receipt.output ?? "", "after the crash")
+    })), 30_000)
+
+  it.live("work a prompt put in the background by itself vetoes the release until it ends", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home })
+      const agent = yield* s.create
+      yield* s.registry.prompt(agent.agentId, "nohup sh -c 'sleep 1.5' >/dev/null 2>&1 & echo started", { wait: true })
+      yield* s.registry.awaitIdle(agent.agentId)
+      const early = yield* s.collector.collectNow(agent.agentId)
+      assert.strictEqual(early._tag === "Retained" && early.residency.state, "vetoed")
+      yield* Effect.sleep("2 seconds")
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
+    })), 30_000)
+
+  it.live("a plugin that cannot resume sessions gives no handle, so its runtime is never released", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const s = yield* setup({ home, script: misbehavingPlugin, provider: "misbehaving" })
+      const agent = yield* s.create
+      assert.isNull(agent.persistence)
+      const outcome = yield* s.collector.collectNow(agent.agentId)
+      assert.strictEqual(outcome._tag === "Retained" && outcome.residency.state, "not-resumable")
+    })), 20_000)
 })
 

@@ -19,7 +19,7 @@ import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { groupAlive, signalGroup } from "../plugin/PluginProcess.ts"
+import { groupAlive, signalGroup, trackGroup } from "../plugin/PluginProcess.ts"
 
 export interface AcpProviderOptions {
   /** The provider id agents name. */
@@ -92,6 +92,7 @@ const startAgentProcess = (
     }
     const exited = Deferred.makeUnsafe<ProcessExit>()
     child.on("exit", (code, signal) => Deferred.doneUnsafe(exited, Exit.succeed({ code, signal })))
+    if (child.pid !== undefined) trackGroup(child.pid, (listener) => child.once("exit", listener))
 
     let stderrTail = ""
     const stderrEnded = Deferred.makeUnsafe<void>()
@@ -371,6 +372,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
       }
 
       const agentSession: AgentSession = {
+        pid: agent.pid,
         persistence: Effect.succeed(handle),
         startTurn: (text) =>
           Effect.suspend(() => {

@@ -31,6 +31,27 @@ export interface PluginProcess {
   readonly terminate: (grace: Duration.Input) => Effect.Effect<void>
 }
 
+/**
+ * Every provider process group this process started and has not seen exit. A forced exit (a
+ * second signal at shutdown) kills them all synchronously, so no runtime outlives the daemon.
+ */
+const startedGroups = new Set<number>()
+
+/** Records a provider process group until its leader exits. */
+export const trackGroup = (pid: number, onExit: (listener: () => void) => void): void => {
+  startedGroups.add(pid)
+  onExit(() => {
+    // Members the leader left behind are ended by terminate; the set only guards a forced exit.
+    if (!groupAlive(pid)) startedGroups.delete(pid)
+  })
+}
+
+/** SIGKILLs every provider process group still alive; for a forced exit only. */
+export const killAllGroupsNow = (): void => {
+  for (const pid of startedGroups) signalGroup(pid, "SIGKILL")
+  startedGroups.clear()
+}
+
 /** Signals a whole process group; a group that is already gone is not an error. */
 export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
   try {
@@ -113,6 +134,7 @@ export const startPluginProcess = (
     })
     child.once("spawn", () => {
       const pid = child.pid!
+      trackGroup(pid, (listener) => child.once("exit", listener))
       resume(Effect.succeed({
         pid,
         write: (line) => child.stdin?.write(line + "\n") ?? false,

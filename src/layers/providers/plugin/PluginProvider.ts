@@ -61,7 +61,9 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
   /** One plugin process and its session: requests by id, events to the registry. */
   const open = (config: SessionConfig, resumeSessionId: string | null) =>
     Effect.gen(function*() {
-      const inbox = yield* Queue.unbounded<{ readonly line: string } | { readonly oversized: number }>()
+      const inbox = yield* Queue.unbounded<
+        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
+      >()
       const plugin = yield* startPluginProcess(options.plugin, config.cwd, {
         onLine: (line) => Queue.offerUnsafe(inbox, { line }),
         onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
@@ -117,35 +119,44 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         }
       }
 
-      // The reader runs as long as the provider; a bad line is logged and skipped, never fatal.
-      yield* Effect.forever(
-        Effect.flatMap(Queue.take(inbox), (item) =>
-          "oversized" in item
-            ? logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
-            : decodePluginLine(item.line).pipe(
-              Effect.matchEffect({
-                onFailure: (error) => logProtocolError(`undecodable message: ${error.message}`),
-                onSuccess: handle
-              })
-            ))
-      ).pipe(Effect.forkIn(scope))
-
       // When the plugin dies, nothing it owed will come.
+      const died = (code: number | null) =>
+        Effect.sync(() => {
+          running.delete(plugin)
+          const error = failed("process", `plugin exited with code ${code}`)
+          for (const waiter of pending.values()) Deferred.doneUnsafe(waiter, Exit.fail(error))
+          pending.clear()
+          finishTurn(Exit.fail(error))
+        })
+
+      // The reader lives as long as the process: a bad line is logged and skipped, never fatal.
+      // The exit is queued behind the output already read, so a last reply is not lost.
+      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) =>
+        "exited" in item
+          ? Effect.as(died(item.exited), false)
+          : Effect.as(
+            "oversized" in item
+              ? logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
+              : decodePluginLine(item.line).pipe(
+                Effect.matchEffect({
+                  onFailure: (error) => logProtocolError(`undecodable message: ${error.message}`),
+                  onSuccess: handle
+                })
+              ),
+            true
+          ))
+      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(
+        Effect.forkIn(scope)
+      )
       yield* Deferred.await(plugin.exited).pipe(
-        Effect.flatMap((code) =>
-          Effect.sync(() => {
-            running.delete(plugin)
-            const error = failed("process", `plugin exited with code ${code}`)
-            for (const waiter of pending.values()) Deferred.doneUnsafe(waiter, Exit.fail(error))
-            pending.clear()
-            finishTurn(Exit.fail(error))
-          })
-        ),
+        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
         Effect.forkIn(scope)
       )
 
       const request = (operation: string, message: Request): Effect.Effect<Reply, ProviderFailed> =>
         Effect.suspend(() => {
+          // A dead plugin answers nothing: fail now rather than after the request timeout.
+          if (Deferred.isDoneUnsafe(plugin.exited)) return Effect.fail(failed(operation, "plugin process has exited"))
           const requestId = `r${++nextRequest}`
           const reply = Deferred.makeUnsafe<Reply, ProviderFailed>()
           pending.set(requestId, reply)
@@ -190,13 +201,16 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         const canStop = connected.capabilities.includes("session.can_stop_runtime") &&
           opened.capabilities.includes("session.can_stop_runtime")
         const canSteer = opened.capabilities.includes("session.steer")
-        return { sessionId: opened.sessionId, canStop, canSteer }
+        const canResume = connected.capabilities.includes("session.resume") &&
+          opened.capabilities.includes("session.resume")
+        return { sessionId: opened.sessionId, canStop, canSteer, canResume }
       })
 
       const session = yield* setup.pipe(
         Effect.onError(() => plugin.terminate(closeGrace))
       )
-      const handleValue: PersistenceHandle = { provider, sessionId: session.sessionId }
+      // A session the plugin cannot reopen has no handle, so it is never released (C5).
+      const handleValue: PersistenceHandle | null = session.canResume ? { provider, sessionId: session.sessionId } : null
 
       const prompt = (text: string, mode: "turn" | "steer") =>
         Effect.suspend(() => {
@@ -210,6 +224,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
 
       const agentSession: AgentSession = {
         pid: plugin.pid,
+        exited: Effect.asVoid(Deferred.await(plugin.exited)),
         persistence: Effect.succeed(handleValue),
         startTurn: (text) =>
           Effect.gen(function*() {
