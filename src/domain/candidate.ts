@@ -22,6 +22,8 @@ export interface RuntimeCandidate {
   readonly lastActivityAt: number
   /** The owner's baseline (C4): every condition that keeps this runtime resident now. Empty means clear. */
   readonly blockers: Effect.Effect<ReadonlyArray<Blocker>>
+  /** Memory the runtime's process tree holds now, if the owner can tell: what a release gives back (X3). */
+  readonly residentBytes?: Effect.Effect<number | undefined> | undefined
   /** The provider's optional veto (C6): only `true` permits. */
   readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
   /**

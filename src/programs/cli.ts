@@ -11,7 +11,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
-import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
 import { QuiesceApi } from "../layers/http/Api.ts"
@@ -82,10 +81,7 @@ const daemon = Command.make(
         token: homeService.token,
         renderMetrics: renderPrometheus,
         logRequests: false
-      }).pipe(
-        Layer.provide(ProcessInspectionProcfs.layer()),
-        Layer.provideMerge(servicesLayer(homeService, config))
-      )
+      }).pipe(Layer.provideMerge(servicesLayer(homeService, config)))
       const running = yield* Layer.build(api)
       // Registered last, so it runs first at shutdown: new work is refused (503) at once.
       yield* Effect.addFinalizer(() =>

@@ -5,6 +5,7 @@ import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
+import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
@@ -28,7 +29,9 @@ export const servicesLayer = (home: Home["Service"], config: QuiesceConfig) => {
     home: home.pluginHome
   }).pipe(Layer.provideMerge(ProviderRegistry.layer))
   const stores = SqliteDatabase.layerStores(home.databaseFile)
-  const registry = AgentRegistryLive.layer.pipe(Layer.provideMerge(Layer.merge(stores, providers)))
+  const registry = AgentRegistryLive.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(stores, providers, ProcessInspectionProcfs.layer()))
+  )
   const delivery = MessageDeliveryLive.layer().pipe(Layer.provideMerge(registry))
   const finish = FinishSubscriptionsLive.layer().pipe(
     Layer.provide(RemoteFinishes.layerUnavailable),

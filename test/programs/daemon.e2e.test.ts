@@ -124,6 +124,10 @@ describe("the daemon end to end", () => {
 
     await until(async () => (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.resident === false, "the runtime is released", 20_000)
     await until(() => !groupAlive(pid), "its process group is gone")
+    const metrics = await (await fetch(`http://127.0.0.1:${daemon.port}/metrics`)).text()
+    expect(metrics).toMatch(/quiesce_collections_total\{provider="shell"\} [1-9]/)
+    const released = Number(/quiesce_released_bytes_total (\d+)/.exec(metrics)?.[1])
+    expect(released).toBeGreaterThan(10 * 1024 * 1024)
 
     const again = runCli(daemon, "prompt", agentId, "echo back", "--wait")
     expect(again.status).toBe(0)

@@ -16,6 +16,7 @@ import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
 import {
   recordCollection,
+  recordReleasedBytes,
   recordSweep,
   type RetentionReason,
   RetentionTally,
@@ -112,6 +113,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     // scope closure waits for a close that has begun but not for a lane that is still busy.
     return (
       Effect.gen(function*() {
+        // Sampled just before the close: afterwards the memory is gone.
+        const residentBytes = root.residentBytes === undefined ? undefined : yield* root.residentBytes
         const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family)))
         const at = yield* Clock.currentTimeMillis
         if (exit._tag === "Success") {
@@ -123,6 +126,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
             }
             yield* Effect.logInfo("Collected idle agent runtime").pipe(Effect.annotateLogs(entry))
             yield* recordCollection(root.provider)
+            if (residentBytes !== undefined) yield* recordReleasedBytes(residentBytes)
             return { _tag: "Collected", entry } as const
           }
           clocks.retain(root, at)

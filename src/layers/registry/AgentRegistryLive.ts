@@ -1,4 +1,4 @@
-import { Cause, Clock, Deferred, Effect, Layer, Queue, Random, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Effect, Layer, Option, Queue, Random, type Scope, Semaphore } from "effect"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
@@ -20,6 +20,7 @@ import {
   type PromptReceipt
 } from "../../services/AgentRegistry.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
+import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
@@ -44,6 +45,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 > {
   const store = yield* AgentStore
   const providers = yield* ProviderRegistry
+  // Optional: hosts that can read process memory report what each release gives back.
+  const inspection = yield* Effect.serviceOption(ProcessInspection)
   const scope = yield* Effect.scope
 
   const records = new Map<string, AgentRecord>()
@@ -619,6 +622,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     sessionId: agent.sessionId,
     lastActivityAt: agent.lastActivityAt,
     blockers: Effect.sync(() => blockersOf(agent)),
+    residentBytes: agent.session.pid === undefined || Option.isNone(inspection)
+      ? undefined
+      : Effect.map(inspection.value.sample(agent.session.pid), (sample) => Option.getOrUndefined(sample)?.rssBytes),
     canStopRuntime: agent.session.canStopRuntime,
     closeIfEligible: (revalidate) =>
       Effect.suspend(() => {
