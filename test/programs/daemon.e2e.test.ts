@@ -164,6 +164,18 @@ describe("the daemon end to end", () => {
     expect(second.output()).toContain(`pid ${first.process.pid}`)
   }, 30_000)
 
+  it("daemons started at once on one home: exactly one runs", async () => {
+    const home = newHome()
+    const daemons = await Promise.all(Array.from({ length: 4 }, async () => startDaemon(home, await freePort())))
+    await until(() => daemons.some((daemon) => daemon.output().includes("Quiesce ready")), "one daemon is ready")
+    const losers = daemons.filter((daemon) => !daemon.output().includes("Quiesce ready"))
+    expect(losers).toHaveLength(3)
+    for (const loser of losers) {
+      expect(await exited(loser.process)).toBe(1)
+      expect(loser.output()).toContain("in use by another Quiesce daemon")
+    }
+  }, 30_000)
+
   it("SIGTERM releases every runtime resumable, leaves no process, and a restart resumes", async () => {
     const home = newHome()
     const port = await freePort()

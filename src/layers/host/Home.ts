@@ -1,4 +1,5 @@
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { parseStat } from "./ProcessInspectionProcfs.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -22,50 +23,100 @@ export class Home extends Context.Service<Home, {
 
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
 
-const isAlive = (pid: number) => {
+/** The start time of a live process (procfs), so a reused pid is not taken for the holder. */
+const startTimeOf = (pid: number): number | undefined => {
   try {
-    process.kill(pid, 0)
-    return true
+    return parseStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))?.startTime
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether the process that wrote a lock still runs (same pid and, when known, same start time). */
+const holderAlive = (holder: LockHolder) => {
+  try {
+    process.kill(holder.pid, 0)
   } catch (error) {
     // EPERM: it exists but belongs to someone else; it still holds the lock.
-    return error instanceof Error && "code" in error && error.code === "EPERM"
+    if (!(error instanceof Error && "code" in error && error.code === "EPERM")) return false
   }
+  const startTime = startTimeOf(holder.pid)
+  return holder.startTime === undefined || startTime === undefined || startTime === holder.startTime
 }
 
 /** Homes this process holds: a lock file naming our own pid is ours only if we took it. */
 const heldHere = new Set<string>()
 
-const LockFile = Schema.fromJsonString(Schema.Struct({ pid: Schema.Number, startedAt: Schema.Number }))
-const decodeLock = Schema.decodeUnknownOption(LockFile)
+const LockHolder = Schema.Struct({
+  pid: Schema.Number,
+  startedAt: Schema.Number,
+  startTime: Schema.optionalKey(Schema.Number)
+})
+type LockHolder = typeof LockHolder.Type
+const decodeLock = Schema.decodeUnknownOption(Schema.fromJsonString(LockHolder))
+
+const readLock = (file: string) => {
+  try {
+    return decodeLock(fs.readFileSync(file, "utf8"))
+  } catch {
+    return Option.none()
+  }
+}
+
+const isCode = (error: unknown, code: string) => error instanceof Error && "code" in error && error.code === code
 
 /**
- * Takes `<home>/daemon.lock` with an exclusive create. A lock whose holder is dead is stale and
- * taken over; a live holder is named in the error. Released when the scope closes.
+ * Takes `<home>/daemon.lock` atomically: the content is written to a private file first and then
+ * hard-linked into place, so nobody ever reads a half-written lock. A lock whose holder is gone
+ * (dead, or its pid reused) is moved aside with a rename that only one contender can win; a live
+ * holder is named in the error. Released when the scope closes.
  */
 const acquireLock = (root: string) => {
   const lockPath = path.join(root, "daemon.lock")
-  const content = JSON.stringify({ pid: process.pid, startedAt: Date.now() })
+  const mine = path.join(root, `daemon.lock.${process.pid}`)
   const take = Effect.try({
     try: () => {
-      for (let attempt = 0; attempt < 2; attempt++) {
-        try {
-          fs.writeFileSync(lockPath, content, { flag: "wx", mode: 0o600 })
-          heldHere.add(lockPath)
-          return
-        } catch (error) {
-          if (!(error instanceof Error && "code" in error && error.code === "EEXIST")) throw error
-          const holder = decodeLock(fs.readFileSync(lockPath, "utf8"))
-          const ours = holder._tag === "Some" && holder.value.pid === process.pid
-          if (holder._tag === "Some" && (ours ? heldHere.has(lockPath) : isAlive(holder.value.pid))) {
+      const holder: LockHolder = {
+        pid: process.pid,
+        startedAt: Date.now(),
+        ...(startTimeOf(process.pid) === undefined ? {} : { startTime: startTimeOf(process.pid)! })
+      }
+      fs.writeFileSync(mine, JSON.stringify(holder), { mode: 0o600 })
+      try {
+        for (let attempt = 0; attempt < 5; attempt++) {
+          try {
+            fs.linkSync(mine, lockPath)
+            heldHere.add(lockPath)
+            return
+          } catch (error) {
+            if (!isCode(error, "EEXIST")) throw error
+          }
+          const current = readLock(lockPath)
+          const ours = Option.isSome(current) && current.value.pid === process.pid
+          if (Option.isSome(current) && (ours ? heldHere.has(lockPath) : holderAlive(current.value))) {
             throw new HomeUnavailable({
               home: root,
-              message: `${root} is in use by another Quiesce daemon (pid ${holder.value.pid})`
+              message: `${root} is in use by another Quiesce daemon (pid ${current.value.pid})`
             })
           }
-          fs.rmSync(lockPath, { force: true })
+          // Stale: move it aside. If what we moved is not what we judged stale, put it back.
+          const aside = path.join(root, `daemon.lock.stale.${process.pid}`)
+          try {
+            fs.renameSync(lockPath, aside)
+          } catch (error) {
+            if (isCode(error, "ENOENT")) continue
+            throw error
+          }
+          const moved = readLock(aside)
+          const same = Option.isSome(moved) && Option.isSome(current) &&
+            moved.value.pid === current.value.pid && moved.value.startedAt === current.value.startedAt
+          if (!same) fs.renameSync(aside, lockPath)
+          else fs.rmSync(aside, { force: true })
         }
+        throw new Error("the lock keeps changing hands")
+      } finally {
+        fs.rmSync(mine, { force: true })
       }
-      throw new Error("the lock file keeps reappearing")
     },
     catch: (error) =>
       error instanceof HomeUnavailable
@@ -73,8 +124,8 @@ const acquireLock = (root: string) => {
         : new HomeUnavailable({ home: root, message: `Cannot lock ${root}: ${describe(error)}` })
   })
   const release = Effect.sync(() => {
-    const holder = decodeLock(fs.existsSync(lockPath) ? fs.readFileSync(lockPath, "utf8") : "")
-    if (holder._tag === "Some" && holder.value.pid === process.pid) fs.rmSync(lockPath, { force: true })
+    const holder = readLock(lockPath)
+    if (Option.isSome(holder) && holder.value.pid === process.pid) fs.rmSync(lockPath, { force: true })
     heldHere.delete(lockPath)
   })
   return Effect.acquireRelease(take, () => release)

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as HomeLive from "../../../src/layers/host/Home.ts"
@@ -33,6 +33,23 @@ describe("Home (H2)", () => {
       const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
       assert.include(readFileSync(join(root, "daemon.lock"), "utf8"), `"pid":${process.pid}`)
       assert.strictEqual(home.root, root)
+    }))
+
+  it.effect("a lock naming a live pid with another start time is stale (the pid was reused)", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      writeFileSync(join(root, "daemon.lock"), JSON.stringify({ pid: 1, startedAt: 0, startTime: 1 }))
+      yield* Layer.build(HomeLive.layer(root))
+      assert.include(readFileSync(join(root, "daemon.lock"), "utf8"), `"pid":${process.pid}`)
+    }))
+
+  it.effect("a lock naming a live process is kept, and no private files are left behind", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      writeFileSync(join(root, "daemon.lock"), JSON.stringify({ pid: 1, startedAt: 0 }))
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+      assert.include(error.message, "pid 1")
+      assert.deepStrictEqual(readdirSync(root).sort(), ["daemon.lock"])
     }))
 
   it.effect("the API token is created once, readable only by its owner", () =>
