@@ -1,0 +1,276 @@
+/**
+ * The Pi coding agent (and its OMP fork) in RPC mode as a provider (P5). Each session is one
+ * `pi --mode rpc` process in a process group of its own; closing the session ends the group.
+ * The wire format is described in `rpcTypes.ts`.
+ */
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue, Schema } from "effect"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
+import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { type PluginProcess, startPluginProcess } from "../plugin/PluginProcess.ts"
+import {
+  AgentEndEvent,
+  decodeRpcLine,
+  decodeSessionState,
+  encodeRpcCommand,
+  type RpcCommand,
+  type RpcResponse,
+  replyText,
+  type SessionState
+} from "./rpcTypes.ts"
+import { canStop, localBusy, type LocalState, type PiVariant } from "./safety.ts"
+
+export interface PiProviderOptions {
+  /** The provider id agents name, e.g. "pi" or "omp". */
+  readonly provider: string
+  readonly variant: PiVariant
+  /** The CLI executable. Default "pi". */
+  readonly command?: string | undefined
+  /** Its arguments; they must select RPC mode. Default `["--mode", "rpc"]`. */
+  readonly args?: ReadonlyArray<string> | undefined
+  readonly env?: Readonly<Record<string, string>> | undefined
+  /**
+   * Arguments appended to resume a saved session. Default `["--session", <sessionFile or id>]`
+   * (Pi 0.73 `--session <path|id>`; OMP accepts `--session` too).
+   */
+  readonly resumeArgs?: ((handle: PersistenceHandle) => ReadonlyArray<string>) | undefined
+  /** How long a command may wait for its response. Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long a closing CLI gets before its process group is SIGKILLed. Default 2 s. */
+  readonly closeGrace?: Duration.Input | undefined
+  /** Told the pid (and process group id) of every CLI process started, for inspection. */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+}
+
+type Command = RpcCommand extends infer C ? C extends unknown ? Omit<C, "id"> : never : never
+
+const isAgentEnd = Schema.is(AgentEndEvent)
+
+const defaultResumeArgs = (handle: PersistenceHandle): ReadonlyArray<string> => {
+  const file = handle.data?.["sessionFile"]
+  return ["--session", typeof file === "string" ? file : handle.sessionId]
+}
+
+/** A conversation can be resumed only from a session the CLI saved to a file. */
+const handleFor = (provider: string, state: SessionState | undefined): PersistenceHandle | null =>
+  state?.sessionId !== undefined && state.sessionFile !== undefined
+    ? { provider, sessionId: state.sessionId, data: { sessionFile: state.sessionFile } }
+    : null
+
+export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptions) {
+  const provider = options.provider
+  const scope = yield* Effect.scope
+  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const closeGrace = options.closeGrace ?? "2 seconds"
+  const running = new Set<PluginProcess>()
+  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach([...running], (cli) => cli.terminate(closeGrace), { concurrency: "unbounded", discard: true })
+  )
+
+  const logProtocolError = (message: string) =>
+    Effect.logWarning("Pi RPC protocol error").pipe(Effect.annotateLogs({ provider, message }))
+
+  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+    Effect.gen(function*() {
+      const inbox = yield* Queue.unbounded<
+        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
+      >()
+      const args = [
+        ...(options.args ?? ["--mode", "rpc"]),
+        ...(resume === null ? [] : (options.resumeArgs ?? defaultResumeArgs)(resume))
+      ]
+      const cli = yield* startPluginProcess({ command: options.command ?? "pi", args, env: options.env }, config.cwd, {
+        onLine: (line) => Queue.offerUnsafe(inbox, { line }),
+        onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+        onStderr: () => {}
+      }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
+      running.add(cli)
+      options.onSpawn?.(cli.pid)
+
+      const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
+      let nextRequest = 0
+      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      /** Conversation-changing commands sent and not answered; `get_state` probes are not counted. */
+      let commandsInFlight = 0
+      let lastReply = ""
+      let state: SessionState | undefined
+
+      const local = (): LocalState => ({
+        variant: options.variant,
+        turnInFlight: turn !== undefined,
+        commandsInFlight,
+        unsentMessages: 0
+      })
+
+      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+        const current = turn
+        turn = undefined
+        if (current !== undefined) Deferred.doneUnsafe(current, exit)
+      }
+
+      const onResponse = (response: RpcResponse): Effect.Effect<void> => {
+        if (response.id === undefined) {
+          // Pi answers an unknown command without its id: fail the one request it can be for.
+          const candidates = [...pending].filter(([, entry]) => entry.command === response.command)
+          if (!response.success && candidates.length === 1) {
+            const [id, entry] = candidates[0]!
+            pending.delete(id)
+            Deferred.doneUnsafe(entry.reply, Exit.succeed(response))
+            return Effect.void
+          }
+          return logProtocolError(`response without id to ${response.command}: ${response.error ?? "success"}`)
+        }
+        const entry = pending.get(response.id)
+        if (entry === undefined) return logProtocolError(`response to unknown request ${response.id}`)
+        pending.delete(response.id)
+        Deferred.doneUnsafe(entry.reply, Exit.succeed(response))
+        return Effect.void
+      }
+
+      const onAgentEnd = (event: AgentEndEvent) => {
+        const text = replyText(event)
+        if (text !== undefined) lastReply = text
+        config.onEvent({ _tag: "Activity" })
+        // OMP marks a run that continues on its own as non-terminal; the turn goes on.
+        if (event.isTerminal === false) return
+        config.onEvent({ _tag: "Reply", text: lastReply })
+        finishTurn(Exit.void)
+      }
+
+      const died = (code: number | null) =>
+        Effect.sync(() => {
+          running.delete(cli)
+          const error = failed("process", `${provider} exited with code ${code}`)
+          for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
+          pending.clear()
+          finishTurn(Exit.fail(error))
+        })
+
+      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
+        if ("exited" in item) return Effect.as(died(item.exited), false)
+        if ("oversized" in item) {
+          // A huge event (an `agent_end` with a long transcript) is still activity.
+          config.onEvent({ _tag: "Activity" })
+          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
+        }
+        return decodeRpcLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
+            onSuccess: (line): Effect.Effect<void> => {
+              if ("success" in line) return onResponse(line)
+              if (line.type === "response") return logProtocolError("malformed response")
+              if (isAgentEnd(line)) {
+                onAgentEnd(line)
+                return Effect.void
+              }
+              if ("assistantMessageEvent" in line && line.assistantMessageEvent?.type === "text_start") lastReply = ""
+              if (line.type === "agent_start") lastReply = ""
+              config.onEvent({ _tag: "Activity" })
+              return Effect.void
+            }
+          }),
+          Effect.as(true)
+        )
+      })
+      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(Effect.forkIn(scope))
+      yield* Deferred.await(cli.exited).pipe(
+        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
+        Effect.forkIn(scope)
+      )
+
+      const request = (operation: string, command: Command): Effect.Effect<RpcResponse, ProviderFailed> =>
+        Effect.suspend(() => {
+          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`))
+          const id = `quiesce-${++nextRequest}`
+          const reply = Deferred.makeUnsafe<RpcResponse, ProviderFailed>()
+          pending.set(id, { command: command.type, reply })
+          cli.write(encodeRpcCommand({ ...command, id } as RpcCommand))
+          return Deferred.await(reply).pipe(
+            Effect.timeoutOrElse({
+              duration: requestTimeout,
+              orElse: () => Effect.fail(failed(operation, `no response within ${Duration.format(requestTimeout)}`))
+            }),
+            Effect.ensuring(Effect.sync(() => pending.delete(id))),
+            Effect.flatMap((response) =>
+              response.success ? Effect.succeed(response) : Effect.fail(failed(operation, response.error ?? "failed"))
+            )
+          )
+        })
+
+      /** A command that changes the conversation: counted as adapter-owned work until answered. */
+      const command = (operation: string, message: Command) =>
+        Effect.suspend(() => {
+          commandsInFlight++
+          return request(operation, message).pipe(Effect.ensuring(Effect.sync(() => commandsInFlight--)))
+        })
+
+      const getState = request("get_state", { type: "get_state" }).pipe(
+        Effect.flatMap((response) =>
+          decodeSessionState(response.data).pipe(
+            Effect.mapError((error) => failed("get_state", `malformed state: ${error.message}`))
+          )
+        ),
+        Effect.tap((answer) => Effect.sync(() => (state = answer)))
+      )
+
+      // The session the CLI opened: its id and file are the persistence handle.
+      const opened = yield* getState.pipe(Effect.onError(() => cli.terminate(closeGrace)))
+      if (resume !== null && opened.sessionId !== resume.sessionId) {
+        yield* cli.terminate(closeGrace)
+        return yield* failed("resume", `asked to resume ${resume.sessionId}, ${provider} opened ${opened.sessionId ?? "none"}`)
+      }
+
+      const agentSession: AgentSession = {
+        pid: cli.pid,
+        exited: Effect.asVoid(Deferred.await(cli.exited)),
+        // Read from the last state seen, so it is known without the process (null: never released).
+        persistence: Effect.sync(() => handleFor(provider, state)),
+        startTurn: (text) =>
+          Effect.gen(function*() {
+            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            turn = done
+            yield* command("prompt", { type: "prompt", message: text }).pipe(
+              Effect.onError(() => Effect.sync(() => finishTurn(Exit.void)))
+            )
+            return Deferred.await(done)
+          }),
+        steer: (text) =>
+          turn === undefined
+            ? Effect.succeed(false)
+            : Effect.as(command("steer", { type: "steer", message: text }), true),
+        outOfBand: () => undefined,
+        respondToPermission: () => Effect.void,
+        interrupt: Effect.asVoid(command("abort", { type: "abort" })),
+        close: cli.terminate(closeGrace).pipe(
+          Effect.catchCause((cause) =>
+            Effect.logDebug("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+          )
+        ),
+        canStopRuntime: Effect.suspend(() => {
+          // Work the adapter owns is an answer already; the CLI is not asked.
+          if (localBusy(local())) return Effect.succeed(false)
+          return getState.pipe(
+            // Re-read local state: a turn may have started while the CLI answered.
+            Effect.map((answer) => canStop(answer, local())),
+            Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
+          )
+        })
+      }
+      return agentSession
+    })
+
+  const client: AgentClient = {
+    provider,
+    create: (config) => open(config, null),
+    resume: (handle, config) => open(config, handle)
+  }
+  return client
+})
+
+/** Adds a Pi (or OMP) provider to the `ProviderRegistry`; its processes end with the layer. */
+export const layer = (options: PiProviderOptions): Layer.Layer<never, never, ProviderRegistry> =>
+  ProviderRegistry.register(makePiClient(options))

@@ -1,0 +1,195 @@
+/**
+ * The Pi provider against a scripted peer speaking Pi's RPC wire format (test/fixtures/fakePiRpc.mjs),
+ * spawned as a real process: the safety probe's veto and permit (P5), turns, and that closing the
+ * session leaves no process behind. Time is real here, so waits poll with a bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
+import type { PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
+import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+
+const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-pi-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+const eventually = (condition: () => boolean, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      if (condition()) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
+
+const setup = Effect.fnUntraced(function*(variant: PiVariant, extraArgs: ReadonlyArray<string> = []) {
+  const dir = yield* tempDir
+  const stateFile = join(dir, "state.json")
+  const setState = (state: Record<string, unknown>) => writeFileSync(stateFile, JSON.stringify(state))
+  setState({})
+  const pids: Array<number> = []
+  const events: Array<SessionEvent> = []
+  const client = yield* makePiClient({
+    provider: variant,
+    variant,
+    command: process.execPath,
+    args: [fakePi, "--mode", "rpc", ...extraArgs],
+    env: {
+      FAKE_PI_VARIANT: variant,
+      FAKE_PI_STATE_FILE: stateFile,
+      FAKE_PI_SESSION_DIR: dir,
+      FAKE_PI_CHILD: "1"
+    },
+    requestTimeout: "1 second",
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  })
+  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  return { client, config, setState, pids, events, dir }
+})
+
+describe("pi provider: the runtime safety probe (P5)", () => {
+  it.live("pi: permits when idle, vetoes on streaming / compacting / pending messages, retains on missing fields", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, setState } = yield* setup("pi")
+      const session = yield* client.create(config)
+      assert.isDefined(session.canStopRuntime)
+      const probe = session.canStopRuntime!
+      assert.isTrue(yield* probe)
+      for (
+        const [state, expected] of [
+          [{ isStreaming: true }, false],
+          [{ isCompacting: true }, false],
+          [{ pendingMessageCount: 2 }, false],
+          [{ pendingMessageCount: null }, false],
+          [{ isStreaming: null }, false],
+          [{}, true]
+        ] as const
+      ) {
+        setState(state)
+        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+      }
+      yield* session.close
+    })))
+
+  it.live("omp: needs isSettled === true and hasPendingAsyncWork === false", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, setState } = yield* setup("omp")
+      const session = yield* client.create(config)
+      const probe = session.canStopRuntime!
+      assert.isTrue(yield* probe)
+      for (
+        const [state, expected] of [
+          [{ isSettled: false }, false],
+          [{ hasPendingAsyncWork: true }, false],
+          [{ isSettled: null }, false],
+          [{ hasPendingAsyncWork: null }, false],
+          [{ queuedMessageCount: 1 }, false],
+          [{}, true]
+        ] as const
+      ) {
+        setState(state)
+        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+      }
+      yield* session.close
+    })))
+
+  for (const reply of ["malformed", "fail", "silent", "no-id"] as const) {
+    it.live(`a ${reply} get_state answer is a RuntimeProbeFailed`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { client, config, setState } = yield* setup("pi")
+        const session = yield* client.create(config)
+        setState({ __reply: reply })
+        const exit = yield* Effect.exit(session.canStopRuntime!)
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) {
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+          assert.strictEqual(error?._tag === "Fail" ? error.error._tag : undefined, "RuntimeProbeFailed")
+        }
+        yield* session.close
+      })))
+  }
+
+  it.live("a turn in flight vetoes without asking the CLI; its end permits again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events, setState } = yield* setup("pi")
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("hold on")
+      // Even a CLI claiming idle is not believed while the adapter's turn runs.
+      setState({ isStreaming: false })
+      assert.isFalse(yield* session.canStopRuntime!)
+      assert.isTrue(yield* session.steer("also this"))
+      yield* session.interrupt
+      yield* done
+      setState({})
+      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "aborted" }])
+      yield* session.close
+    })))
+
+  it.live("a turn ends on agent_end and reports the reply", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup("pi")
+      const session = yield* client.create(config)
+      assert.isFalse(yield* session.steer("nothing to steer into"))
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
+      assert.isTrue(events.some((event) => event._tag === "Activity"))
+      yield* session.close
+    })))
+})
+
+describe("pi provider: persistence and processes", () => {
+  it.live("the session file is the persistence handle, and resuming opens it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, dir } = yield* setup("pi")
+      const session = yield* client.create(config)
+      const handle = yield* session.persistence
+      assert.isNotNull(handle)
+      assert.strictEqual(handle!.provider, "pi")
+      assert.strictEqual(handle!.data?.["sessionFile"], join(dir, `${handle!.sessionId}.jsonl`))
+      yield* session.close
+      const resumed = yield* client.resume(handle!, config)
+      assert.deepStrictEqual(yield* resumed.persistence, handle)
+      yield* resumed.close
+    })))
+
+  it.live("without a session file there is no handle, so the runtime is never released", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup("pi", ["--no-session"])
+      const session = yield* client.create(config)
+      assert.isNull(yield* session.persistence)
+      yield* session.close
+    })))
+
+  it.live("close ends the whole process group, children included", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, pids } = yield* setup("pi")
+      const session = yield* client.create(config)
+      assert.strictEqual(pids.length, 1)
+      assert.strictEqual(session.pid, pids[0])
+      assert.isTrue(groupAlive(pids[0]!))
+      yield* session.close
+      yield* eventually(() => !groupAlive(pids[0]!), "the group is gone")
+    })))
+
+  it.live("the provider's scope ends every process it started", () =>
+    Effect.gen(function*() {
+      const pids: Array<number> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const { client, config, pids: started } = yield* setup("omp")
+        yield* client.create(config)
+        yield* client.create(config)
+        pids.push(...started)
+      }))
+      assert.strictEqual(pids.length, 2)
+      yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "every group is gone")
+    }))
+})

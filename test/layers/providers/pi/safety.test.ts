@@ -1,0 +1,107 @@
+/** The Pi / OMP runtime safety decision (P5): every field that matters, and missing fields retain. */
+import { assert, describe, it } from "@effect/vitest"
+import type { SessionState } from "../../../../src/layers/providers/pi/rpcTypes.ts"
+import { canStop, type LocalState, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
+
+const idleLocal = (variant: PiVariant): LocalState => ({
+  variant,
+  turnInFlight: false,
+  commandsInFlight: 0,
+  unsentMessages: 0
+})
+
+const piIdle: SessionState = { isStreaming: false, isCompacting: false, pendingMessageCount: 0, sessionId: "s" }
+const ompIdle: SessionState = {
+  isStreaming: false,
+  isCompacting: false,
+  queuedMessageCount: 0,
+  isSettled: true,
+  hasPendingAsyncWork: false
+}
+
+const without = (state: SessionState, key: keyof SessionState): SessionState => {
+  const copy: Record<string, unknown> = { ...state }
+  delete copy[key]
+  return copy as SessionState
+}
+
+describe("pi safety (P5)", () => {
+  it("an idle Pi session may stop", () => {
+    assert.isTrue(canStop(piIdle, idleLocal("pi")))
+  })
+
+  for (const count of [1, 3]) {
+    it(`pendingMessageCount ${count} retains`, () => {
+      assert.isFalse(canStop({ ...piIdle, pendingMessageCount: count }, idleLocal("pi")))
+    })
+  }
+
+  it("streaming retains", () => {
+    assert.isFalse(canStop({ ...piIdle, isStreaming: true }, idleLocal("pi")))
+  })
+
+  it("compacting retains", () => {
+    assert.isFalse(canStop({ ...piIdle, isCompacting: true }, idleLocal("pi")))
+  })
+
+  it("OMP's queuedMessageCount is honoured for Pi too", () => {
+    assert.isFalse(canStop({ ...piIdle, queuedMessageCount: 2 }, idleLocal("pi")))
+    assert.isTrue(canStop(without({ ...piIdle, queuedMessageCount: 0 }, "pendingMessageCount"), idleLocal("pi")))
+  })
+
+  for (const key of ["isStreaming", "isCompacting", "pendingMessageCount"] as const) {
+    it(`a missing ${key} retains`, () => {
+      assert.isFalse(canStop(without(piIdle, key), idleLocal("pi")))
+    })
+  }
+
+  it("Pi does not need the OMP-only fields", () => {
+    assert.isTrue(canStop({ ...piIdle, isSettled: false, hasPendingAsyncWork: true }, idleLocal("pi")))
+  })
+
+  for (
+    const [name, local] of [
+      ["a turn in flight", { turnInFlight: true }],
+      ["a command in flight", { commandsInFlight: 1 }],
+      ["an unsent steer", { unsentMessages: 1 }]
+    ] as const
+  ) {
+    it(`${name} retains, whatever the CLI says`, () => {
+      assert.isFalse(canStop(piIdle, { ...idleLocal("pi"), ...local }))
+      assert.isFalse(canStop(ompIdle, { ...idleLocal("omp"), ...local }))
+    })
+  }
+})
+
+describe("omp safety (P5)", () => {
+  const cases: ReadonlyArray<readonly [boolean | undefined, boolean | undefined, boolean]> = [
+    [true, false, true],
+    [true, true, false],
+    [true, undefined, false],
+    [false, false, false],
+    [false, true, false],
+    [undefined, false, false],
+    // Beyond the six: both missing (an older OMP release) retains too.
+    [undefined, undefined, false],
+    [false, undefined, false],
+    [undefined, true, false]
+  ]
+  for (const [isSettled, hasPendingAsyncWork, expected] of cases) {
+    it(`isSettled ${isSettled} × hasPendingAsyncWork ${hasPendingAsyncWork} → ${expected}`, () => {
+      let state: SessionState = { ...ompIdle, isSettled: isSettled!, hasPendingAsyncWork: hasPendingAsyncWork! }
+      if (isSettled === undefined) state = without(state, "isSettled")
+      if (hasPendingAsyncWork === undefined) state = without(state, "hasPendingAsyncWork")
+      assert.strictEqual(canStop(state, idleLocal("omp")), expected)
+    })
+  }
+
+  it("a settled OMP session still retains while streaming, compacting or queued", () => {
+    assert.isFalse(canStop({ ...ompIdle, isStreaming: true }, idleLocal("omp")))
+    assert.isFalse(canStop({ ...ompIdle, isCompacting: true }, idleLocal("omp")))
+    assert.isFalse(canStop({ ...ompIdle, queuedMessageCount: 1 }, idleLocal("omp")))
+  })
+
+  it("a missing queue count retains", () => {
+    assert.isFalse(canStop(without(ompIdle, "queuedMessageCount"), idleLocal("omp")))
+  })
+})
