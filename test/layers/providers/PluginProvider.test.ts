@@ -89,6 +89,25 @@ describe("plugin provider: the runtime safety query (P7)", () => {
       })), 20_000)
   }
 
+  it.live("the session itself answers false while its turn runs, though the plugin would permit", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const client = yield* PluginProvider.makePluginClient({
+        provider: "shell",
+        plugin: { command: process.execPath, args: [shellPlugin], env: { QUIESCE_SHELL_CAN_STOP: "true" } },
+        home,
+        closeGrace: "1 second"
+      })
+      const session = yield* client.create({ agentId: "direct", cwd: home, labels: {}, onEvent: () => {} })
+      const probe = session.canStopRuntime!
+      assert.isTrue(yield* probe, "idle: the plugin is asked and permits")
+      const turn = yield* session.startTurn("sleep 1")
+      assert.isFalse(yield* probe, "a turn in flight answers false locally")
+      yield* turn
+      assert.isTrue(yield* probe)
+      yield* session.close
+    })), 20_000)
+
   it.live("a session with a turn in flight answers false without asking the plugin", () =>
     Effect.scoped(Effect.gen(function*() {
       const home = yield* tempHome
