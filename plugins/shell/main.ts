@@ -439,7 +439,9 @@ const startJob = (current: NonNullable<typeof session>, command: string): void =
   const run = runShell(command, current.cwd, "ignore", notificationTailChars, () => {}, (run, code, signal, error) => {
     jobs.delete(n)
     const notificationId = `job-${n}`
-    const text = `job ${n} (${command}) ${describeExit(code, signal, error)}: ${run.output}`
+    // Bounded, so the report always fits in one protocol line and can be delivered.
+    const shown = command.length > 200 ? `${command.slice(0, 200)}…` : command
+    const text = `job ${n} (${shown}) ${describeExit(code, signal, error)}: ${run.output}`
     append("notification", text)
     if (closing) return
     undelivered.add(notificationId)

@@ -1,0 +1,91 @@
+/**
+ * The Codex app-server safety decision (P3) as a pure function: local state vetoes first, then the
+ * loaded-thread and background-terminal listings; a partial listing or an unlisted thread retains.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import {
+  decodeBackgroundTerminalsList,
+  decodeJsonRpcLine,
+  decodeThreadLoadedList,
+  isError,
+  isNotification,
+  isRequest
+} from "../../../../src/layers/providers/codex/rpcTypes.ts"
+import { canStop, idleLocalState, type LocalState, localBusy } from "../../../../src/layers/providers/codex/safety.ts"
+
+const none = { data: [], nextCursor: null }
+const terminal = { processId: "p1", command: "sleep 100", itemId: "i1", osPid: 42 }
+
+describe("codex safety: canStop (P3)", () => {
+  it("permits an idle connection with loaded threads that have no terminals", () => {
+    assert.isTrue(canStop({ data: ["t1", "t2"], nextCursor: null }, [
+      { threadId: "t1", terminals: none },
+      { threadId: "t2", terminals: none }
+    ], idleLocalState))
+    assert.isTrue(canStop(none, [], idleLocalState))
+  })
+
+  it("any local work vetoes, whatever the server says", () => {
+    const cases: ReadonlyArray<Partial<LocalState>> = [
+      { requestsInFlight: 1 },
+      { serverRequestsPending: 1 },
+      { turnStarting: true },
+      { turnActive: true },
+      { permissionsPending: 1 },
+      { subagentsPending: 2 }
+    ]
+    for (const change of cases) {
+      const local = { ...idleLocalState, ...change }
+      assert.isTrue(localBusy(local), JSON.stringify(change))
+      assert.isFalse(canStop(none, [], local), JSON.stringify(change))
+    }
+    assert.isFalse(localBusy(idleLocalState))
+  })
+
+  it("a terminal, a terminal page cursor or a loaded-list cursor vetoes", () => {
+    assert.isFalse(canStop({ data: ["t1"], nextCursor: null }, [
+      { threadId: "t1", terminals: { data: [terminal], nextCursor: null } }
+    ], idleLocalState))
+    assert.isFalse(canStop({ data: ["t1"], nextCursor: null }, [
+      { threadId: "t1", terminals: { data: [], nextCursor: "more" } }
+    ], idleLocalState))
+    assert.isFalse(canStop({ data: [], nextCursor: "more" }, [], idleLocalState))
+  })
+
+  it("a loaded thread that was not listed vetoes", () => {
+    assert.isFalse(canStop({ data: ["t1", "t2"], nextCursor: null }, [{ threadId: "t1", terminals: none }], idleLocalState))
+  })
+})
+
+describe("codex rpc types", () => {
+  it.effect("decodes list results strictly: a missing or mistyped field fails", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* decodeThreadLoadedList({ data: ["t"], nextCursor: null, extra: 1 }), {
+        data: ["t"],
+        nextCursor: null
+      })
+      const terminals = yield* decodeBackgroundTerminalsList({ data: [{ ...terminal, cpuPercent: 1, rssKb: null }], nextCursor: null })
+      assert.strictEqual(terminals.data.length, 1)
+      for (const bad of [{ data: ["t"] }, { data: "t", nextCursor: null }, { data: [1], nextCursor: null }, null, "x"]) {
+        assert.isTrue(Exit.isFailure(yield* Effect.exit(decodeThreadLoadedList(bad))), JSON.stringify(bad))
+      }
+      for (const bad of [{ data: [{ processId: 1 }], nextCursor: null }, { data: [] }, { nextCursor: null }]) {
+        assert.isTrue(Exit.isFailure(yield* Effect.exit(decodeBackgroundTerminalsList(bad))), JSON.stringify(bad))
+      }
+    }))
+
+  it.effect("classifies JSON-RPC lines", () =>
+    Effect.gen(function*() {
+      const request = yield* decodeJsonRpcLine(`{"id":3,"method":"item/fileChange/requestApproval","params":{}}`)
+      assert.isTrue(isRequest(request))
+      const notification = yield* decodeJsonRpcLine(`{"method":"turn/completed","params":{}}`)
+      assert.isTrue(isNotification(notification))
+      const error = yield* decodeJsonRpcLine(`{"id":1,"error":{"code":-32600,"message":"Invalid request: unknown variant"}}`)
+      assert.isTrue(isError(error))
+      const response = yield* decodeJsonRpcLine(`{"jsonrpc":"2.0","id":"a","result":{"data":[]}}`)
+      assert.isFalse(isError(response) || isRequest(response) || isNotification(response))
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(decodeJsonRpcLine("not json"))))
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(decodeJsonRpcLine(`{"id":{}}`))))
+    }))
+})
