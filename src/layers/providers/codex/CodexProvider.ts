@@ -1,0 +1,373 @@
+/**
+ * The Codex app-server (`codex app-server`) as a provider (P3). Each session is one app-server
+ * process in a process group of its own with one thread; closing the session ends the group. The
+ * wire format and its sources are described in `rpcTypes.ts`.
+ *
+ * The connection correlates responses to requests by id, keeps every server→client request as
+ * pending until it is answered or the server reports it resolved (approvals are reported as
+ * permissions), and tracks turns and subagents from notifications. The safety probe asks the
+ * server only when all of that is clear.
+ */
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue } from "effect"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
+import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { type PluginProcess, startPluginProcess } from "../plugin/PluginProcess.ts"
+import {
+  approvalMethods,
+  decodeBackgroundTerminalsList,
+  decodeJsonRpcLine,
+  decodeThreadLoadedList,
+  decodeThreadOpened,
+  decodeTurnStart,
+  encodeLine,
+  isError,
+  isItemNotification,
+  isNotification,
+  isRequest,
+  isServerRequestResolved,
+  isTurnNotification,
+  type JsonRpcMessage,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type RequestId,
+  subagentItemType
+} from "./rpcTypes.ts"
+import { canStop, localBusy, loadedListComplete, type LocalState, type ThreadTerminals } from "./safety.ts"
+
+export interface CodexProviderOptions {
+  /** The provider id agents name. Default "codex". */
+  readonly provider?: string | undefined
+  /** The executable. Default "codex". */
+  readonly command?: string | undefined
+  /** Its arguments. Default `["app-server"]`. */
+  readonly args?: ReadonlyArray<string> | undefined
+  readonly env?: Readonly<Record<string, string>> | undefined
+  /** Method names, overridable for a server that renames them. */
+  readonly methods?: Partial<typeof defaultMethods> | undefined
+  /** How long a request may wait for its response. Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long a closing server gets before its process group is SIGKILLed. Default 2 s. */
+  readonly closeGrace?: Duration.Input | undefined
+  /** Told the pid (and process group id) of every server process started, for inspection. */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+}
+
+export const defaultMethods = {
+  initialize: "initialize",
+  initialized: "initialized",
+  threadStart: "thread/start",
+  threadResume: "thread/resume",
+  turnStart: "turn/start",
+  turnSteer: "turn/steer",
+  turnInterrupt: "turn/interrupt",
+  loadedList: "thread/loaded/list",
+  backgroundTerminalsList: "thread/backgroundTerminals/list"
+}
+
+const textInput = (text: string) => [{ type: "text", text, text_elements: [] }]
+
+const requestKey = (id: RequestId) => `${typeof id}:${id}`
+
+export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProviderOptions = {}) {
+  const provider = options.provider ?? "codex"
+  const methods = { ...defaultMethods, ...options.methods }
+  const scope = yield* Effect.scope
+  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const closeGrace = options.closeGrace ?? "2 seconds"
+  const running = new Set<PluginProcess>()
+  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach([...running], (server) => server.terminate(closeGrace), { concurrency: "unbounded", discard: true })
+  )
+
+  const logProtocolError = (message: string) =>
+    Effect.logWarning("Codex app-server protocol error").pipe(Effect.annotateLogs({ provider, message }))
+
+  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+    Effect.gen(function*() {
+      const inbox = yield* Queue.unbounded<
+        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
+      >()
+      const server = yield* startPluginProcess(
+        { command: options.command ?? "codex", args: options.args ?? ["app-server"], env: options.env },
+        config.cwd,
+        {
+          onLine: (line) => Queue.offerUnsafe(inbox, { line }),
+          onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+          onStderr: () => {}
+        }
+      ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
+      running.add(server)
+      options.onSpawn?.(server.pid)
+
+      /** Our requests awaiting their response, by id. */
+      const pending = new Map<number, Deferred.Deferred<unknown, ProviderFailed>>()
+      /** The server's requests awaiting our answer, by id; the value is the method. */
+      const serverRequests = new Map<string, { readonly id: RequestId; readonly method: string }>()
+      const subagents = new Set<string>()
+      let nextRequest = 0
+      let requestsInFlight = 0
+      let turnStarting = false
+      let turn: { id: string | undefined; readonly done: Deferred.Deferred<void, ProviderFailed> } | undefined
+      let threadId: string | undefined
+      let lastReply = ""
+
+      const local = (): LocalState => ({
+        requestsInFlight,
+        serverRequestsPending: serverRequests.size,
+        turnStarting,
+        turnActive: turn !== undefined,
+        permissionsPending: [...serverRequests.values()].filter((entry) => approvalMethods.has(entry.method)).length,
+        subagentsPending: subagents.size
+      })
+
+      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+        const current = turn
+        turn = undefined
+        if (current !== undefined) Deferred.doneUnsafe(current.done, exit)
+      }
+
+      const settleServerRequest = (id: RequestId) => {
+        const key = requestKey(id)
+        const entry = serverRequests.get(key)
+        if (entry === undefined) return
+        serverRequests.delete(key)
+        if (approvalMethods.has(entry.method)) config.onEvent({ _tag: "PermissionResolved", id: key })
+      }
+
+      const onServerRequest = (request: JsonRpcRequest) => {
+        const key = requestKey(request.id)
+        serverRequests.set(key, { id: request.id, method: request.method })
+        if (approvalMethods.has(request.method)) config.onEvent({ _tag: "PermissionRequested", id: key })
+        config.onEvent({ _tag: "Activity" })
+      }
+
+      const onNotification = (notification: JsonRpcNotification) => {
+        const params = notification.params
+        switch (notification.method) {
+          case "turn/started":
+            if (isTurnNotification(params) && turn !== undefined && turn.id === undefined) turn.id = params.turn.id
+            break
+          case "turn/completed":
+            if (isTurnNotification(params) && (threadId === undefined || params.threadId === threadId)) {
+              config.onEvent({ _tag: "Reply", text: lastReply })
+              finishTurn(Exit.void)
+            }
+            break
+          case "item/started":
+            if (isItemNotification(params) && params.item.type === subagentItemType && !subagents.has(params.item.id)) {
+              subagents.add(params.item.id)
+              config.onEvent({ _tag: "SubagentStarted", id: params.item.id })
+            }
+            if (isItemNotification(params) && params.item.type === "agentMessage") lastReply = ""
+            break
+          case "item/completed":
+            if (isItemNotification(params)) {
+              if (params.item.type === "agentMessage" && params.item.text !== undefined) {
+                lastReply = params.item.text
+                config.onEvent({ _tag: "Reply", text: lastReply })
+              }
+              if (subagents.delete(params.item.id)) config.onEvent({ _tag: "SubagentFinished", id: params.item.id })
+            }
+            break
+          case "serverRequest/resolved":
+            if (isServerRequestResolved(params)) settleServerRequest(params.requestId)
+            break
+        }
+        config.onEvent({ _tag: "Activity" })
+      }
+
+      const onMessage = (message: JsonRpcMessage): Effect.Effect<void> => {
+        if (isRequest(message)) return Effect.sync(() => onServerRequest(message))
+        if (isNotification(message)) return Effect.sync(() => onNotification(message))
+        const id = message.id
+        if (typeof id !== "number" || !pending.has(id)) {
+          return logProtocolError(`response to unknown request ${String(id)}`)
+        }
+        const reply = pending.get(id)!
+        pending.delete(id)
+        Deferred.doneUnsafe(
+          reply,
+          isError(message)
+            ? Exit.fail(failed("request", `error ${message.error.code}: ${message.error.message}`))
+            : Exit.succeed(message.result)
+        )
+        return Effect.void
+      }
+
+      const died = (code: number | null) =>
+        Effect.sync(() => {
+          running.delete(server)
+          const error = failed("process", `${provider} exited with code ${code}`)
+          for (const reply of pending.values()) Deferred.doneUnsafe(reply, Exit.fail(error))
+          pending.clear()
+          finishTurn(Exit.fail(error))
+        })
+
+      const readNext: Effect.Effect<void> = Effect.flatMap(Queue.take(inbox), (item) => {
+        if ("exited" in item) return died(item.exited)
+        if ("oversized" in item) {
+          config.onEvent({ _tag: "Activity" })
+          return logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
+        }
+        return decodeJsonRpcLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
+            onSuccess: onMessage
+          })
+        )
+      })
+      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(Effect.forkIn(scope))
+      yield* Deferred.await(server.exited).pipe(
+        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
+        Effect.forkIn(scope)
+      )
+
+      /** A request; its error names the operation. Not counted as conversation work. */
+      const request = (method: string, params: unknown): Effect.Effect<unknown, ProviderFailed> =>
+        Effect.suspend(() => {
+          if (Deferred.isDoneUnsafe(server.exited)) return Effect.fail(failed(method, `${provider} process has exited`))
+          const id = ++nextRequest
+          const reply = Deferred.makeUnsafe<unknown, ProviderFailed>()
+          pending.set(id, reply)
+          server.write(encodeLine({ jsonrpc: "2.0", id, method, params }))
+          return Deferred.await(reply).pipe(
+            Effect.timeoutOrElse({
+              duration: requestTimeout,
+              orElse: () => Effect.fail(failed(method, `no response within ${Duration.format(requestTimeout)}`))
+            }),
+            Effect.ensuring(Effect.sync(() => pending.delete(id))),
+            Effect.mapError((error) => failed(method, error.message))
+          )
+        })
+
+      /** A request that changes the conversation: counted as pending work until answered. */
+      const command = (method: string, params: unknown) =>
+        Effect.suspend(() => {
+          requestsInFlight++
+          return request(method, params).pipe(Effect.ensuring(Effect.sync(() => requestsInFlight--)))
+        })
+
+      const malformed = (method: string) => (error: { readonly message: string }) =>
+        failed(method, `malformed result: ${error.message}`)
+
+      const handshake = Effect.gen(function*() {
+        yield* request(methods.initialize, {
+          clientInfo: { name: "quiesce", title: "Quiesce", version: "0.1.0" },
+          // The background-terminal listing is served only under the experimental API.
+          capabilities: { experimentalApi: true, requestAttestation: false }
+        })
+        server.write(encodeLine({ jsonrpc: "2.0", method: methods.initialized }))
+        const opened = resume === null
+          ? yield* request(methods.threadStart, { cwd: config.cwd })
+          : yield* request(methods.threadResume, { threadId: resume.sessionId, cwd: config.cwd })
+        const thread = yield* decodeThreadOpened(opened).pipe(Effect.mapError(malformed(methods.threadStart)))
+        threadId = thread.thread.id
+      })
+      yield* handshake.pipe(Effect.onError(() => server.terminate(closeGrace)))
+      if (resume !== null && threadId !== resume.sessionId) {
+        yield* server.terminate(closeGrace)
+        return yield* failed("resume", `asked to resume ${resume.sessionId}, ${provider} opened ${threadId}`)
+      }
+      const thread = threadId!
+
+      const answer = (key: string, result: unknown) =>
+        Effect.sync(() => {
+          const entry = serverRequests.get(key)
+          if (entry === undefined) return false
+          server.write(encodeLine({ jsonrpc: "2.0", id: entry.id, result }))
+          settleServerRequest(entry.id)
+          return true
+        })
+
+      /** The server's side of the probe: loaded threads, then each one's background terminals. */
+      const listServer = Effect.gen(function*() {
+        const loaded = yield* request(methods.loadedList, {}).pipe(
+          Effect.flatMap((result) => decodeThreadLoadedList(result).pipe(Effect.mapError(malformed(methods.loadedList))))
+        )
+        // A partial listing is a veto already; no thread needs asking.
+        if (!loadedListComplete(loaded)) return { loaded, perThread: [] as ReadonlyArray<ThreadTerminals> }
+        const perThread: Array<ThreadTerminals> = []
+        for (const id of loaded.data) {
+          const terminals = yield* request(methods.backgroundTerminalsList, { threadId: id }).pipe(
+            Effect.flatMap((result) =>
+              decodeBackgroundTerminalsList(result).pipe(Effect.mapError(malformed(methods.backgroundTerminalsList)))
+            )
+          )
+          perThread.push({ threadId: id, terminals })
+          // One terminal is enough to veto; the remaining threads need not be asked.
+          if (terminals.data.length !== 0 || terminals.nextCursor !== null) break
+        }
+        return { loaded, perThread }
+      })
+
+      const agentSession: AgentSession = {
+        pid: server.pid,
+        exited: Effect.asVoid(Deferred.await(server.exited)),
+        persistence: Effect.succeed({ provider, sessionId: thread }),
+        startTurn: (text) =>
+          Effect.gen(function*() {
+            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            turn = { id: undefined, done }
+            lastReply = ""
+            turnStarting = true
+            const result = yield* command(methods.turnStart, { threadId: thread, input: textInput(text) }).pipe(
+              Effect.flatMap((result) => decodeTurnStart(result).pipe(Effect.mapError(malformed(methods.turnStart)))),
+              Effect.ensuring(Effect.sync(() => (turnStarting = false))),
+              Effect.onError(() => Effect.sync(() => finishTurn(Exit.void)))
+            )
+            if (turn !== undefined && turn.done === done) turn.id = result.turn.id
+            return Deferred.await(done)
+          }),
+        steer: (text) =>
+          Effect.suspend(() => {
+            const current = turn
+            if (current === undefined || current.id === undefined) return Effect.succeed(false)
+            return Effect.as(
+              command(methods.turnSteer, { threadId: thread, input: textInput(text), expectedTurnId: current.id }),
+              true
+            )
+          }),
+        outOfBand: () => undefined,
+        respondToPermission: (permissionId, allow) =>
+          Effect.asVoid(answer(permissionId, { decision: allow ? "accept" : "decline" })),
+        interrupt: Effect.suspend(() => {
+          const current = turn
+          if (current === undefined || current.id === undefined) return Effect.void
+          return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
+        }),
+        close: server.terminate(closeGrace).pipe(
+          Effect.catchCause((cause) =>
+            Effect.logDebug("Codex app-server did not close cleanly").pipe(
+              Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
+            )
+          )
+        ),
+        canStopRuntime: Effect.suspend(() => {
+          // Work the connection knows of is an answer already; the server is not asked.
+          if (localBusy(local())) return Effect.succeed(false)
+          return listServer.pipe(
+            // Re-read local state: a turn or a server request may have arrived meanwhile.
+            Effect.map(({ loaded, perThread }) => canStop(loaded, perThread, local())),
+            Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
+          )
+        })
+      }
+      return agentSession
+    })
+
+  const client: AgentClient = {
+    provider,
+    create: (config) => open(config, null),
+    resume: (handle, config) => open(config, handle)
+  }
+  return client
+})
+
+/** Adds the Codex app-server provider to the `ProviderRegistry`; its processes end with the layer. */
+export const layer = (options: CodexProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+  ProviderRegistry.register(makeCodexClient(options))

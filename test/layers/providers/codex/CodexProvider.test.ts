@@ -1,0 +1,199 @@
+/**
+ * The Codex app-server provider against a scripted JSON-RPC peer (test/fixtures/fakeCodexAppServer.mjs),
+ * spawned as a real process: the safety probe (P3) — permit, vetoes by terminal, cursor and pending
+ * server request, failures on an unsupported method or a malformed result — turns, and that closing
+ * the session leaves no process behind. Time is real here, so waits poll with a bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
+import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+
+const fakeCodex = join(import.meta.dirname, "../../../fixtures/fakeCodexAppServer.mjs")
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-codex-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+const eventually = (condition: () => boolean, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      if (condition()) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
+
+const setup = Effect.fnUntraced(function*() {
+  const dir = yield* tempDir
+  const stateFile = join(dir, "state.json")
+  const logFile = join(dir, "methods.log")
+  const setState = (state: Record<string, unknown>) => writeFileSync(stateFile, JSON.stringify(state))
+  const methodsSeen = () => existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").filter((line) => line !== "") : []
+  setState({})
+  const pids: Array<number> = []
+  const events: Array<SessionEvent> = []
+  const client = yield* makeCodexClient({
+    command: process.execPath,
+    args: [fakeCodex, "app-server"],
+    env: { FAKE_CODEX_STATE_FILE: stateFile, FAKE_CODEX_LOG: logFile, FAKE_CODEX_CHILD: "1" },
+    requestTimeout: "1 second",
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  })
+  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  return { client, config, setState, methodsSeen, pids, events }
+})
+
+const probeFailure = <A>(exit: Exit.Exit<A, { readonly _tag: string }>) => {
+  if (Exit.isSuccess(exit)) return undefined
+  const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
+  return reason?._tag === "Fail" ? reason.error._tag : "defect"
+}
+
+describe("codex provider: the runtime safety probe (P3)", () => {
+  it.live("permits with no terminals; vetoes on a terminal or a next cursor", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, setState, methodsSeen } = yield* setup()
+      const session = yield* client.create(config)
+      assert.isDefined(session.canStopRuntime)
+      const probe = session.canStopRuntime!
+      assert.isTrue(yield* probe)
+      const seen = methodsSeen()
+      assert.includeMembers(seen, ["initialize", "initialized", "thread/start", "thread/loaded/list", "thread/backgroundTerminals/list"])
+      for (
+        const [state, expected] of [
+          [{ terminals: [{ processId: "p1", itemId: "i1", command: "npm run dev", cwd: "/", osPid: 7, cpuPercent: null, rssKb: null }] }, false],
+          [{ terminalsCursor: "page-2" }, false],
+          [{ loadedCursor: "page-2" }, false],
+          [{}, true]
+        ] as const
+      ) {
+        setState(state)
+        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+      }
+      yield* session.close
+    })))
+
+  for (
+    const [name, state] of [
+      ["a server answering -32600 for backgroundTerminals", { terminalsReply: "unsupported" }],
+      ["a malformed backgroundTerminals result", { terminalsReply: "malformed" }],
+      ["a malformed loaded-thread result", { loadedReply: "malformed" }],
+      ["a server lacking thread/loaded/list", { loadedReply: "unsupported" }],
+      ["a server that never answers", { loadedReply: "silent" }]
+    ] as const
+  ) {
+    it.live(`${name} is a RuntimeProbeFailed`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { client, config, setState } = yield* setup()
+        const session = yield* client.create(config)
+        setState(state)
+        assert.strictEqual(probeFailure(yield* Effect.exit(session.canStopRuntime!)), "RuntimeProbeFailed")
+        yield* session.close
+      })))
+  }
+
+  it.live("a pending server→client request vetoes without listing; answering it permits again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events, methodsSeen } = yield* setup()
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("ask to run a command"))
+      const requested = events.find((event) => event._tag === "PermissionRequested")
+      assert.isDefined(requested)
+      const before = methodsSeen().length
+      assert.isFalse(yield* session.canStopRuntime!)
+      assert.notInclude(methodsSeen().slice(before), "thread/loaded/list")
+      assert.strictEqual(methodsSeen().length, before)
+      yield* session.respondToPermission(requested!._tag === "PermissionRequested" ? requested!.id : "", true)
+      yield* eventually(() => methodsSeen().includes("response:srv-1:accept"), "the server has the answer")
+      assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
+
+  it.live("a subagent still running after its turn vetoes without listing; its completion permits", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events, methodsSeen } = yield* setup()
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("spawn a helper"))
+      assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentStarted"), [{ _tag: "SubagentStarted", id: "agent-1" }])
+      const before = methodsSeen().length
+      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(methodsSeen().length, before)
+      yield* Effect.flatten(session.startTurn("reap it"))
+      assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentFinished"), [{ _tag: "SubagentFinished", id: "agent-1" }])
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
+
+  it.live("a running turn vetoes without listing; its end permits again", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events, methodsSeen } = yield* setup()
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("hold on")
+      const before = methodsSeen().length
+      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(methodsSeen().length, before)
+      assert.isTrue(yield* session.steer("also this"))
+      yield* session.interrupt
+      yield* done
+      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "interrupted" })
+      yield* session.close
+    })))
+
+  it.live("a turn ends on turn/completed and reports the reply", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const session = yield* client.create(config)
+      assert.isFalse(yield* session.steer("nothing to steer into"))
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "echo: hello" })
+      yield* session.close
+    })))
+})
+
+describe("codex provider: persistence and processes", () => {
+  it.live("the thread id is the persistence handle, and resuming opens it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, methodsSeen } = yield* setup()
+      const session = yield* client.create(config)
+      const handle = yield* session.persistence
+      assert.deepStrictEqual(handle, { provider: "codex", sessionId: "thread-1" })
+      yield* session.close
+      const resumed = yield* client.resume(handle!, config)
+      assert.deepStrictEqual(yield* resumed.persistence, handle)
+      assert.include(methodsSeen(), "thread/resume")
+      yield* resumed.close
+    })))
+
+  it.live("close ends the whole process group, children included", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, pids } = yield* setup()
+      const session = yield* client.create(config)
+      assert.strictEqual(pids.length, 1)
+      assert.strictEqual(session.pid, pids[0])
+      assert.isTrue(groupAlive(pids[0]!))
+      yield* session.close
+      yield* eventually(() => !groupAlive(pids[0]!), "the group is gone")
+    })))
+
+  it.live("the provider's scope ends every process it started", () =>
+    Effect.gen(function*() {
+      const pids: Array<number> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const { client, config, pids: started } = yield* setup()
+        yield* client.create(config)
+        yield* client.create(config)
+        pids.push(...started)
+      }))
+      assert.strictEqual(pids.length, 2)
+      yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "every group is gone")
+    }))
+})
