@@ -1,0 +1,132 @@
+/**
+ * The OpenCode runtime safety decision (P4), kept pure so every case is a unit test.
+ *
+ * The probe fetches and validates the server's inventories; this module decides over them. The
+ * session's tree is the session and every child session, recursively, each in its own directory.
+ * The runtime may be released only when every inventory was read and:
+ *
+ * - no session of the tree is executing: absent from, or `idle` in, the v1 status of its directory
+ *   (`busy` and `retry` are executing), and absent from the v2 server-wide active map;
+ * - no PTY is listed for any directory of the tree, in the v1 or the v2 registry (a listed PTY
+ *   belongs to that directory; an exited one still holds output nobody read, so it retains too);
+ * - no session of the tree has anything in its v2 inbox, and no directory has a v2 shell.
+ *
+ * An inventory that was not read (absent route, not asked) is an unknown: the decision is
+ * `Unknown`, which the probe reports as `RuntimeProbeFailed`. It is never read as empty.
+ */
+import type {
+  InboxResponse,
+  PtyList,
+  PtyListV2,
+  SessionActiveResponse,
+  SessionStatusMap,
+  ShellListResponse
+} from "./apiTypes.ts"
+
+/** One session of the tree and the directory it runs in. */
+export interface TreeNode {
+  readonly id: string
+  readonly directory: string
+}
+
+/** An inventory the release may not serve: read, or known to be missing. */
+export type Optional<A> = { readonly _tag: "Read"; readonly value: A } | { readonly _tag: "Absent"; readonly reason: string }
+
+export interface Inventories {
+  /** The session the runtime serves. */
+  readonly sessionId: string
+  /** The session and all its descendants; must contain `sessionId`. */
+  readonly tree: ReadonlyArray<TreeNode>
+  /** v1 `GET /session/status?directory=D`, by directory. */
+  readonly statusByDirectory: ReadonlyMap<string, SessionStatusMap>
+  /** v1 `GET /pty?directory=D`, by directory. */
+  readonly ptyByDirectory: ReadonlyMap<string, PtyList>
+  /** v2 `GET /api/session/active`. */
+  readonly active: SessionActiveResponse
+  /** v2 `GET /api/pty?location[directory]=D`, by directory. */
+  readonly ptyV2ByDirectory: ReadonlyMap<string, PtyListV2>
+  /** v2 per-session inbox, by session id. */
+  readonly inboxBySession: ReadonlyMap<string, Optional<InboxResponse>>
+  /** v2 shells per location, by directory. */
+  readonly shellsByDirectory: ReadonlyMap<string, Optional<ShellListResponse>>
+}
+
+export type Decision =
+  | { readonly _tag: "Idle" }
+  | { readonly _tag: "Busy"; readonly reason: string }
+  | { readonly _tag: "Unknown"; readonly reason: string }
+
+const idle: Decision = { _tag: "Idle" }
+const busy = (reason: string): Decision => ({ _tag: "Busy", reason })
+const unknown = (reason: string): Decision => ({ _tag: "Unknown", reason })
+
+/** The distinct directories of the tree, in first-seen order. */
+export const treeDirectories = (tree: ReadonlyArray<TreeNode>): ReadonlyArray<string> => [
+  ...new Set(tree.map((node) => node.directory))
+]
+
+/**
+ * The decision. Unknowns are reported before busy evidence: both retain, but a malformed or
+ * missing inventory is a fault worth surfacing even when something else is also running.
+ */
+export const decide = (inv: Inventories): Decision => {
+  if (!inv.tree.some((node) => node.id === inv.sessionId)) {
+    return unknown(`session ${inv.sessionId} is not in its own tree`)
+  }
+  const directories = treeDirectories(inv.tree)
+
+  // Unknowns first: every inventory must have been read for every directory / session.
+  for (const directory of directories) {
+    if (!inv.statusByDirectory.has(directory)) return unknown(`no v1 session status for ${directory}`)
+    if (!inv.ptyByDirectory.has(directory)) return unknown(`no v1 PTY list for ${directory}`)
+    const v2 = inv.ptyV2ByDirectory.get(directory)
+    if (v2 === undefined) return unknown(`no v2 PTY list for ${directory}`)
+    if (v2.location.directory !== directory) {
+      return unknown(`v2 PTY list for ${directory} answered for ${v2.location.directory}`)
+    }
+    const shells = inv.shellsByDirectory.get(directory)
+    if (shells === undefined) return unknown(`no v2 shell list for ${directory}`)
+    if (shells._tag === "Absent") return unknown(`v2 shell list for ${directory} unavailable: ${shells.reason}`)
+    if (shells.value.location !== undefined && shells.value.location.directory !== directory) {
+      return unknown(`v2 shell list for ${directory} answered for ${shells.value.location.directory}`)
+    }
+  }
+  for (const node of inv.tree) {
+    const inbox = inv.inboxBySession.get(node.id)
+    if (inbox === undefined) return unknown(`no v2 inbox for session ${node.id}`)
+    if (inbox._tag === "Absent") return unknown(`v2 inbox for session ${node.id} unavailable: ${inbox.reason}`)
+  }
+
+  // Everything was read: any evidence of work retains.
+  for (const node of inv.tree) {
+    // Read in every directory asked, not only the session's own: any report of execution counts.
+    for (const [directory, statuses] of inv.statusByDirectory) {
+      const status = Object.hasOwn(statuses, node.id) ? statuses[node.id] : undefined
+      if (status !== undefined && status.type !== "idle") {
+        return busy(`session ${node.id} is ${status.type} in ${directory} (v1)`)
+      }
+    }
+    if (Object.hasOwn(inv.active.data, node.id)) return busy(`session ${node.id} is active (v2)`)
+    const inbox = inv.inboxBySession.get(node.id)
+    if (inbox?._tag === "Read" && (inbox.value.data.length !== 0 || inbox.value.cursor?.next !== undefined)) {
+      return busy(`session ${node.id} has inbox messages (v2)`)
+    }
+  }
+  for (const directory of directories) {
+    const ptys = inv.ptyByDirectory.get(directory) ?? []
+    if (ptys.length !== 0) return busy(`${ptys.length} PTY(s) in ${directory} (v1)`)
+    const ptysV2 = inv.ptyV2ByDirectory.get(directory)?.data ?? []
+    if (ptysV2.length !== 0) return busy(`${ptysV2.length} PTY(s) in ${directory} (v2)`)
+    const shells = inv.shellsByDirectory.get(directory)
+    if (shells?._tag === "Read" && (shells.value.data.length !== 0 || shells.value.cursor?.next !== undefined)) {
+      return busy(`shells in ${directory} (v2)`)
+    }
+  }
+  return idle
+}
+
+/** Whether the runtime may be released; `undefined` when the answer is unknown. */
+export const canStop = (inv: Inventories): boolean | undefined => {
+  const decision = decide(inv)
+  return decision._tag === "Unknown" ? undefined : decision._tag === "Idle"
+}

@@ -1,0 +1,214 @@
+/**
+ * The OpenCode safety decision (P4) as a pure function: executing sessions anywhere in the tree,
+ * PTYs in any of the tree's directories (v1 and v2 registries), v2 inbox and shells; any inventory
+ * not read is an unknown, never an empty list. Also the answer schemas against real answers.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Schema } from "effect"
+import {
+  PtyList,
+  PtyListV2,
+  Session,
+  SessionActiveResponse,
+  SessionStatusMap
+} from "../../../../src/layers/providers/opencode/apiTypes.ts"
+import { canStop, decide, type Inventories, type TreeNode } from "../../../../src/layers/providers/opencode/safety.ts"
+
+const pty = (cwd: string) => ({ id: "pty_1", title: "t", command: "sleep", args: ["9"], cwd, status: "running" as const, pid: 7 })
+
+const base = (tree: ReadonlyArray<TreeNode>): Inventories => {
+  const dirs = [...new Set(tree.map((node) => node.directory))]
+  return {
+    sessionId: tree[0]!.id,
+    tree,
+    statusByDirectory: new Map(dirs.map((d) => [d, {}])),
+    ptyByDirectory: new Map(dirs.map((d) => [d, []])),
+    active: { data: {} },
+    ptyV2ByDirectory: new Map(dirs.map((d) => [d, { location: { directory: d }, data: [] }])),
+    inboxBySession: new Map(tree.map((node) => [node.id, { _tag: "Read", value: { data: [] } }])),
+    shellsByDirectory: new Map(dirs.map((d) => [d, { _tag: "Read", value: { data: [] } }]))
+  }
+}
+
+const tree: ReadonlyArray<TreeNode> = [
+  { id: "ses_root", directory: "/a" },
+  { id: "ses_child", directory: "/b" },
+  { id: "ses_grandchild", directory: "/c" }
+]
+
+describe("opencode safety: decide (P4)", () => {
+  it("permits when every inventory is read and empty", () => {
+    assert.deepStrictEqual(decide(base(tree)), { _tag: "Idle" })
+    assert.isTrue(canStop(base(tree)))
+    assert.isTrue(canStop(base([{ id: "ses_x", directory: "/x" }])))
+  })
+
+  it("idle statuses and other sessions' activity do not veto", () => {
+    const inv = base(tree)
+    assert.isTrue(canStop({
+      ...inv,
+      statusByDirectory: new Map<string, SessionStatusMap>([
+        ["/a", { ses_root: { type: "idle" }, ses_other: { type: "busy" } }],
+        ["/b", {}],
+        ["/c", {}]
+      ]),
+      active: { data: { ses_other: { type: "running" } } }
+    }))
+  })
+
+  it("a busy or retrying session anywhere in the tree vetoes (v1)", () => {
+    for (const [id, dir] of [["ses_root", "/a"], ["ses_child", "/b"], ["ses_grandchild", "/c"]] as const) {
+      for (const type of ["busy", "retry"] as const) {
+        const inv = base(tree)
+        const statusByDirectory = new Map(inv.statusByDirectory)
+        statusByDirectory.set(dir, { [id]: { type } })
+        const decision = decide({ ...inv, statusByDirectory })
+        assert.strictEqual(decision._tag, "Busy", `${id} ${type}`)
+        assert.isFalse(canStop({ ...inv, statusByDirectory }))
+      }
+    }
+  })
+
+  it("a tree session reported busy in any directory's status vetoes", () => {
+    const inv = base(tree)
+    const statusByDirectory = new Map(inv.statusByDirectory)
+    statusByDirectory.set("/a", { ses_grandchild: { type: "busy" } })
+    assert.isFalse(canStop({ ...inv, statusByDirectory }))
+  })
+
+  it("an active session anywhere in the tree vetoes (v2)", () => {
+    for (const id of ["ses_root", "ses_child", "ses_grandchild"]) {
+      assert.isFalse(canStop({ ...base(tree), active: { data: { [id]: { type: "running" } } } }), id)
+    }
+  })
+
+  it("a PTY in any directory of the tree vetoes, in either registry, running or exited", () => {
+    for (const dir of ["/a", "/b", "/c"]) {
+      const inv = base(tree)
+      assert.isFalse(canStop({ ...inv, ptyByDirectory: new Map([...inv.ptyByDirectory, [dir, [pty(dir)]]]) }), dir)
+      assert.isFalse(
+        canStop({
+          ...inv,
+          ptyByDirectory: new Map([...inv.ptyByDirectory, [dir, [{ ...pty(dir), status: "exited" as const }]]])
+        }),
+        dir
+      )
+      assert.isFalse(
+        canStop({
+          ...inv,
+          ptyV2ByDirectory: new Map([...inv.ptyV2ByDirectory, [dir, { location: { directory: dir }, data: [pty(dir)] }]])
+        }),
+        dir
+      )
+    }
+  })
+
+  it("inbox messages or shells veto (v2), including a further page", () => {
+    const inv = base(tree)
+    assert.isFalse(canStop({
+      ...inv,
+      inboxBySession: new Map([...inv.inboxBySession, ["ses_child", { _tag: "Read", value: { data: [{ m: 1 }] } }]])
+    }))
+    assert.isFalse(canStop({
+      ...inv,
+      inboxBySession: new Map([...inv.inboxBySession, ["ses_root", {
+        _tag: "Read",
+        value: { data: [], cursor: { next: "c2" } }
+      }]])
+    }))
+    assert.isFalse(canStop({
+      ...inv,
+      shellsByDirectory: new Map([...inv.shellsByDirectory, ["/c", { _tag: "Read", value: { data: [{ s: 1 }] } }]])
+    }))
+  })
+
+  it("an inventory not read is unknown, never empty", () => {
+    const inv = base(tree)
+    const without = <K, V>(map: ReadonlyMap<K, V>, key: K) => new Map([...map].filter(([k]) => k !== key))
+    const cases: ReadonlyArray<[string, Inventories]> = [
+      ["status", { ...inv, statusByDirectory: without(inv.statusByDirectory, "/b") }],
+      ["pty", { ...inv, ptyByDirectory: without(inv.ptyByDirectory, "/c") }],
+      ["ptyV2", { ...inv, ptyV2ByDirectory: without(inv.ptyV2ByDirectory, "/a") }],
+      ["ptyV2 wrong location", {
+        ...inv,
+        ptyV2ByDirectory: new Map([...inv.ptyV2ByDirectory, ["/a", { location: { directory: "/elsewhere" }, data: [] }]])
+      }],
+      ["inbox missing", { ...inv, inboxBySession: without(inv.inboxBySession, "ses_grandchild") }],
+      ["inbox absent", {
+        ...inv,
+        inboxBySession: new Map([...inv.inboxBySession, ["ses_root", { _tag: "Absent", reason: "html" }]])
+      }],
+      ["shells missing", { ...inv, shellsByDirectory: without(inv.shellsByDirectory, "/a") }],
+      ["shells absent", {
+        ...inv,
+        shellsByDirectory: new Map([...inv.shellsByDirectory, ["/b", { _tag: "Absent", reason: "html" }]])
+      }],
+      ["root not in tree", { ...inv, sessionId: "ses_missing" }]
+    ]
+    for (const [name, inventories] of cases) {
+      assert.strictEqual(decide(inventories)._tag, "Unknown", name)
+      assert.isUndefined(canStop(inventories), name)
+    }
+  })
+
+  it("an unknown is reported even when something is also busy", () => {
+    const inv = base(tree)
+    const decision = decide({
+      ...inv,
+      active: { data: { ses_root: { type: "running" } } },
+      shellsByDirectory: new Map([...inv.shellsByDirectory, ["/a", { _tag: "Absent", reason: "html" }]])
+    })
+    assert.strictEqual(decision._tag, "Unknown")
+  })
+})
+
+describe("opencode answer schemas", () => {
+  const decode = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S, value: unknown) =>
+    Effect.runSyncExit(Schema.decodeUnknownEffect(schema)(value))
+
+  it("decodes real 1.18.33 answers", () => {
+    // As answered by `opencode serve` 1.18.33 (GET /session/{id}, /pty?directory=, /api/pty, /api/session/active).
+    assert.isTrue(Exit.isSuccess(decode(Session, {
+      id: "ses_dd62497f4ffe7w50TeMrLzVG0W",
+      slug: "jolly-panda",
+      projectID: "global",
+      directory: "/tmp/proj",
+      path: "tmp/proj",
+      cost: 0,
+      tokens: { input: 0, output: 0, reasoning: 0, cache: { read: 0, write: 0 } },
+      title: "New session",
+      version: "1.18.33",
+      time: { created: 1, updated: 1 }
+    })))
+    assert.isTrue(Exit.isSuccess(decode(PtyList, [{
+      id: "pty_229db7782001V53JQXurcHdTmh",
+      title: "Terminal dTmh",
+      command: "sleep",
+      args: ["100"],
+      cwd: "/tmp/proj2",
+      status: "running",
+      pid: 17682
+    }])))
+    assert.isTrue(Exit.isSuccess(decode(PtyListV2, {
+      location: { directory: "/tmp/proj", project: { id: "global", directory: "/" } },
+      data: []
+    })))
+    assert.isTrue(Exit.isSuccess(decode(SessionActiveResponse, { data: {} })))
+    assert.isTrue(Exit.isSuccess(decode(SessionStatusMap, {})))
+    assert.isTrue(Exit.isSuccess(decode(SessionStatusMap, {
+      ses_a: { type: "busy" },
+      ses_b: { type: "retry", attempt: 1, message: "m", next: 5 }
+    })))
+  })
+
+  it("rejects unknown statuses and wrong shapes", () => {
+    assert.isTrue(Exit.isFailure(decode(SessionStatusMap, { ses_a: { type: "paused" } })))
+    assert.isTrue(Exit.isFailure(decode(SessionStatusMap, [])))
+    assert.isTrue(Exit.isFailure(decode(SessionActiveResponse, { data: { ses_a: { type: "waiting" } } })))
+    assert.isTrue(Exit.isFailure(decode(SessionActiveResponse, {})))
+    assert.isTrue(Exit.isFailure(decode(PtyList, { data: [] })))
+    assert.isTrue(Exit.isFailure(decode(PtyList, [{ id: "pty_1", cwd: "/a", status: "zombie" }])))
+    assert.isTrue(Exit.isFailure(decode(PtyListV2, { data: [] })))
+    assert.isTrue(Exit.isFailure(decode(Session, { id: "ses_1" })))
+  })
+})
