@@ -14,7 +14,7 @@ import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginProcess, startPluginProcess } from "../plugin/PluginProcess.ts"
+import { type PluginProcess, readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 import {
   approvalMethods,
   decodeBackgroundTerminalsList,
@@ -208,20 +208,21 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           finishTurn(Exit.fail(error))
         })
 
-      const readNext: Effect.Effect<void> = Effect.flatMap(Queue.take(inbox), (item) => {
-        if ("exited" in item) return died(item.exited)
+      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
+        if ("exited" in item) return Effect.as(died(item.exited), false)
         if ("oversized" in item) {
           config.onEvent({ _tag: "Activity" })
-          return logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
+          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
         }
         return decodeJsonRpcLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
           Effect.matchEffect({
             onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
             onSuccess: onMessage
-          })
+          }),
+          Effect.as(true)
         )
       })
-      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(Effect.forkIn(scope))
+      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
       yield* Deferred.await(server.exited).pipe(
         Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
         Effect.forkIn(scope)

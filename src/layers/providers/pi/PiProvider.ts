@@ -9,7 +9,7 @@ import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginProcess, startPluginProcess } from "../plugin/PluginProcess.ts"
+import { type PluginProcess, readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 import {
   AgentEndEvent,
   decodeRpcLine,
@@ -176,7 +176,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           Effect.as(true)
         )
       })
-      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(Effect.forkIn(scope))
+      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
       yield* Deferred.await(cli.exited).pipe(
         Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
         Effect.forkIn(scope)

@@ -52,6 +52,15 @@ export const killAllGroupsNow = (): void => {
   startedGroups.clear()
 }
 
+/**
+ * Runs a provider's line reader until `next` reports the process is done (false), so a
+ * session's reader ends with its process instead of waiting on its queue for ever.
+ */
+export const readUntilDone = <E, R>(next: Effect.Effect<boolean, E, R>): Effect.Effect<void, E, R> => {
+  let more = true
+  return Effect.whileLoop({ while: () => more, body: () => next, step: (again) => { more = again } })
+}
+
 /** Signals a whole process group; a group that is already gone is not an error. */
 export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
   try {

@@ -13,7 +13,7 @@ import {
 } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginCommand, type PluginProcess, startPluginProcess } from "./PluginProcess.ts"
+import { type PluginCommand, type PluginProcess, readUntilDone, startPluginProcess } from "./PluginProcess.ts"
 
 export interface PluginProviderOptions {
   /** The provider id agents name. */
@@ -145,7 +145,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
               ),
             true
           ))
-      yield* Effect.whileLoop({ while: () => true, body: () => readNext, step: () => {} }).pipe(
+      yield* readUntilDone(readNext).pipe(
         Effect.forkIn(scope)
       )
       yield* Deferred.await(plugin.exited).pipe(
