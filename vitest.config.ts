@@ -1,8 +1,10 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The real-CLI tests run with `npm run test:agents` (vitest.agents.config.ts).
+    exclude: [...configDefaults.exclude, "test/agents/**"],
     // Tests run real child processes; none may survive a test file.
     teardownTimeout: 10_000
   }

@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config"
+
+/** The real-CLI tests (`npm run test:agents`): the pinned agent CLIs, each driven by a fake model on loopback. */
+export default defineConfig({
+  test: {
+    include: ["test/agents/**/*.agents.test.ts"],
+    testTimeout: 180_000,
+    hookTimeout: 60_000,
+    teardownTimeout: 10_000
+  }
+})
