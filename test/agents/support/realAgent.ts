@@ -155,6 +155,13 @@ export const backgroundJobScenario = (agent: RealAgent, startJob: (command: stri
     return { agentId: created.agentId, sessionId, vetoed, resumed }
   })
 
+/** How a provider starts its CLI: the daemon config's provider entry has the same fields. */
+export interface Launch {
+  readonly command: string
+  readonly args?: ReadonlyArray<string> | undefined
+  readonly env: Readonly<Record<string, string>>
+}
+
 /**
  * One agent CLI as the real-CLI tests and the bench drive it. Each adapter's test support module
  * (`test/agents/support/<name>Cli.ts`) exports one.
@@ -170,13 +177,13 @@ export interface RealCli<E = never> {
   readonly shell: ShellTool
   /** The prompt that makes the scripted model start the command in the background. */
   readonly startJob: (command: string) => string
-  /** The provider layer for this binary, home and model; `onSpawn` gets each runtime pid. */
-  readonly layer: (options: {
-    readonly binary: string
-    readonly home: string
-    readonly model: FakeModel
-    readonly onSpawn: (pid: number) => void
-  }) => Layer.Layer<never, E, ProviderRegistry>
+  /**
+   * Points the CLI at the fake model: writes whatever config files it needs under `home` and says
+   * how to launch it. This is exactly what a daemon config's provider entry would hold.
+   */
+  readonly launch: (options: { readonly binary: string; readonly home: string; readonly model: FakeModel }) => Launch
+  /** The provider layer for that launch; `onSpawn` gets each runtime pid (its group id). */
+  readonly layer: (launch: Launch, onSpawn: (pid: number) => void) => Layer.Layer<never, E, ProviderRegistry>
 }
 
 /**
@@ -194,7 +201,10 @@ export const withRealCli = <E, E2>(
     yield* Effect.scoped(Effect.gen(function*() {
       const model = yield* fakeModelServer(scriptedPolicy(cli.shell), cli.dialects)
       yield* withRealAgent(
-        { provider: cli.provider, layer: (home, onSpawn) => cli.layer({ binary: binary.path, home, model, onSpawn }) },
+        {
+          provider: cli.provider,
+          layer: (home, onSpawn) => cli.layer(cli.launch({ binary: binary.path, home, model }), onSpawn)
+        },
         (agent) => body(agent, model)
       )
     }))
