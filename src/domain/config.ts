@@ -43,10 +43,80 @@ export const DaemonConfig = Schema.Struct({
   )
 })
 
+const launchFields = (command: string | undefined) => ({
+  command: command === undefined
+    ? Schema.NonEmptyString.pipe(Schema.annotate({ description: "The executable (a path, or a name looked up on PATH)." }))
+    : Schema.NonEmptyString.pipe(
+      Schema.annotate({ description: `The executable (a path, or a name looked up on PATH). Default "${command}".` }),
+      Schema.withDecodingDefaultKey(Effect.succeed(command))
+    ),
+  args: Schema.Array(Schema.String).pipe(
+    Schema.annotate({ description: "Arguments added to the ones the provider itself passes." }),
+    Schema.withDecodingDefaultKey(Effect.succeed([]))
+  ),
+  env: Schema.Record(Schema.String, Schema.String).pipe(
+    Schema.annotate({ description: "Variables added to the daemon's environment for the runtime's processes." }),
+    Schema.withDecodingDefaultKey(Effect.succeed({}))
+  )
+})
+
+const nativeProvider = <K extends string>(kind: K, command: string, description: string) =>
+  Schema.Struct({ kind: Schema.Literal(kind), ...launchFields(command) }).pipe(Schema.annotate({ description }))
+
+/**
+ * One entry of `providers`: which adapter serves the provider id, and how it launches its runtimes.
+ * Native adapters know their CLI's protocol; `acp` and `plugin` run any agent speaking ACP or the
+ * plugin protocol.
+ */
+export const ProviderConfig = Schema.Union([
+  Schema.Struct({ kind: Schema.Literal("shell") }).pipe(
+    Schema.annotate({ description: "The reference shell provider that ships with Quiesce: prompts are shell commands." })
+  ),
+  nativeProvider("claude", "claude", "Claude Code, over stream-json on stdio."),
+  nativeProvider("codex", "codex", "Codex, through `codex app-server` (JSON-RPC on stdio)."),
+  Schema.Struct({
+    kind: Schema.Literal("opencode"),
+    ...launchFields("opencode"),
+    trustMissingInventories: Schema.Boolean.pipe(
+      Schema.annotate({
+        description:
+          "Treat the inventories this OpenCode release does not serve (session inbox, shell list) as empty instead of unknown. Without it an OpenCode runtime is never released. Default false."
+      }),
+      Schema.withDecodingDefaultKey(Effect.succeed(false))
+    )
+  }).pipe(Schema.annotate({ description: "OpenCode, through `opencode serve` (HTTP on loopback), one server per runtime." })),
+  nativeProvider("pi", "pi", "Pi, through `pi --mode rpc` (JSON lines on stdio)."),
+  nativeProvider("omp", "omp", "Oh My Pi, through `omp --mode rpc` (JSON lines on stdio)."),
+  Schema.Struct({ kind: Schema.Literal("acp"), ...launchFields(undefined) }).pipe(
+    Schema.annotate({ description: "Any agent speaking the Agent Client Protocol on stdio." })
+  ),
+  Schema.Struct({ kind: Schema.Literal("plugin"), ...launchFields(undefined) }).pipe(
+    Schema.annotate({ description: "Any process speaking the Quiesce plugin protocol (docs/plugin-protocol.md)." })
+  )
+])
+export type ProviderConfig = typeof ProviderConfig.Type
+
+const providerId = /^[a-z][a-z0-9-]{0,63}$/
+
+/** Provider ids are checked on the record, so the JSON Schema keeps the entries' schema. */
+const Providers = Schema.Record(Schema.String, ProviderConfig).check(
+  Schema.makeFilter((providers) => {
+    const bad = Object.keys(providers).find((id) => !providerId.test(id))
+    return bad === undefined || `provider id "${bad}" must be lower-case letters, digits and dashes, starting with a letter`
+  })
+)
+
 /** The whole configuration file. Unknown keys are errors, so a typo never goes unnoticed. */
 export const QuiesceConfig = Schema.Struct({
   agents: AgentsConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
-  daemon: DaemonConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({})))
+  daemon: DaemonConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
+  providers: Providers.pipe(
+    Schema.annotate({
+      description:
+        "The providers agents can name, by id. Default: only the reference `shell` provider. When given, exactly these are served."
+    }),
+    Schema.withDecodingDefaultKey(Effect.succeed({ shell: { kind: "shell" as const } }))
+  )
 }).pipe(Schema.annotate({ title: "Quiesce configuration" }))
 export type QuiesceConfig = typeof QuiesceConfig.Type
 
@@ -62,7 +132,8 @@ const closeObjects = (node: unknown): unknown => {
   if (typeof node !== "object" || node === null) return node
   const out: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(node)) out[key] = closeObjects(value)
-  if (out["type"] === "object" && "additionalProperties" in out) out["additionalProperties"] = false
+  // Structs come out open (`true`); records carry their entries' schema there and stay as they are.
+  if (out["type"] === "object" && out["additionalProperties"] === true) out["additionalProperties"] = false
   return out
 }
 

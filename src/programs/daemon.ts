@@ -1,20 +1,16 @@
 import { Duration, Effect, Layer } from "effect"
-import { fileURLToPath } from "node:url"
 import type { QuiesceConfig } from "../domain/config.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
-import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
+import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
 import { RuntimeCollector } from "../services/RuntimeCollector.ts"
-
-/** The reference `shell` provider ships in the repository. */
-export const shellPluginPath = fileURLToPath(new URL("../../plugins/shell/main.ts", import.meta.url))
 
 /**
  * Every service of a daemon, over one home (H1): storage first, then the registry over the
@@ -23,11 +19,7 @@ export const shellPluginPath = fileURLToPath(new URL("../../plugins/shell/main.t
  * close, delivery flushes, every runtime is released resumable, the store closes.
  */
 export const servicesLayer = (home: Home["Service"], config: QuiesceConfig) => {
-  const providers = PluginProvider.layer({
-    provider: "shell",
-    plugin: { command: process.execPath, args: [shellPluginPath] },
-    home: home.pluginHome
-  }).pipe(Layer.provideMerge(ProviderRegistry.layer))
+  const providers = providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer))
   const stores = SqliteDatabase.layerStores(home.databaseFile)
   const registry = AgentRegistryLive.layer.pipe(
     Layer.provideMerge(Layer.mergeAll(stores, providers, ProcessInspectionProcfs.layer()))

@@ -13,6 +13,40 @@ describe("configuration file", () => {
       assert.strictEqual(Duration.toMillis(config.agents.probeTimeout), 10_000)
       assert.strictEqual(config.agents.probeConcurrency, 16)
       assert.deepStrictEqual(config.daemon, { port: 7377, host: "127.0.0.1" })
+      assert.deepStrictEqual(config.providers, { shell: { kind: "shell" } }, "only the reference provider")
+    }))
+
+  it.effect("reads providers by id: native adapters default their command, ACP and plugins name theirs", () =>
+    Effect.gen(function*() {
+      const config = yield* decodeConfigJson(JSON.stringify({
+        providers: {
+          codex: { kind: "codex" },
+          "work-claude": { kind: "claude", command: "/opt/claude/bin/claude", env: { CLAUDE_CONFIG_DIR: "/srv/claude" } },
+          opencode: { kind: "opencode" },
+          gemini: { kind: "acp", command: "gemini", args: ["--experimental-acp"] }
+        }
+      }))
+      assert.deepStrictEqual(config.providers["codex"], { kind: "codex", command: "codex", args: [], env: {} })
+      assert.deepStrictEqual(config.providers["work-claude"], {
+        kind: "claude",
+        command: "/opt/claude/bin/claude",
+        args: [],
+        env: { CLAUDE_CONFIG_DIR: "/srv/claude" }
+      })
+      assert.deepStrictEqual(config.providers["opencode"], {
+        kind: "opencode",
+        command: "opencode",
+        args: [],
+        env: {},
+        trustMissingInventories: false
+      })
+      assert.deepStrictEqual(config.providers["gemini"], {
+        kind: "acp",
+        command: "gemini",
+        args: ["--experimental-acp"],
+        env: {}
+      })
+      assert.notProperty(config.providers, "shell", "given providers replace the default")
     }))
 
   it.effect("reads Go-style durations", () =>
@@ -31,7 +65,12 @@ describe("configuration file", () => {
       [`{"daemon":{"port":70000}}`, `["daemon"]["port"]`, "65535"],
       [`{"agents":{"probeConcurrency":0}}`, `["agents"]["probeConcurrency"]`, "greater than 0"],
       [`{"agents":{"idlePeriod":"0s"}}`, `["agents"]["idlePeriod"]`, "greater than zero"],
-      [`{"agents":{"sweepInterval":"0s"}}`, `["agents"]["sweepInterval"]`, "greater than zero"]
+      [`{"agents":{"sweepInterval":"0s"}}`, `["agents"]["sweepInterval"]`, "greater than zero"],
+      [`{"providers":{"Codex":{"kind":"codex"}}}`, `["providers"]`, `provider id "Codex"`],
+      [`{"providers":{"gemini":{"kind":"acp"}}}`, `["providers"]["gemini"]["command"]`, "Missing key"],
+      [`{"providers":{"x":{"kind":"cursor"}}}`, `["providers"]["x"]`, `"kind": "codex"`],
+      [`{"providers":{"pi":{"kind":"pi","comand":"pi"}}}`, `["providers"]["pi"]["comand"]`, "excess property"],
+      [`{"providers":{"pi":{"kind":"pi","command":""}}}`, `["providers"]["pi"]["command"]`, "length"]
     ] as const
   ) {
     it.effect(`rejects ${text} naming the path`, () =>

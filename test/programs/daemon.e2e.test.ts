@@ -3,106 +3,12 @@
  * HTTP API and the CLI. Time is real, so every wait polls with a bound.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
+import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
 
-const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-
-const until = async (condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await condition()) return
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`timed out waiting until ${what}`)
-}
-
-const groupAlive = (pid: number) => {
-  try {
-    process.kill(-pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-interface Daemon {
-  readonly home: string
-  readonly port: number
-  readonly process: ChildProcess
-  readonly output: () => string
-  readonly token: () => string
-}
-
-const started: Array<ChildProcess> = []
-const homes: Array<string> = []
-
-afterEach(() => {
-  for (const child of started.splice(0)) if (child.pid !== undefined && groupAlive(child.pid)) process.kill(-child.pid, "SIGKILL")
-  for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true })
-})
-
-const newHome = () => {
-  const home = mkdtempSync(join(tmpdir(), "quiesce-e2e-"))
-  homes.push(home)
-  return home
-}
-
-const startDaemon = (home: string, port: number, flags: ReadonlyArray<string> = []): Daemon => {
-  const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", String(port), ...flags], {
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  started.push(child)
-  let output = ""
-  child.stdout?.on("data", (chunk) => (output += String(chunk)))
-  child.stderr?.on("data", (chunk) => (output += String(chunk)))
-  return {
-    home,
-    port,
-    process: child,
-    output: () => output,
-    token: () => readFileSync(join(home, "token"), "utf8").trim()
-  }
-}
-
-const ready = (daemon: Daemon) => until(() => daemon.output().includes("Quiesce ready"), "the daemon is ready")
-
-const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode)
-    else child.once("exit", (code) => resolve(code))
-  })
-
-const api = async (daemon: Daemon, method: string, route: string, body?: unknown, token = daemon.token()) => {
-  const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
-}
-
-// The CLI finds the daemon through the address it wrote into the home (it listens on --port).
-const runCli = (daemon: Daemon, ...args: Array<string>) => {
-  const result = spawnSync(process.execPath, [cli, "--home", daemon.home, ...args], { encoding: "utf8", timeout: 20_000 })
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
-}
+afterEach(cleanUpDaemons)
 
 describe("the daemon end to end", () => {
   it("quick start: a background job keeps the runtime, then it is released and resumed", async () => {
@@ -137,6 +43,26 @@ describe("the daemon end to end", () => {
     const transcript = readFileSync(join(daemon.home, "plugins", "shell", `${sessionId}.json`), "utf8")
     expect(transcript).toContain("echo remembered")
     expect(transcript).toContain("echo back")
+  }, 60_000)
+
+  it("serves exactly the configured providers, each under its id", async () => {
+    const home = newHome()
+    writeFileSync(join(home, "config.json"), JSON.stringify({
+      providers: { "my-shell": { kind: "plugin", command: process.execPath, args: [shellPluginPath] } }
+    }))
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const unknown = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: home })
+    expect(unknown.status).toBe(422)
+    expect(JSON.stringify(unknown.body)).toContain("shell")
+
+    const { agentId, sessionId } = (await api(daemon, "POST", "/v1/agents", { provider: "my-shell", cwd: home })).body
+    const first = await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "echo configured", wait: true })
+    expect(first.body.output).toContain("configured")
+    const collected = await api(daemon, "POST", `/v1/runtimes/${agentId}/collect`)
+    expect(collected.body).toMatchObject({ outcome: "collected" })
+    const again = await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "echo resumed", wait: true })
+    expect(again.body).toMatchObject({ resumed: true, sessionId })
   }, 60_000)
 
   it("requests without the token get 401; health needs none", async () => {

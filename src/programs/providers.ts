@@ -1,0 +1,53 @@
+import { Layer } from "effect"
+import { join } from "node:path"
+import type { ProviderConfig, QuiesceConfig } from "../domain/config.ts"
+import type { Home } from "../layers/host/Home.ts"
+import * as AcpProvider from "../layers/providers/acp/AcpProvider.ts"
+import * as CodexProvider from "../layers/providers/codex/CodexProvider.ts"
+import * as PiProvider from "../layers/providers/pi/PiProvider.ts"
+import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
+import type { ProviderRegistry } from "../services/ProviderRegistry.ts"
+import { shellPluginPath } from "./shellPlugin.ts"
+
+/** The adapter layer that serves one configured provider id. */
+export const providerLayer = (
+  provider: string,
+  config: ProviderConfig,
+  home: Home["Service"]
+): Layer.Layer<never, never, ProviderRegistry> => {
+  switch (config.kind) {
+    case "shell":
+      // The shell plugin keeps its transcripts in its own `shell/` folder under the home it is given.
+      return PluginProvider.layer({
+        provider,
+        plugin: { command: process.execPath, args: [shellPluginPath] },
+        home: home.pluginHome
+      })
+    case "plugin":
+      return PluginProvider.layer({
+        provider,
+        plugin: { command: config.command, args: config.args, env: config.env },
+        home: join(home.pluginHome, provider)
+      })
+    case "acp":
+      return AcpProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
+    case "codex":
+      return CodexProvider.layer({ provider, command: config.command, args: ["app-server", ...config.args], env: config.env })
+    case "pi":
+    case "omp":
+      return PiProvider.layer({
+        provider,
+        variant: config.kind,
+        command: config.command,
+        args: ["--mode", "rpc", ...config.args],
+        env: config.env
+      })
+    case "claude":
+    case "opencode":
+      return Layer.empty
+  }
+}
+
+/** Every configured provider, each registered under its id. */
+export const providersLayer = (config: QuiesceConfig, home: Home["Service"]): Layer.Layer<never, never, ProviderRegistry> =>
+  Layer.mergeAll(Layer.empty, ...Object.entries(config.providers).map(([id, entry]) => providerLayer(id, entry, home)))

@@ -1,0 +1,105 @@
+/**
+ * A daemon as a user runs it: a real process on a loopback port, with helpers to drive it through
+ * its HTTP API and CLI. Time is real, so every wait polls with a bound. `cleanUpDaemons` (after
+ * each test) kills what is left of the daemons started, by process group, and removes their homes.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+export const until = async (condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await condition()) return
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error(`timed out waiting until ${what}`)
+}
+
+export const groupAlive = (pid: number) => {
+  try {
+    process.kill(-pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+export interface Daemon {
+  readonly home: string
+  readonly port: number
+  readonly process: ChildProcess
+  readonly output: () => string
+  readonly token: () => string
+}
+
+const started: Array<ChildProcess> = []
+const homes: Array<string> = []
+
+export const cleanUpDaemons = () => {
+  for (const child of started.splice(0)) if (child.pid !== undefined && groupAlive(child.pid)) process.kill(-child.pid, "SIGKILL")
+  for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true })
+}
+
+export const newHome = () => {
+  const home = mkdtempSync(join(tmpdir(), "quiesce-e2e-"))
+  homes.push(home)
+  return home
+}
+
+export const startDaemon = (home: string, port: number, flags: ReadonlyArray<string> = []): Daemon => {
+  const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", String(port), ...flags], {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  started.push(child)
+  let output = ""
+  child.stdout?.on("data", (chunk) => (output += String(chunk)))
+  child.stderr?.on("data", (chunk) => (output += String(chunk)))
+  return {
+    home,
+    port,
+    process: child,
+    output: () => output,
+    token: () => readFileSync(join(home, "token"), "utf8").trim()
+  }
+}
+
+export const ready = (daemon: Daemon) => until(() => daemon.output().includes("Quiesce ready"), "the daemon is ready")
+
+export const exited = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode)
+    else child.once("exit", (code) => resolve(code))
+  })
+
+export const api = async (daemon: Daemon, method: string, route: string, body?: unknown, token = daemon.token()) => {
+  const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  const text = await response.text()
+  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
+}
+
+// The CLI finds the daemon through the address it wrote into the home (it listens on --port).
+export const runCli = (daemon: Daemon, ...args: Array<string>) => {
+  const result = spawnSync(process.execPath, [cli, "--home", daemon.home, ...args], { encoding: "utf8", timeout: 20_000 })
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr }
+}
