@@ -51,7 +51,10 @@ const launchFields = (command: string | undefined) => ({
       Schema.withDecodingDefaultKey(Effect.succeed(command))
     ),
   args: Schema.Array(Schema.String).pipe(
-    Schema.annotate({ description: "Arguments added to the ones the provider itself passes." }),
+    Schema.annotate({
+      description:
+        "Arguments placed before the ones the adapter passes itself: global flags, or the script an interpreter `command` runs."
+    }),
     Schema.withDecodingDefaultKey(Effect.succeed([]))
   ),
   env: Schema.Record(Schema.String, Schema.String).pipe(

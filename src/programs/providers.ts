@@ -32,14 +32,14 @@ export const providerLayer = (
     case "acp":
       return AcpProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
     case "codex":
-      return CodexProvider.layer({ provider, command: config.command, args: ["app-server", ...config.args], env: config.env })
+      return CodexProvider.layer({ provider, command: config.command, args: [...config.args, "app-server"], env: config.env })
     case "pi":
     case "omp":
       return PiProvider.layer({
         provider,
         variant: config.kind,
         command: config.command,
-        args: ["--mode", "rpc", ...config.args],
+        args: [...config.args, "--mode", "rpc"],
         env: config.env
       })
     case "claude":

@@ -1,0 +1,82 @@
+/**
+ * Per provider, against the pinned real CLI driven by the fake model on loopback: the latency of
+ * the runtime safety probe (median of 50) and the memory of an idle runtime's whole process tree,
+ * which is what Quiesce gives back when it releases one. `npm run bench:agents`; CLIs that are not
+ * installed (`npm run install:agents`) are reported, not measured.
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { agentCliBinary } from "../scripts/agentClis.ts"
+import * as ProcessInspectionProcfs from "../src/layers/host/ProcessInspectionProcfs.ts"
+import { ProcessInspection } from "../src/services/ProcessInspection.ts"
+import { ProviderRegistry } from "../src/services/ProviderRegistry.ts"
+import { scriptedPolicy } from "../test/agents/support/fakeModel/policy.ts"
+import { fakeModelServer } from "../test/agents/support/fakeModel/server.ts"
+import type { RealCli } from "../test/agents/support/realAgent.ts"
+import { type BenchRow, median, printTable, run } from "./table.ts"
+
+const probes = 50
+
+const measure = <E>(cli: RealCli<E>, binary: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const home = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), `quiesce-bench-${cli.cli}-`))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
+    const model = yield* fakeModelServer(scriptedPolicy(cli.shell), cli.dialects)
+    const context = yield* Layer.build(
+      cli.layer(cli.launch({ binary, home, model }), () => {}).pipe(
+        Layer.provideMerge(ProviderRegistry.layer),
+        Layer.provideMerge(ProcessInspectionProcfs.layer())
+      )
+    )
+    const client = yield* Context.get(context, ProviderRegistry).get(cli.provider)
+    const session = yield* client.create({ agentId: "bench", cwd: home, labels: {}, onEvent: () => {} })
+    const turn = yield* session.startTurn("hello")
+    yield* turn
+    const probe = session.canStopRuntime
+    const latencies: Array<number> = []
+    if (probe !== undefined) {
+      for (let i = 0; i < probes; i++) {
+        const start = performance.now()
+        yield* Effect.exit(probe)
+        latencies.push(performance.now() - start)
+      }
+    }
+    const tree = session.pid === undefined
+      ? Option.none()
+      : yield* Context.get(context, ProcessInspection).sample(session.pid)
+    yield* session.close
+    return {
+      probe: probe === undefined ? "no probe" : `${median(latencies).toFixed(2)} ms`,
+      rss: Option.match(tree, {
+        onNone: () => "not sampled",
+        onSome: (s) => `${(s.rssBytes / 1024 / 1024).toFixed(1)} MiB (${s.processes} processes)`
+      })
+    }
+  }))
+
+export const agentsBench = async (clis: ReadonlyArray<RealCli<unknown>>): Promise<ReadonlyArray<BenchRow>> => {
+  const rows: Array<BenchRow> = []
+  for (const cli of clis) {
+    const binary = agentCliBinary(cli.cli)
+    if ("missing" in binary) {
+      rows.push({ name: `${cli.provider}: not measured`, value: binary.missing, target: "", ok: undefined })
+      continue
+    }
+    const result = await run(Effect.exit(measure(cli, binary.path)))
+    if (result._tag === "Failure") {
+      rows.push({ name: `${cli.provider}: failed`, value: String(result.cause), target: "", ok: false })
+      continue
+    }
+    rows.push(
+      { name: `${cli.provider}: safety probe latency, median of ${probes}`, value: result.value.probe, target: "", ok: undefined },
+      { name: `${cli.provider}: RSS of an idle runtime's process tree`, value: result.value.rss, target: "", ok: undefined }
+    )
+  }
+  return rows
+}
+
+if (import.meta.main) printTable(await agentsBench([]))
