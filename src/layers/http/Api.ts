@@ -68,12 +68,20 @@ export const ErrorSummary = Schema.Struct({
 })
 export type ErrorSummary = typeof ErrorSummary.Type
 
+/** Labels a client sets; the `quiesce.` prefix is the daemon's own (parent, internal agents). */
+const ClientLabels = Labels.check(
+  Schema.makeFilter((labels) => {
+    const reserved = Object.keys(labels).find((key) => key.startsWith("quiesce."))
+    return reserved === undefined || `label "${reserved}" is reserved: the "quiesce." prefix belongs to the daemon`
+  })
+)
+
 export const CreateAgentRequest = Schema.Struct({
   provider: NonEmptyString,
   cwd: NonEmptyString,
-  /** The managing parent; stored as the `quiesce.parentAgentId` label. */
+  /** The managing parent, an existing agent; stored as the `quiesce.parentAgentId` label. */
   parentAgentId: Schema.optionalKey(NonEmptyString),
-  labels: Schema.optionalKey(Labels)
+  labels: Schema.optionalKey(ClientLabels)
 })
 export type CreateAgentRequest = typeof CreateAgentRequest.Type
 
@@ -182,7 +190,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.post("create", "/v1/agents", {
       payload: CreateAgentRequest,
       success: CreatedAgent.pipe(HttpApiSchema.status(201)),
-      error: [ProviderNotFoundError, ProviderFailedError, AgentStoreFailedError, ShuttingDownError]
+      error: [AgentNotFoundError, ProviderNotFoundError, ProviderFailedError, AgentStoreFailedError, ShuttingDownError]
     }).middleware(AdmissionGate),
     HttpApiEndpoint.get("list", "/v1/agents", { success: Schema.Array(AgentSummary) }),
     HttpApiEndpoint.get("get", "/v1/agents/:id", {

@@ -159,18 +159,15 @@ const agentsHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     const registry = yield* AgentRegistry
     return handlers
-      .handle("create", ({ payload }) => {
-        const labels = payload.parentAgentId === undefined
-          ? payload.labels
-          : { ...payload.labels, [parentAgentIdLabel]: payload.parentAgentId }
-        return registry.create({ provider: payload.provider, cwd: payload.cwd, labels }).pipe(
-          Effect.map((record) => ({
-            agentId: record.agentId,
-            provider: record.provider,
-            sessionId: record.persistence?.sessionId ?? null
-          }))
-        )
-      })
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const parent = payload.parentAgentId
+          // A parent that does not exist would leave the child's family unknown to the collector.
+          if (parent !== undefined) yield* registry.get(parent)
+          const labels = parent === undefined ? payload.labels : { ...payload.labels, [parentAgentIdLabel]: parent }
+          const record = yield* registry.create({ provider: payload.provider, cwd: payload.cwd, labels })
+          return { agentId: record.agentId, provider: record.provider, sessionId: record.persistence?.sessionId ?? null }
+        }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
       .handle("prompt", ({ params, payload }) =>

@@ -105,6 +105,27 @@ describe("ApiServer", () => {
     }).pipe(Effect.provide(serve(provider)))
   })
 
+  it.effect("refuses a parent that does not exist and labels with the daemon's own prefix", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const orphan = yield* raw("POST", "/v1/agents", {
+        token,
+        body: JSON.stringify({ provider: "codex", cwd: "/w", parentAgentId: "agent-missing" })
+      })
+      assert.strictEqual(orphan.status, 404)
+      assert.include(JSON.stringify(orphan.body), "agent-missing")
+      const reserved = yield* raw("POST", "/v1/agents", {
+        token,
+        body: JSON.stringify({ provider: "codex", cwd: "/w", labels: { "quiesce.internal": "true" } })
+      })
+      assert.strictEqual(reserved.status, 400)
+      assert.include(JSON.stringify(reserved.body), `label \\"quiesce.internal\\" is reserved`)
+      assert.deepStrictEqual(provider.deliveries, [])
+      const client = yield* apiClient
+      assert.deepStrictEqual(yield* client.agents.list(), [], "nothing was created")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
   it.effect("a retried prompt with the same clientMessageId gets the same turn, delivered once", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
