@@ -14,7 +14,7 @@ import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginProcess, readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
+import { readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 import {
   approvalMethods,
   decodeBackgroundTerminalsList,
@@ -33,8 +33,10 @@ import {
   type JsonRpcNotification,
   type JsonRpcRequest,
   type RequestId,
+  commandItemType,
   subagentItemType
 } from "./rpcTypes.ts"
+import { descendantGroups, endGroups } from "./detachedGroups.ts"
 import { canStop, localBusy, loadedListComplete, type LocalState, type ThreadTerminals } from "./safety.ts"
 
 export interface CodexProviderOptions {
@@ -77,11 +79,12 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
   const scope = yield* Effect.scope
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   const closeGrace = options.closeGrace ?? "2 seconds"
-  const running = new Set<PluginProcess>()
+  /** How to end each session still running: its server and the commands it started. */
+  const running = new Set<Effect.Effect<void>>()
   const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
 
   yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (server) => server.terminate(closeGrace), { concurrency: "unbounded", discard: true })
+    Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
   )
 
   const logProtocolError = (message: string) =>
@@ -101,8 +104,24 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           onStderr: () => {}
         }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
-      running.add(server)
       options.onSpawn?.(server.pid)
+
+      /** The process groups of commands the server started in groups of their own (see detachedGroups.ts). */
+      const detached = new Set<number>()
+      const noteDetached = () => {
+        for (const pgid of descendantGroups(server.pid)) {
+          if (detached.has(pgid)) continue
+          detached.add(pgid)
+          options.onSpawn?.(pgid)
+        }
+      }
+      /** Ends the server's group, then every command group it left: a SIGKILLed server leaves them running. */
+      const shutdown = Effect.suspend(() => {
+        // Noted while they are still the server's descendants; once it is gone they cannot be told apart.
+        noteDetached()
+        return server.terminate(closeGrace).pipe(Effect.andThen(endGroups(detached, closeGrace)))
+      })
+      running.add(shutdown)
 
       /** Our requests awaiting their response, by id. */
       const pending = new Map<number, Deferred.Deferred<unknown, ProviderFailed>>()
@@ -155,10 +174,15 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           case "turn/completed":
             if (isTurnNotification(params) && (threadId === undefined || params.threadId === threadId)) {
               config.onEvent({ _tag: "Reply", text: lastReply })
-              finishTurn(Exit.void)
+              finishTurn(
+                params.turn.status === "failed"
+                  ? Exit.fail(failed("turn", params.turn.error?.message ?? "the turn failed"))
+                  : Exit.void
+              )
             }
             break
           case "item/started":
+            if (isItemNotification(params) && params.item.type === commandItemType) noteDetached()
             if (isItemNotification(params) && params.item.type === subagentItemType && !subagents.has(params.item.id)) {
               subagents.add(params.item.id)
               config.onEvent({ _tag: "SubagentStarted", id: params.item.id })
@@ -201,12 +225,15 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 
       const died = (code: number | null) =>
         Effect.sync(() => {
-          running.delete(server)
+          running.delete(shutdown)
           const error = failed("process", `${provider} exited with code ${code}`)
           for (const reply of pending.values()) Deferred.doneUnsafe(reply, Exit.fail(error))
           pending.clear()
           finishTurn(Exit.fail(error))
-        })
+        }).pipe(
+          // A server that died on its own (crash, OOM kill) left its command groups running.
+          Effect.andThen(endGroups(detached, closeGrace))
+        )
 
       const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
         if ("exited" in item) return Effect.as(died(item.exited), false)
@@ -341,7 +368,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           if (current === undefined || current.id === undefined) return Effect.void
           return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
         }),
-        close: server.terminate(closeGrace).pipe(
+        close: shutdown.pipe(
           Effect.catchCause((cause) =>
             Effect.logDebug("Codex app-server did not close cleanly").pipe(
               Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })

@@ -124,10 +124,17 @@ export const decodeTurnStart = Schema.decodeUnknownEffect(TurnStartResponse)
 // Notification params Quiesce reads
 // ---------------------------------------------------------------------------------------------
 
-/** `turn/started` and `turn/completed`. */
+/**
+ * `turn/started` and `turn/completed`. A completed turn's status is "completed", "interrupted" or
+ * "failed"; a failed one (e.g. the model endpoint refused the request) carries `error.message`.
+ */
 export const TurnNotification = Schema.Struct({
   threadId: Schema.String,
-  turn: Schema.Struct({ id: Schema.String })
+  turn: Schema.Struct({
+    id: Schema.String,
+    status: Schema.optionalKey(Schema.String),
+    error: Schema.optionalKey(Schema.NullOr(Schema.Struct({ message: Schema.String })))
+  })
 })
 export const isTurnNotification = Schema.is(TurnNotification)
 
@@ -153,3 +160,10 @@ export const approvalMethods: ReadonlySet<string> = new Set([
 
 /** The item type of a subagent spawned by the agent (`v2/ThreadItem.ts`). */
 export const subagentItemType = "collabAgentToolCall"
+
+/**
+ * The item type of a shell command the agent ran (`v2/ThreadItem.ts`). Its `item/started` comes
+ * once the command's process exists; a command still running when its tool call yields stays a
+ * background terminal, and its `item/completed` may arrive after the turn has completed.
+ */
+export const commandItemType = "commandExecution"

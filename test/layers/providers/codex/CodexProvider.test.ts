@@ -157,6 +157,18 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "echo: hello" })
       yield* session.close
     })))
+
+  it.live("a failed turn fails with the server's error; the session goes on", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup()
+      const session = yield* client.create(config)
+      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail please")))
+      assert.strictEqual(probeFailure(exit), "ProviderFailed")
+      assert.include(Exit.isFailure(exit) ? String(exit.cause) : "", "model refused")
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
 })
 
 describe("codex provider: persistence and processes", () => {
@@ -183,6 +195,28 @@ describe("codex provider: persistence and processes", () => {
       yield* session.close
       yield* eventually(() => !groupAlive(pids[0]!), "the group is gone")
     })))
+
+  for (
+    const [name, end] of [
+      ["close", (session: { readonly close: Effect.Effect<void, unknown> }) => session.close],
+      // A server killed outright (OOM, crash) cannot end its commands: the adapter does.
+      ["the server's own death", (session: { readonly pid?: number | undefined }) =>
+        Effect.sync(() => process.kill(-session.pid!, "SIGKILL"))]
+    ] as const
+  ) {
+    it.live(`${name} ends the commands the server started in process groups of their own`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { client, config, pids } = yield* setup()
+        const session = yield* client.create(config)
+        yield* Effect.flatten(session.startTurn("detach a dev server"))
+        assert.strictEqual(pids.length, 2, "the command's group was reported")
+        const [server, command] = pids
+        assert.notStrictEqual(command, server)
+        assert.isTrue(groupAlive(command!))
+        yield* Effect.orDie(end(session))
+        yield* eventually(() => !groupAlive(server!) && !groupAlive(command!), "both groups are gone")
+      })))
+  }
 
   it.live("the provider's scope ends every process it started", () =>
     Effect.gen(function*() {

@@ -1,0 +1,69 @@
+/**
+ * The Codex adapter (P3) against the real pinned `codex app-server`, driven by the fake model on
+ * loopback (test/agents/support/codexCli.ts). Real processes run, so time is real and every wait
+ * polls with a bound; each test proves that no process group it started is left.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { agentCliBinary } from "../../scripts/agentClis.ts"
+import type { SessionEvent } from "../../src/domain/provider.ts"
+import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
+import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { codexCli } from "./support/codexCli.ts"
+import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
+
+describe("codex app-server (real CLI)", () => {
+  it.live("a background terminal vetoes the release until it ends; the thread resumes", (ctx) =>
+    withRealCli(codexCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const outcome = yield* backgroundJobScenario(agent, codexCli.startJob)
+        assert.strictEqual(outcome.vetoed._tag, "Retained")
+        assert.deepStrictEqual(model.unrouted, [])
+        assert.isTrue(model.requests.some((request) => request.afterToolResult), "the shell tool ran")
+        // The job ran in a process group of its own, reported beside the server's; the harness
+        // proves every reported group is gone.
+        assert.isAtLeast(agent.pids.length, 3, "two servers and the job's group were reported")
+      })), 180_000)
+
+  // Codex runs each command in a session and process group of its own. On SIGTERM the server ends
+  // them; a server killed outright does not, and a backgrounded child of the command survives it.
+  for (
+    const [name, end] of [
+      ["close", (session: { readonly close: Effect.Effect<void, unknown> }) => Effect.orDie(session.close)],
+      ["a server killed outright", (session: { readonly pid?: number | undefined }) =>
+        Effect.sync(() => process.kill(-session.pid!, "SIGKILL"))]
+    ] as const
+  ) {
+    it.live(`${name} leaves no shell command of a background terminal behind`, (ctx) =>
+      withRealCli(codexCli, (note) => ctx.skip(note), (agent, model) =>
+        Effect.gen(function*() {
+          const binary = agentCliBinary("codex")
+          if ("missing" in binary) return ctx.skip(binary.missing)
+          const launch = codexCli.launch({ binary: binary.path, home: agent.home, model })
+          const pids: Array<number> = []
+          const client = yield* makeCodexClient({
+            ...launch,
+            closeGrace: "3 seconds",
+            onSpawn: (pid) => {
+              pids.push(pid)
+              agent.pids.push(pid)
+            }
+          })
+          const events: Array<SessionEvent> = []
+          const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+          const job = gatedJob(agent.home)
+          // Ends the job however the test ends, so a failure leaves nothing running either.
+          yield* Effect.addFinalizer(() => job.end)
+          // The loop runs in a subshell: a child of the command that outlives the command's shell.
+          const done = yield* session.startTurn(codexCli.startJob(`(${job.command}) & wait`))
+          yield* bounded(done, "the turn's end")
+          assert.isFalse(yield* session.canStopRuntime!, "the background terminal vetoes")
+          // Besides the job, the server may have run short commands of its own (git) in groups of their own.
+          const [server, ...commands] = pids
+          const running = commands.filter(groupAlive)
+          assert.strictEqual(running.length, 1, "the job's process group was reported and runs")
+          yield* end(session)
+          yield* eventually(Effect.sync(() => !groupAlive(server!) && !groupAlive(running[0]!)), "both groups are gone")
+        })), 180_000)
+  }
+})
