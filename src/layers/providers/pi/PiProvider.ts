@@ -20,7 +20,7 @@ import {
   replyText,
   type SessionState
 } from "./rpcTypes.ts"
-import { canStop, localBusy, type LocalState, type PiVariant } from "./safety.ts"
+import { type LocalState, localVeto, missingSettlement, type PiVariant, verdict } from "./safety.ts"
 
 export interface PiProviderOptions {
   /** The provider id agents name, e.g. "pi" or "omp". */
@@ -43,8 +43,6 @@ export interface PiProviderOptions {
   /** Told the pid (and process group id) of every CLI process started, for inspection. */
   readonly onSpawn?: ((pid: number) => void) | undefined
 }
-
-type Command = RpcCommand extends infer C ? C extends unknown ? Omit<C, "id"> : never : never
 
 const isAgentEnd = Schema.is(AgentEndEvent)
 
@@ -94,6 +92,13 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
       let nextRequest = 0
       let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      /** The id of the `prompt` that started the turn: OMP may answer it twice, success then failure. */
+      let turnPromptId: string | undefined
+      /** OMP ended a run non-terminally: it will continue on its own (see `LocalState`). */
+      let continuationPending = false
+      /** A run the CLI started on its own is streaming. */
+      let autonomousRun = false
+      let warnedMissingSettlement = false
       /** Conversation-changing commands sent and not answered; `get_state` probes are not counted. */
       let commandsInFlight = 0
       let lastReply = ""
@@ -103,12 +108,15 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         variant: options.variant,
         turnInFlight: turn !== undefined,
         commandsInFlight,
-        unsentMessages: 0
+        unsentMessages: 0,
+        continuationPending,
+        autonomousRun
       })
 
       const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
         const current = turn
         turn = undefined
+        turnPromptId = undefined
         if (current !== undefined) Deferred.doneUnsafe(current, exit)
       }
 
@@ -125,7 +133,14 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           return logProtocolError(`response without id to ${response.command}: ${response.error ?? "success"}`)
         }
         const entry = pending.get(response.id)
-        if (entry === undefined) return logProtocolError(`response to unknown request ${response.id}`)
+        if (entry === undefined) {
+          // OMP accepts a prompt, then reports that it failed to run with a second response.
+          if (response.id === turnPromptId && !response.success) {
+            finishTurn(Exit.fail(failed("prompt", response.error ?? "the prompt failed")))
+            return Effect.void
+          }
+          return logProtocolError(`response to unknown request ${response.id}`)
+        }
         pending.delete(response.id)
         Deferred.doneUnsafe(entry.reply, Exit.succeed(response))
         return Effect.void
@@ -134,9 +149,12 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       const onAgentEnd = (event: AgentEndEvent) => {
         const text = replyText(event)
         if (text !== undefined) lastReply = text
+        autonomousRun = false
+        // OMP ends a run with `isTerminal: false` when it has scheduled a continuation of its own
+        // (an async job's result, a queued message). The foreground turn is over — its reply is
+        // final — but the runtime is not settled until a terminal `agent_end` arrives.
+        continuationPending = event.isTerminal === false
         config.onEvent({ _tag: "Activity" })
-        // OMP marks a run that continues on its own as non-terminal; the turn goes on.
-        if (event.isTerminal === false) return
         config.onEvent({ _tag: "Reply", text: lastReply })
         finishTurn(Exit.void)
       }
@@ -168,7 +186,10 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
                 return Effect.void
               }
               if ("assistantMessageEvent" in line && line.assistantMessageEvent?.type === "text_start") lastReply = ""
-              if (line.type === "agent_start") lastReply = ""
+              if (line.type === "agent_start") {
+                lastReply = ""
+                if (turn === undefined) autonomousRun = true
+              }
               config.onEvent({ _tag: "Activity" })
               return Effect.void
             }
@@ -182,13 +203,18 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         Effect.forkIn(scope)
       )
 
-      const request = (operation: string, command: Command): Effect.Effect<RpcResponse, ProviderFailed> =>
+      /** Sends the command built for a fresh id and waits for its response. */
+      const request = (
+        operation: string,
+        build: (id: string) => RpcCommand
+      ): Effect.Effect<RpcResponse, ProviderFailed> =>
         Effect.suspend(() => {
           if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`))
           const id = `quiesce-${++nextRequest}`
           const reply = Deferred.makeUnsafe<RpcResponse, ProviderFailed>()
+          const command = build(id)
           pending.set(id, { command: command.type, reply })
-          cli.write(encodeRpcCommand({ ...command, id } as RpcCommand))
+          cli.write(encodeRpcCommand(command))
           return Deferred.await(reply).pipe(
             Effect.timeoutOrElse({
               duration: requestTimeout,
@@ -202,13 +228,13 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         })
 
       /** A command that changes the conversation: counted as adapter-owned work until answered. */
-      const command = (operation: string, message: Command) =>
+      const command = (operation: string, build: (id: string) => RpcCommand) =>
         Effect.suspend(() => {
           commandsInFlight++
-          return request(operation, message).pipe(Effect.ensuring(Effect.sync(() => commandsInFlight--)))
+          return request(operation, build).pipe(Effect.ensuring(Effect.sync(() => commandsInFlight--)))
         })
 
-      const getState = request("get_state", { type: "get_state" }).pipe(
+      const getState = request("get_state", (id) => ({ type: "get_state", id })).pipe(
         Effect.flatMap((response) =>
           decodeSessionState(response.data).pipe(
             Effect.mapError((error) => failed("get_state", `malformed state: ${error.message}`))
@@ -233,18 +259,24 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           Effect.gen(function*() {
             const done = Deferred.makeUnsafe<void, ProviderFailed>()
             turn = done
-            yield* command("prompt", { type: "prompt", message: text }).pipe(
-              Effect.onError(() => Effect.sync(() => finishTurn(Exit.void)))
-            )
+            // While the CLI runs a continuation of its own it rejects a plain prompt; queued as a
+            // follow-up, the prompt runs next, and this turn ends with the run now streaming.
+            const busy = autonomousRun
+            yield* command("prompt", (id) => {
+              turnPromptId = id
+              return busy
+                ? { type: "prompt", id, message: text, streamingBehavior: "followUp" }
+                : { type: "prompt", id, message: text }
+            }).pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
             return Deferred.await(done)
           }),
         steer: (text) =>
           turn === undefined
             ? Effect.succeed(false)
-            : Effect.as(command("steer", { type: "steer", message: text }), true),
+            : Effect.as(command("steer", (id) => ({ type: "steer", id, message: text })), true),
         outOfBand: () => undefined,
         respondToPermission: () => Effect.void,
-        interrupt: Effect.asVoid(command("abort", { type: "abort" })),
+        interrupt: Effect.asVoid(command("abort", (id) => ({ type: "abort", id }))),
         close: cli.terminate(closeGrace).pipe(
           Effect.catchCause((cause) =>
             Effect.logDebug("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
@@ -252,12 +284,22 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         ),
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter owns is an answer already; the CLI is not asked.
-          if (localBusy(local())) return Effect.succeed(false)
-          return getState.pipe(
-            // Re-read local state: a turn may have started while the CLI answered.
-            Effect.map((answer) => canStop(answer, local())),
-            Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
-          )
+          const own = localVeto(local())
+          const decided = own.permit
+            ? getState.pipe(
+              // Re-read local state: a turn may have started while the CLI answered.
+              Effect.map((answer) => verdict(answer, local())),
+              Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
+            )
+            : Effect.succeed(own)
+          return Effect.flatMap(decided, (answer) => {
+            if (answer.permit) return Effect.succeed(true)
+            const log = answer.reason === missingSettlement && !warnedMissingSettlement
+              ? Effect.logWarning(`${provider} runtime stays resident`)
+              : Effect.logDebug(`${provider} runtime vetoes its release`)
+            if (answer.reason === missingSettlement) warnedMissingSettlement = true
+            return log.pipe(Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }), Effect.as(false))
+          })
         })
       }
       return agentSession

@@ -5,12 +5,19 @@
  * - `@mariozechner/pi-coding-agent@0.73.1`: `docs/rpc.md`, `dist/modes/rpc/rpc-types.d.ts`,
  *   `dist/modes/rpc/rpc-mode.js`.
  * - `@oh-my-pi/pi-coding-agent@18.3.4`: `src/modes/rpc/rpc-types.ts`, `rpc-mode.ts`,
- *   `rpc-session-settle.ts`.
+ *   `rpc-session-settle.ts`; and 18.2.3 (`src/modes/rpc/rpc-mode.ts`), the release the tests run.
+ * Both were run against a fake model (test/agents): Pi 0.73.1 on Node 24, OMP 18.2.3 on Bun 1.4.5.
  *
  * Wire format: one JSON object per LF-terminated line, both ways. Commands are `{ id?, type, ... }`;
  * every response is `{ id?, type: "response", command, success, data?, error? }` and carries the
  * command's `id` when one was given — except Pi's answer to an unknown command and to an unparsable
- * line, which have no `id`. Events are every other line; they never carry an `id`.
+ * line, which have no `id`. Events are every other line; they never carry an `id` (OMP's
+ * `extension_ui_request` has an `id` of its own, which is not a command's).
+ *
+ * Seen on the real CLIs: OMP first writes `{ type: "ready", protocolVersion, ... }` and answers
+ * commands sent before it; its `get_state` carries the system prompt and tool schemas (~70 KB a
+ * line). OMP answers `prompt` with success as soon as it is admitted and may later send a second
+ * response with the same id and `success: false` when the prompt could not run.
  *
  * Every schema here accepts and ignores fields it does not name, so newer releases still decode.
  */
@@ -73,9 +80,9 @@ export type RpcResponse = typeof RpcResponse.Type
  * (P5), never fail the decode into a guess. A field that is present with the wrong type fails.
  *
  * - Pi 0.73: `isStreaming`, `isCompacting`, `pendingMessageCount`, `sessionId`, `sessionFile?`.
- * - OMP: `queuedMessageCount` instead of `pendingMessageCount`; recent releases add `isSettled`
+ * - OMP: `queuedMessageCount` instead of `pendingMessageCount`; 18.3 adds `isSettled`
  *   ("idle with nothing queued or pending") and `hasPendingAsyncWork` ("background jobs or
- *   deliveries can still inject a follow-up and wake the session").
+ *   deliveries can still inject a follow-up and wake the session"). 18.2.3 has neither.
  */
 export const SessionState = Schema.Struct({
   isStreaming: Schema.optionalKey(Schema.Boolean),
@@ -101,7 +108,9 @@ export const AgentStartEvent = Schema.Struct({ type: Schema.Literal("agent_start
 
 /**
  * The agent finished a run; `messages` are the messages it produced. OMP marks a run that will
- * continue on its own (a queued continuation) with `isTerminal: false`.
+ * continue on its own (a queued continuation) with `isTerminal: false` — seen on 18.2.3 for every
+ * run that ends while an async bash job's result is still to be delivered; the delivery then
+ * comes as a run OMP starts itself (`agent_start` … `agent_end` with `isTerminal: true`).
  */
 export const AgentEndEvent = Schema.Struct({
   type: Schema.Literal("agent_end"),

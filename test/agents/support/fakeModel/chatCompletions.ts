@@ -2,11 +2,15 @@
 import type { ModelRequest } from "./policy.ts"
 import { type Dialect, field, list, startEventStream, text, writeEvent } from "./server.ts"
 
-/** A message's text, whether its content is a string or a list of parts. */
+/**
+ * A message's text, whether its content is a string or a list of parts. Parts are joined by a
+ * newline: OMP sends a `<system-reminder>` part before the prompt's own part, and a `RUN:` line
+ * must still start a line.
+ */
 const contentText = (content: unknown): string =>
   typeof content === "string"
     ? content
-    : list(content).map((part) => text(field(part, "text"))).join("")
+    : list(content).map((part) => text(field(part, "text"))).join("\n")
 
 const summarize = (body: unknown): ModelRequest => {
   const messages = list(field(body, "messages"))

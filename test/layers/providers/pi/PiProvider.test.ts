@@ -10,8 +10,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { SessionEvent } from "../../../../src/domain/provider.ts"
 import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
-import type { PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
+import { missingSettlement, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
 
 const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
 
@@ -45,6 +46,7 @@ const setup = Effect.fnUntraced(function*(variant: PiVariant, extraArgs: Readonl
       FAKE_PI_VARIANT: variant,
       FAKE_PI_STATE_FILE: stateFile,
       FAKE_PI_SESSION_DIR: dir,
+      FAKE_PI_GATE: join(dir, "gate"),
       FAKE_PI_CHILD: "1"
     },
     requestTimeout: "1 second",
@@ -142,6 +144,74 @@ describe("pi provider: the runtime safety probe (P5)", () => {
       yield* Effect.flatten(session.startTurn("hello"))
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
       assert.isTrue(events.some((event) => event._tag === "Activity"))
+      yield* session.close
+    })))
+})
+
+describe("omp provider: what the real OMP 18.2 showed", () => {
+  it.live("a run ending with isTerminal: false ends the turn but vetoes until OMP's own run ends terminal", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, dir, events } = yield* setup("omp")
+      const session = yield* client.create(config)
+      const replies = () => events.filter((event) => event._tag === "Reply")
+      // The foreground turn ends with the run, though OMP still owes the job's result.
+      yield* Effect.flatten(session.startTurn("async job"))
+      assert.deepStrictEqual(replies(), [{ _tag: "Reply", text: "started: async job" }])
+      assert.isFalse(yield* session.canStopRuntime!, "a scheduled continuation vetoes")
+      // The job ends: OMP starts a run of its own to deliver the result.
+      const before = events.length
+      writeFileSync(join(dir, "gate"), "")
+      yield* eventually(() => events.length > before, "OMP's own run starts")
+      assert.isFalse(yield* session.canStopRuntime!, "a run OMP started on its own vetoes")
+      writeFileSync(join(dir, "gate.2"), "")
+      yield* eventually(() => replies().length === 2, "OMP's own run ends")
+      assert.deepStrictEqual(replies()[1], { _tag: "Reply", text: "job result" })
+      assert.isTrue(yield* session.canStopRuntime!, "settled after the terminal agent_end")
+      yield* session.close
+    })))
+
+  it.live("a prompt during a run OMP started itself is queued as a follow-up, not rejected", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, dir, events } = yield* setup("omp")
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("async job"))
+      const before = events.length
+      writeFileSync(join(dir, "gate"), "")
+      yield* eventually(() => events.length > before, "OMP's own run starts")
+      const done = yield* session.startTurn("next")
+      writeFileSync(join(dir, "gate.2"), "")
+      yield* done
+      yield* eventually(
+        () => events.some((event) => event._tag === "Reply" && event.text === "echo: next"),
+        "the queued prompt ran"
+      )
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
+
+  it.live("OMP's second response failing an accepted prompt fails the turn", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup("omp")
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("late-fail please")
+      const exit = yield* Effect.exit(done)
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "the model is unavailable")
+      assert.isTrue(yield* session.canStopRuntime!, "no turn is left in flight")
+      yield* session.close
+    })))
+
+  it.live("OMP 18.2's get_state (no settlement fields) keeps the runtime, saying why", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, setState } = yield* setup("omp")
+      const session = yield* client.create(config)
+      setState({ isSettled: null, hasPendingAsyncWork: null })
+      const logs: Array<LogEntry> = []
+      assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!))
+      assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!))
+      const reasons = logs.map((entry) => [entry.level, entry.annotations["reason"]])
+      // Warned once per session, then kept at debug.
+      assert.deepStrictEqual(reasons, [["Warn", missingSettlement], ["Debug", missingSettlement]])
       yield* session.close
     })))
 })

@@ -1,13 +1,22 @@
 /** The Pi / OMP runtime safety decision (P5): every field that matters, and missing fields retain. */
 import { assert, describe, it } from "@effect/vitest"
-import type { SessionState } from "../../../../src/layers/providers/pi/rpcTypes.ts"
-import { canStop, type LocalState, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
+import { Schema } from "effect"
+import { SessionState } from "../../../../src/layers/providers/pi/rpcTypes.ts"
+import {
+  canStop,
+  type LocalState,
+  missingSettlement,
+  type PiVariant,
+  verdict
+} from "../../../../src/layers/providers/pi/safety.ts"
 
 const idleLocal = (variant: PiVariant): LocalState => ({
   variant,
   turnInFlight: false,
   commandsInFlight: 0,
-  unsentMessages: 0
+  unsentMessages: 0,
+  continuationPending: false,
+  autonomousRun: false
 })
 
 const piIdle: SessionState = { isStreaming: false, isCompacting: false, pendingMessageCount: 0, sessionId: "s" }
@@ -19,11 +28,9 @@ const ompIdle: SessionState = {
   hasPendingAsyncWork: false
 }
 
-const without = (state: SessionState, key: keyof SessionState): SessionState => {
-  const copy: Record<string, unknown> = { ...state }
-  delete copy[key]
-  return copy as SessionState
-}
+const decodeState = Schema.decodeUnknownSync(SessionState)
+const without = (state: SessionState, key: keyof SessionState): SessionState =>
+  decodeState(Object.fromEntries(Object.entries(state).filter(([name]) => name !== key)))
 
 describe("pi safety (P5)", () => {
   it("an idle Pi session may stop", () => {
@@ -63,7 +70,9 @@ describe("pi safety (P5)", () => {
     const [name, local] of [
       ["a turn in flight", { turnInFlight: true }],
       ["a command in flight", { commandsInFlight: 1 }],
-      ["an unsent steer", { unsentMessages: 1 }]
+      ["an unsent steer", { unsentMessages: 1 }],
+      ["a continuation OMP scheduled (agent_end isTerminal: false)", { continuationPending: true }],
+      ["a run the CLI started on its own", { autonomousRun: true }]
     ] as const
   ) {
     it(`${name} retains, whatever the CLI says`, () => {
@@ -88,9 +97,11 @@ describe("omp safety (P5)", () => {
   ]
   for (const [isSettled, hasPendingAsyncWork, expected] of cases) {
     it(`isSettled ${isSettled} × hasPendingAsyncWork ${hasPendingAsyncWork} → ${expected}`, () => {
-      let state: SessionState = { ...ompIdle, isSettled: isSettled!, hasPendingAsyncWork: hasPendingAsyncWork! }
-      if (isSettled === undefined) state = without(state, "isSettled")
-      if (hasPendingAsyncWork === undefined) state = without(state, "hasPendingAsyncWork")
+      let state = ompIdle
+      state = isSettled === undefined ? without(state, "isSettled") : { ...state, isSettled }
+      state = hasPendingAsyncWork === undefined
+        ? without(state, "hasPendingAsyncWork")
+        : { ...state, hasPendingAsyncWork }
       assert.strictEqual(canStop(state, idleLocal("omp")), expected)
     })
   }
@@ -99,6 +110,25 @@ describe("omp safety (P5)", () => {
     assert.isFalse(canStop({ ...ompIdle, isStreaming: true }, idleLocal("omp")))
     assert.isFalse(canStop({ ...ompIdle, isCompacting: true }, idleLocal("omp")))
     assert.isFalse(canStop({ ...ompIdle, queuedMessageCount: 1 }, idleLocal("omp")))
+  })
+
+  it("OMP 18.2's get_state (no settlement fields, as the real CLI answers) retains, saying why", () => {
+    const omp182 = without(without(ompIdle, "isSettled"), "hasPendingAsyncWork")
+    assert.deepStrictEqual(verdict(omp182, idleLocal("omp")), { permit: false, reason: missingSettlement })
+    // The same answer is enough for Pi, which has no such fields.
+    assert.isTrue(canStop({ ...omp182, pendingMessageCount: 0 }, idleLocal("pi")))
+  })
+
+  it("every veto names its reason", () => {
+    assert.deepStrictEqual(verdict(ompIdle, { ...idleLocal("omp"), continuationPending: true }), {
+      permit: false,
+      reason: "the last run ended non-terminal: a continuation is scheduled"
+    })
+    assert.deepStrictEqual(verdict({ ...ompIdle, isStreaming: true }, idleLocal("omp")), {
+      permit: false,
+      reason: "isStreaming is true"
+    })
+    assert.deepStrictEqual(verdict(ompIdle, idleLocal("omp")), { permit: true })
   })
 
   it("a missing queue count retains", () => {

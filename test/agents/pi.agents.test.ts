@@ -1,0 +1,120 @@
+/**
+ * The Pi adapter (P5) against the real pinned `pi --mode rpc`, driven by the fake model on loopback
+ * (test/agents/support/piCli.ts). Real processes run, so time is real and every wait polls with a
+ * bound; each test proves that no process group it started is left.
+ *
+ * Pi reports streaming, compaction and pending messages; it has no background jobs of its own, and
+ * a job a command leaves behind with `&` is invisible to it. So the veto shown here is the one Pi
+ * can give — while a turn streams with a steer pending — and the second test pins down the limit.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { existsSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { piCli } from "./support/piCli.ts"
+import { bounded, eventually, gatedJob, type RealAgent, withRealCli } from "./support/realAgent.ts"
+
+const sessionOf = (agent: RealAgent, agentId: string) =>
+  Effect.map(agent.registry.get(agentId), (view) => view.record.persistence?.sessionId)
+
+/** The provider's own probe of the agent's live runtime, as the collector would call it. */
+const probe = (agent: RealAgent, agentId: string) =>
+  Effect.gen(function*() {
+    const family = yield* agent.registry.candidates.captureFamily(agentId)
+    const check = family.find((candidate) => candidate.agentId === agentId)?.canStopRuntime
+    if (check === undefined) return assert.fail("the pi runtime offers a safety probe")
+    return yield* check
+  })
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Collects the released-and-resumable runtime and proves the next prompt resumes the same session. */
+const releaseAndResume = (agent: RealAgent, agentId: string, sessionId: string) =>
+  Effect.gen(function*() {
+    const runtimePid = (yield* agent.registry.get(agentId)).pid
+    const collected = yield* agent.collector.collectNow(agentId)
+    assert.strictEqual(collected._tag, "Collected", "the probe permits an idle Pi")
+    assert.isFalse((yield* agent.registry.get(agentId)).resident)
+    assert.isNotNull(runtimePid)
+    yield* eventually(Effect.sync(() => !groupAlive(runtimePid!)), "the released runtime's process group is gone")
+    const resumed = yield* agent.promptAndFinish(agentId, "again")
+    assert.isTrue(resumed.receipt.resumed, "the prompt resumed the released agent")
+    assert.strictEqual(resumed.receipt.sessionId, sessionId, "the same session")
+    assert.strictEqual(resumed.outcome.kind, "finished")
+    assert.strictEqual(yield* sessionOf(agent, agentId), sessionId)
+  })
+
+describe("pi --mode rpc (real CLI)", () => {
+  it.live("a streaming turn with a pending steer vetoes; idle permits; the released session resumes", (ctx) =>
+    withRealCli(piCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const created = yield* agent.create
+        const first = yield* agent.promptAndFinish(created.agentId, "hello")
+        assert.strictEqual(first.outcome.kind, "finished")
+        const sessionId = yield* sessionOf(agent, created.agentId)
+        assert.isString(sessionId, "pi reported a saved session")
+
+        // A foreground command that runs until the gate opens keeps the turn streaming.
+        const job = gatedJob(agent.home)
+        const finish = yield* Effect.forkChild(agent.registry.awaitFinish(created.agentId), { startImmediately: true })
+        const started = yield* agent.registry.prompt(created.agentId, `RUN: ${job.command}`)
+        assert.strictEqual(started.disposition, "turn")
+        yield* eventually(
+          Effect.sync(() => model.requests.some((request) => request.lastUserText.startsWith("RUN:"))),
+          "the model was asked to run the command"
+        )
+        const steered = yield* agent.registry.prompt(created.agentId, "and then stop")
+        assert.strictEqual(steered.disposition, "steer", "a prompt during the turn is steered into it")
+        assert.isFalse(yield* probe(agent, created.agentId), "the probe vetoes while the turn streams")
+        const retained = yield* agent.collector.collectNow(created.agentId)
+        assert.strictEqual(retained._tag, "Retained")
+        assert.isTrue((yield* agent.registry.get(created.agentId)).resident)
+
+        yield* job.end
+        assert.strictEqual((yield* bounded(Fiber.join(finish), "the gated turn's finish")).kind, "finished")
+        yield* bounded(agent.registry.awaitIdle(created.agentId), "the turn's end")
+        assert.isTrue(
+          model.requests.some((request) => request.lastUserText === "and then stop"),
+          "the steer reached the model after the command"
+        )
+        assert.isTrue(yield* probe(agent, created.agentId), "get_state of an idle Pi permits")
+
+        yield* releaseAndResume(agent, created.agentId, sessionId!)
+        assert.deepStrictEqual(model.unrouted, [])
+      })), 180_000)
+
+  it.live("limit: a job left behind with `&` is invisible to Pi; it outlives the released runtime", (ctx) =>
+    withRealCli(piCli, (note) => ctx.skip(note), (agent) =>
+      Effect.gen(function*() {
+        const created = yield* agent.create
+        assert.strictEqual((yield* agent.promptAndFinish(created.agentId, "hello")).outcome.kind, "finished")
+        const sessionId = yield* sessionOf(agent, created.agentId)
+        assert.isString(sessionId)
+
+        const job = gatedJob(agent.home)
+        const pidFile = join(agent.home, "job.pid")
+        const started = yield* agent.promptAndFinish(
+          created.agentId,
+          piCli.startJob(`echo $BASHPID > '${pidFile}'; ${job.command}`)
+        )
+        assert.strictEqual(started.outcome.kind, "finished")
+        yield* eventually(Effect.sync(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""), "the job runs")
+        const jobPid = Number(readFileSync(pidFile, "utf8").trim())
+        assert.isTrue(alive(jobPid))
+        yield* bounded(agent.registry.awaitIdle(created.agentId), "the turn's end")
+
+        // Pi's get_state says idle: nothing in it covers the job, so the release goes ahead.
+        yield* releaseAndResume(agent, created.agentId, sessionId!)
+        assert.isTrue(alive(jobPid), "the job outlived the runtime: it ran in a process group of its own")
+        yield* job.end
+        yield* eventually(Effect.sync(() => !alive(jobPid)), "the job ended at its gate")
+      })), 180_000)
+})
