@@ -5,12 +5,23 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
 import type { SessionEvent } from "../../src/domain/provider.ts"
 import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { codexCli } from "./support/codexCli.ts"
 import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
+
+/** The same CLI, whose scripted model asks to run each command outside the sandbox. */
+const escalatingCli = {
+  ...codexCli,
+  shell: {
+    name: "exec_command",
+    input: (command: string) => ({ cmd: command, sandbox_permissions: "require_escalated", justification: "the test asks" })
+  }
+}
 
 describe("codex app-server (real CLI)", () => {
   it.live("a background terminal vetoes the release until it ends; the thread resumes", (ctx) =>
@@ -23,6 +34,36 @@ describe("codex app-server (real CLI)", () => {
         // The job ran in a process group of its own, reported beside the server's; the harness
         // proves every reported group is gone.
         assert.isAtLeast(agent.pids.length, 3, "two servers and the job's group were reported")
+      })), 180_000)
+
+  it.live("an approval request is a pending permission that vetoes until answered", (ctx) =>
+    withRealCli(escalatingCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const binary = agentCliBinary("codex")
+        if ("missing" in binary) return ctx.skip(binary.missing)
+        const launch = codexCli.launch({ binary: binary.path, home: agent.home, model })
+        const client = yield* makeCodexClient({
+          ...launch,
+          // 0.171.0 refuses "untrusted": the model asks for each escalation itself, under "on-request".
+          args: [...(launch.args ?? []), "-c", `approval_policy="on-request"`, "-c", `sandbox_mode="read-only"`],
+          onSpawn: (pid) => agent.pids.push(pid)
+        })
+        const events: Array<SessionEvent> = []
+        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+        const done = yield* session.startTurn(codexCli.startJob("touch approved-file"))
+        yield* eventually(
+          Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")),
+          "the server asks for approval"
+        )
+        const requested = events.find((event) => event._tag === "PermissionRequested")
+        const permissionId = requested?._tag === "PermissionRequested" ? requested.id : ""
+        assert.isFalse(yield* session.canStopRuntime!, "a pending approval (and the turn) vetoes")
+        yield* session.respondToPermission(permissionId, true)
+        yield* bounded(done, "the turn's end")
+        assert.isTrue(existsSync(join(agent.home, "approved-file")), "the approved command ran")
+        assert.deepInclude(events, { _tag: "PermissionResolved", id: permissionId })
+        yield* eventually(session.canStopRuntime!, "the probe permits once the command has ended")
+        yield* session.close
       })), 180_000)
 
   // Codex runs each command in a session and process group of its own. On SIGTERM the server ends

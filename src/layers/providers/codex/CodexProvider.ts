@@ -73,6 +73,17 @@ const textInput = (text: string) => [{ type: "text", text, text_elements: [] }]
 
 const requestKey = (id: RequestId) => `${typeof id}:${id}`
 
+const stderrTailBytes = 4096
+
+/**
+ * The line of a dying server's stderr that says why: Codex prints `Error: …` followed by a stack
+ * backtrace; otherwise the last line that is not empty.
+ */
+export const exitReason = (stderr: string): string => {
+  const lines = stderr.split("\n").map((line) => line.trim()).filter((line) => line !== "")
+  return (lines.findLast((line) => line.startsWith("Error")) ?? lines.at(-1) ?? "").slice(0, 500)
+}
+
 export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProviderOptions = {}) {
   const provider = options.provider ?? "codex"
   const methods = { ...defaultMethods, ...options.methods }
@@ -92,6 +103,8 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
+      /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
+      let stderrTail = ""
       const inbox = yield* Queue.unbounded<
         { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
       >()
@@ -101,7 +114,9 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         {
           onLine: (line) => Queue.offerUnsafe(inbox, { line }),
           onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
-          onStderr: () => {}
+          onStderr: (text) => {
+            stderrTail = (stderrTail + text).slice(-stderrTailBytes)
+          }
         }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(server.pid)
@@ -109,6 +124,8 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       /** The process groups of commands the server started in groups of their own (see detachedGroups.ts). */
       const detached = new Set<number>()
       const noteDetached = () => {
+        // Once the server is reaped its pid may be another process's: its descendants are not ours.
+        if (Deferred.isDoneUnsafe(server.exited)) return
         for (const pgid of descendantGroups(server.pid)) {
           if (detached.has(pgid)) continue
           detached.add(pgid)
@@ -225,14 +242,15 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 
       const died = (code: number | null) =>
         Effect.sync(() => {
-          running.delete(shutdown)
-          const error = failed("process", `${provider} exited with code ${code}`)
+          const reason = exitReason(stderrTail)
+          const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
           for (const reply of pending.values()) Deferred.doneUnsafe(reply, Exit.fail(error))
           pending.clear()
           finishTurn(Exit.fail(error))
         }).pipe(
           // A server that died on its own (crash, OOM kill) left its command groups running.
-          Effect.andThen(endGroups(detached, closeGrace))
+          Effect.andThen(endGroups(detached, closeGrace)),
+          Effect.ensuring(Effect.sync(() => running.delete(shutdown)))
         )
 
       const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {

@@ -29,7 +29,7 @@ const eventually = (condition: () => boolean, what: string, tries = 100) =>
     assert.fail(`timed out waiting until ${what}`)
   })
 
-const setup = Effect.fnUntraced(function*() {
+const setup = Effect.fnUntraced(function*(extraEnv: Readonly<Record<string, string>> = {}) {
   const dir = yield* tempDir
   const stateFile = join(dir, "state.json")
   const logFile = join(dir, "methods.log")
@@ -41,7 +41,7 @@ const setup = Effect.fnUntraced(function*() {
   const client = yield* makeCodexClient({
     command: process.execPath,
     args: [fakeCodex, "app-server"],
-    env: { FAKE_CODEX_STATE_FILE: stateFile, FAKE_CODEX_LOG: logFile, FAKE_CODEX_CHILD: "1" },
+    env: { FAKE_CODEX_STATE_FILE: stateFile, FAKE_CODEX_LOG: logFile, FAKE_CODEX_CHILD: "1", ...extraEnv },
     requestTimeout: "1 second",
     closeGrace: "1 second",
     onSpawn: (pid) => pids.push(pid)
@@ -172,6 +172,14 @@ describe("codex provider: the runtime safety probe (P3)", () => {
 })
 
 describe("codex provider: persistence and processes", () => {
+  it.live("a server that refuses to start fails the session with the reason it printed", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup({ FAKE_CODEX_REFUSE: `approval_policy = "untrusted" is no longer supported` })
+      const exit = yield* Effect.exit(client.create(config))
+      assert.strictEqual(probeFailure(exit), "ProviderFailed")
+      assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), `Error: approval_policy = "untrusted" is no longer supported`)
+    })))
+
   it.live("the thread id is the persistence handle, and resuming opens it", () =>
     Effect.scoped(Effect.gen(function*() {
       const { client, config, methodsSeen } = yield* setup()
