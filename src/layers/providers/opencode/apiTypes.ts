@@ -116,3 +116,57 @@ export const ShellListResponse = Schema.Struct({
   cursor: Schema.optionalKey(Schema.Struct({ next: Schema.optionalKey(Schema.String) }))
 })
 export type ShellListResponse = typeof ShellListResponse.Type
+
+// ---------------------------------------------------------------------------------------------
+// What the provider (not the probe) reads, from the same `/doc` of 1.18.33
+// ---------------------------------------------------------------------------------------------
+
+/** `GET /global/health` → `{ healthy: true, version: "1.18.33" }`. */
+export const Health = Schema.Struct({ healthy: Schema.Boolean, version: Schema.String })
+export type Health = typeof Health.Type
+
+/** `POST /session/{id}/abort`, `POST /permission/{id}/reply`: a bare boolean. */
+export const Acknowledged = Schema.Boolean
+
+/** One part of a message: only text parts carry the reply. */
+export const Part = Schema.Struct({
+  type: Schema.String,
+  text: Schema.optionalKey(Schema.String),
+  synthetic: Schema.optionalKey(Schema.Boolean)
+})
+
+/** `GET /session/{id}/message?limit=N` → the newest N messages, oldest first. */
+export const MessageList = Schema.Array(Schema.Struct({
+  info: Schema.Struct({ id: Schema.String, role: Schema.String }),
+  parts: Schema.Array(Part)
+}))
+export type MessageList = typeof MessageList.Type
+
+/**
+ * `GET /event?directory=D` is a server-sent event stream of `{ id, type, properties }`. Every event
+ * is decoded with this envelope first; the few the provider acts on are then decoded by type, and
+ * the rest (dozens: plugins, catalog, diffs …) count as activity only when they name the session.
+ */
+export const EventEnvelope = Schema.Struct({ type: Schema.String, properties: Schema.Unknown })
+export type EventEnvelope = typeof EventEnvelope.Type
+
+/** Events that name a session carry `properties.sessionID`. */
+export const SessionScoped = Schema.Struct({ sessionID: Schema.String })
+
+/** `session.status`: `{ sessionID, status: SessionStatus }`. */
+export const SessionStatusEvent = Schema.Struct({ sessionID: Schema.String, status: SessionStatus })
+
+/** `session.error`: `{ sessionID?, error?: { name, data } }`; `MessageAbortedError` is an interrupt. */
+export const SessionErrorEvent = Schema.Struct({
+  sessionID: Schema.optionalKey(Schema.String),
+  error: Schema.optionalKey(Schema.Struct({ name: Schema.String, data: Schema.optionalKey(Schema.Unknown) }))
+})
+
+/** `permission.asked`: the `PermissionRequest` (`id` starts with `per`). */
+export const PermissionAskedEvent = Schema.Struct({ id: Schema.String, sessionID: Schema.String, permission: Schema.String })
+
+/** `permission.replied`: `{ sessionID, requestID, reply }`. */
+export const PermissionRepliedEvent = Schema.Struct({ sessionID: Schema.String, requestID: Schema.String })
+
+/** `session.created`: `{ sessionID, info: Session }`; a child names its parent in `info.parentID`. */
+export const SessionCreatedEvent = Schema.Struct({ sessionID: Schema.String, info: Session })

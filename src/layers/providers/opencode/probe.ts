@@ -6,11 +6,13 @@
  * anything else (the HTML the server gives every unknown route, malformed JSON, an error status, a
  * value the schema does not know) fails the probe with `RuntimeProbeFailed`, which retains the
  * runtime. The v2 inbox and shell inventories are not served by current releases: an HTML or 404
- * answer there is recorded as absent, which the decision also treats as unknown.
+ * answer there is recorded as absent, which the decision treats as unknown unless the host opted in
+ * to `trustMissingInventories` for a release known to lack them.
  */
 import { Effect, Schema } from "effect"
 import { RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
+  Health,
   InboxResponse,
   PtyList,
   PtyListV2,
@@ -20,6 +22,7 @@ import {
   SessionStatusMap,
   ShellListResponse
 } from "./apiTypes.ts"
+import { type BadAnswer, getJson, type Query } from "./http.ts"
 import { canStop, type Decision, decide, type Inventories, type Optional, type TreeNode, treeDirectories } from "./safety.ts"
 
 export interface ProbeConfig {
@@ -33,78 +36,13 @@ export interface ProbeConfig {
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** A tree larger than this is an unknown (default 500 sessions). */
   readonly maxTreeSize?: number | undefined
+  /**
+   * Off by default: an inventory the server does not serve is an unknown, which retains. When
+   * true, the server's version is read and, for releases known to lack the v2 inbox and shell
+   * list (`releasesWithoutInboxOrShells`), their absence is read as empty. See `safety.ts`.
+   */
+  readonly trustMissingInventories?: boolean | undefined
 }
-
-type Query = Readonly<Record<string, string>>
-
-/** Why an answer could not be used. `html` marks the answer unknown routes get. */
-interface BadAnswer {
-  readonly kind: "transport" | "status" | "not-found" | "html" | "content-type" | "json" | "schema"
-  readonly message: string
-}
-
-const isJsonContentType = (value: string | null): boolean => {
-  if (value === null) return false
-  const mime = value.split(";")[0]?.trim().toLowerCase() ?? ""
-  return mime === "application/json" || (mime.startsWith("application/") && mime.endsWith("+json"))
-}
-
-const isHtmlContentType = (value: string | null): boolean =>
-  value !== null && (value.split(";")[0]?.trim().toLowerCase() ?? "") === "text/html"
-
-const makeUrl = (baseUrl: string, path: string, query: Query): string => {
-  const url = new URL(path, baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`)
-  for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value)
-  return url.toString()
-}
-
-/** One GET, validated: JSON content type, parseable body, schema. */
-const getJson = <S extends Schema.Top & { readonly DecodingServices: never }>(
-  config: ProbeConfig,
-  path: string,
-  query: Query,
-  schema: S
-): Effect.Effect<S["Type"], BadAnswer> =>
-  Effect.gen(function*() {
-    const url = makeUrl(config.baseUrl, path, query)
-    const where = `GET /${path}${Object.keys(query).length === 0 ? "" : `?${new URLSearchParams(query).toString()}`}`
-    const response = yield* Effect.tryPromise({
-      try: (signal) =>
-        fetch(url, {
-          signal,
-          headers: { accept: "application/json", ...config.headers },
-          redirect: "error"
-        }),
-      catch: (cause): BadAnswer => ({ kind: "transport", message: `${where}: ${String(cause)}` })
-    })
-    const text = yield* Effect.tryPromise({
-      try: () => response.text(),
-      catch: (cause): BadAnswer => ({ kind: "transport", message: `${where}: reading body: ${String(cause)}` })
-    })
-    const contentType = response.headers.get("content-type")
-    if (isHtmlContentType(contentType) || /^\s*</.test(text)) {
-      return yield* Effect.fail<BadAnswer>({ kind: "html", message: `${where}: answered HTML (route not served)` })
-    }
-    if (response.status !== 200) {
-      return yield* Effect.fail<BadAnswer>({
-        kind: response.status === 404 ? "not-found" : "status",
-        message: `${where}: status ${response.status}: ${text.slice(0, 200)}`
-      })
-    }
-    if (!isJsonContentType(contentType)) {
-      return yield* Effect.fail<BadAnswer>({
-        kind: "content-type",
-        message: `${where}: content type ${contentType ?? "(none)"}, expected JSON`
-      })
-    }
-    const json = yield* Effect.try({
-      try: () => JSON.parse(text) as unknown,
-      catch: (cause): BadAnswer => ({ kind: "json", message: `${where}: malformed JSON: ${String(cause)}` })
-    })
-    return yield* Schema.decodeUnknownEffect(schema)(json).pipe(
-      Effect.mapError((issue): BadAnswer => ({ kind: "schema", message: `${where}: ${String(issue)}` }))
-    )
-  })
 
 /** An inventory the release may not serve: an HTML or 404 answer is absent; other faults fail. */
 const getOptional = <S extends Schema.Top & { readonly DecodingServices: never }>(
@@ -189,7 +127,11 @@ export const fetchInventories = (config: ProbeConfig): Effect.Effect<Inventories
         ),
       { concurrency: 4 }
     )
+    const trustMissingFor = config.trustMissingInventories === true
+      ? { version: (yield* getJson(config, "global/health", {}, Health)).version }
+      : undefined
     return {
+      trustMissingFor,
       sessionId: config.sessionId,
       tree,
       statusByDirectory: new Map(perDirectory.map((entry) => [entry.directory, entry.status])),

@@ -13,6 +13,11 @@
  *
  * An inventory that was not read (absent route, not asked) is an unknown: the decision is
  * `Unknown`, which the probe reports as `RuntimeProbeFailed`. It is never read as empty.
+ *
+ * One explicit exception, off by default (`trustMissingInventories`): a release listed in
+ * `releasesWithoutInboxOrShells` is known to serve neither the v2 inbox nor the v2 shell list, so
+ * when the host opts in, their absence there is read as "this release has none". Every inventory
+ * that release does serve (statuses, PTYs, children, active executions) still vetoes as usual.
  */
 import type {
   InboxResponse,
@@ -22,6 +27,12 @@ import type {
   SessionStatusMap,
   ShellListResponse
 } from "./apiTypes.ts"
+
+/**
+ * Releases verified to lack the v2 per-session inbox and per-location shell list (their routes
+ * answer the web UI's HTML). Only these may have the absence read as empty, and only on opt-in.
+ */
+export const releasesWithoutInboxOrShells: ReadonlySet<string> = new Set(["1.18.33"])
 
 /** One session of the tree and the directory it runs in. */
 export interface TreeNode {
@@ -49,6 +60,12 @@ export interface Inventories {
   readonly inboxBySession: ReadonlyMap<string, Optional<InboxResponse>>
   /** v2 shells per location, by directory. */
   readonly shellsByDirectory: ReadonlyMap<string, Optional<ShellListResponse>>
+  /**
+   * Set when the host opted in to `trustMissingInventories`: the server's version (from
+   * `GET /global/health`). An absent inbox or shell list is then empty if that release is known to
+   * lack them; for any other release it stays an unknown.
+   */
+  readonly trustMissingFor?: { readonly version: string } | undefined
 }
 
 export type Decision =
@@ -74,6 +91,10 @@ export const decide = (inv: Inventories): Decision => {
     return unknown(`session ${inv.sessionId} is not in its own tree`)
   }
   const directories = treeDirectories(inv.tree)
+  const trusted = inv.trustMissingFor
+  const absentByDesign = trusted !== undefined && releasesWithoutInboxOrShells.has(trusted.version)
+  const absentReason = (reason: string) =>
+    trusted === undefined ? reason : `${reason} (release ${trusted.version} is not known to lack it)`
 
   // Unknowns first: every inventory must have been read for every directory / session.
   for (const directory of directories) {
@@ -86,7 +107,10 @@ export const decide = (inv: Inventories): Decision => {
     }
     const shells = inv.shellsByDirectory.get(directory)
     if (shells === undefined) return unknown(`no v2 shell list for ${directory}`)
-    if (shells._tag === "Absent") return unknown(`v2 shell list for ${directory} unavailable: ${shells.reason}`)
+    if (shells._tag === "Absent") {
+      if (absentByDesign) continue
+      return unknown(`v2 shell list for ${directory} unavailable: ${absentReason(shells.reason)}`)
+    }
     if (shells.value.location !== undefined && shells.value.location.directory !== directory) {
       return unknown(`v2 shell list for ${directory} answered for ${shells.value.location.directory}`)
     }
@@ -94,7 +118,9 @@ export const decide = (inv: Inventories): Decision => {
   for (const node of inv.tree) {
     const inbox = inv.inboxBySession.get(node.id)
     if (inbox === undefined) return unknown(`no v2 inbox for session ${node.id}`)
-    if (inbox._tag === "Absent") return unknown(`v2 inbox for session ${node.id} unavailable: ${inbox.reason}`)
+    if (inbox._tag === "Absent" && !absentByDesign) {
+      return unknown(`v2 inbox for session ${node.id} unavailable: ${absentReason(inbox.reason)}`)
+    }
   }
 
   // Everything was read: any evidence of work retains.

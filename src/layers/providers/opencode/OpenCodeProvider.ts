@@ -1,0 +1,355 @@
+/**
+ * OpenCode as a provider (P1, P4): each agent runtime is one `opencode serve` process on
+ * 127.0.0.1 (see `serverProcess.ts`), driven over its v1 HTTP API for the session's directory:
+ *
+ * - create: `POST /session?directory=D`; resume: a new server, then `GET /session/{id}?directory=D`
+ *   (sessions persist in the server's data dir, `$XDG_DATA_HOME/opencode/opencode.db`);
+ * - a turn: `POST /session/{id}/prompt_async` (204), then the event stream until the session, having
+ *   been `busy`, is `idle` again; the reply is the text of the newest assistant message;
+ * - interrupt: `POST /session/{id}/abort`; permissions: `permission.asked` events, answered with
+ *   `POST /permission/{id}/reply` (`once` / `reject`);
+ * - close: ends the server's process group; the saved session stays;
+ * - `canStopRuntime`: work the adapter sees (a turn, a pending permission) answers `false` at once;
+ *   otherwise the P4 probe reads this server's inventories for the session (`probe.ts`).
+ */
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { ProviderFailed } from "../../../domain/errors.ts"
+import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { readUntilDone } from "../plugin/PluginProcess.ts"
+import {
+  Acknowledged,
+  type EventEnvelope,
+  MessageList,
+  PermissionAskedEvent,
+  PermissionRepliedEvent,
+  Session,
+  SessionCreatedEvent,
+  SessionErrorEvent,
+  SessionScoped,
+  SessionStatusEvent
+} from "./apiTypes.ts"
+import { openEventStream } from "./events.ts"
+import { type BadAnswer, requestJson, requestNoContent } from "./http.ts"
+import { canStopRuntime } from "./probe.ts"
+import { type OpenCodeServer, startServer } from "./serverProcess.ts"
+
+export interface OpenCodeProviderOptions {
+  /** The provider id agents name. Default "opencode". */
+  readonly provider?: string | undefined
+  /** The CLI executable. Default "opencode". */
+  readonly command?: string | undefined
+  /** Its arguments; they must run the server on loopback. Default `serve --hostname 127.0.0.1 --port 0`. */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** Merged over `process.env` (e.g. `OPENCODE_CONFIG`, `XDG_DATA_HOME`). */
+  readonly env?: Readonly<Record<string, string>> | undefined
+  /** How long one HTTP request may take. Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long the server may take to start answering. Default 60 s. */
+  readonly startTimeout?: Duration.Input | undefined
+  /** How long a closing server gets before its process group is SIGKILLed. Default 2 s. */
+  readonly closeGrace?: Duration.Input | undefined
+  /** Told the pid (and process group id) of every server process started. */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+  /** Told where each server listens once it answers, with its session id (for inspection and tests). */
+  readonly onServer?: ((server: { readonly pid: number; readonly baseUrl: string; readonly sessionId: string }) => void) | undefined
+  /**
+   * Default false: an inventory the server does not serve retains the runtime (unknown is never
+   * empty), so releases lacking the v2 inbox and shell list are never released. True reads their
+   * absence as empty for releases known to lack them; every inventory they serve still vetoes.
+   */
+  readonly trustMissingInventories?: boolean | undefined
+}
+
+const decodeWith = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {
+  const decode = Schema.decodeUnknownOption(schema)
+  return (value: unknown): S["Type"] | undefined => {
+    const decoded = decode(value)
+    return decoded._tag === "Some" ? decoded.value : undefined
+  }
+}
+const asScoped = decodeWith(SessionScoped)
+const asStatus = decodeWith(SessionStatusEvent)
+const asError = decodeWith(SessionErrorEvent)
+const asPermissionAsked = decodeWith(PermissionAskedEvent)
+const asPermissionReplied = decodeWith(PermissionRepliedEvent)
+const asCreated = decodeWith(SessionCreatedEvent)
+
+/** The turn in flight: it ends at the first `idle` after the session was seen `busy`. */
+interface Turn {
+  readonly done: Deferred.Deferred<void, ProviderFailed>
+  sawBusy: boolean
+  error: string | undefined
+}
+
+export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeProviderOptions) {
+  const provider = options.provider ?? "opencode"
+  const scope = yield* Effect.scope
+  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const closeGrace = options.closeGrace ?? "2 seconds"
+  const running = new Set<OpenCodeServer>()
+  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach([...running], (server) => server.process.terminate(closeGrace), {
+      concurrency: "unbounded",
+      discard: true
+    })
+  )
+
+  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+    Effect.gen(function*() {
+      const server = yield* startServer({
+        command: options.command ?? "opencode",
+        args: options.args ?? ["serve", "--hostname", "127.0.0.1", "--port", "0"],
+        env: options.env,
+        cwd: config.cwd,
+        startTimeout: options.startTimeout ?? "60 seconds",
+        onSpawn: options.onSpawn
+      }).pipe(Effect.mapError((message) => failed("spawn", `${provider}: ${message}`)))
+      running.add(server)
+      const endpoint = server.endpoint
+      const where = { directory: config.cwd }
+      const stop = Effect.suspend(() => {
+        running.delete(server)
+        return server.process.terminate(closeGrace)
+      })
+
+      /** One bounded request; any bad answer is a typed failure of the operation. */
+      const call = <A>(operation: string, request: Effect.Effect<A, BadAnswer>): Effect.Effect<A, ProviderFailed> =>
+        request.pipe(
+          Effect.mapError((bad) => failed(operation, bad.message)),
+          Effect.timeoutOrElse({
+            duration: requestTimeout,
+            orElse: () => Effect.fail(failed(operation, `no answer within ${Duration.format(requestTimeout)}`))
+          })
+        )
+
+      // The stream is connected (its first event seen) before any prompt, so no event is missed.
+      const stream = yield* call("events", openEventStream(endpoint, config.cwd)).pipe(
+        Effect.mapError((error) => failed(error.operation, `${error.message}; server stderr: ${server.stderrTail()}`)),
+        Effect.onError(() => stop)
+      )
+      const connected = Deferred.makeUnsafe<void, ProviderFailed>()
+
+      const session = yield* (resume === null
+        ? call("create", requestJson(endpoint, { method: "POST", path: "session", query: where, body: {} }, Session))
+        : call(
+          "resume",
+          requestJson(endpoint, { method: "GET", path: `session/${encodeURIComponent(resume.sessionId)}`, query: where }, Session)
+        )).pipe(Effect.onError(() => Effect.andThen(Effect.sync(stream.abort), stop)))
+      const sessionId = session.id
+      const sessionPath = (rest: string) => `session/${encodeURIComponent(sessionId)}${rest}`
+
+      let turn: Turn | undefined
+      const permissions = new Set<string>()
+      const children = new Set<string>()
+
+      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+        const current = turn
+        turn = undefined
+        if (current !== undefined) Deferred.doneUnsafe(current.done, exit)
+      }
+
+      const resolvePermission = (id: string) => {
+        if (permissions.delete(id)) config.onEvent({ _tag: "PermissionResolved", id })
+      }
+
+      /** The newest assistant message's text: the turn's reply. */
+      const replyText = call(
+        "reply",
+        requestJson(endpoint, { method: "GET", path: sessionPath("/message"), query: { ...where, limit: "4" } }, MessageList)
+      ).pipe(Effect.map((messages) => {
+        const last = [...messages].reverse().find((message) => message.info.role === "assistant")
+        return (last?.parts ?? [])
+          .filter((part) => part.type === "text" && part.synthetic !== true)
+          .map((part) => part.text ?? "")
+          .join("")
+      }))
+
+      const turnEnded = (current: Turn): Effect.Effect<void> =>
+        replyText.pipe(
+          Effect.tap((text) => Effect.sync(() => config.onEvent({ _tag: "Reply", text }))),
+          Effect.matchEffect({
+            onFailure: (error) => Effect.sync(() => finishTurn(Exit.fail(error))),
+            onSuccess: () =>
+              Effect.sync(() =>
+                finishTurn(current.error === undefined ? Exit.void : Exit.fail(failed("turn", current.error)))
+              )
+          })
+        )
+
+      const onEvent = (event: EventEnvelope): Effect.Effect<void> => {
+        if (event.type === "server.connected") {
+          Deferred.doneUnsafe(connected, Exit.void)
+          return Effect.void
+        }
+        const created = event.type === "session.created" ? asCreated(event.properties) : undefined
+        if (created?.info.parentID === sessionId && !children.has(created.info.id)) {
+          children.add(created.info.id)
+          config.onEvent({ _tag: "SubagentStarted", id: created.info.id })
+          return Effect.void
+        }
+        const about = asScoped(event.properties)?.sessionID
+        if (about !== undefined && children.has(about)) {
+          if (event.type === "session.idle" && children.delete(about)) {
+            config.onEvent({ _tag: "SubagentFinished", id: about })
+          } else config.onEvent({ _tag: "Activity" })
+          return Effect.void
+        }
+        if (event.type === "session.error") {
+          const error = asError(event.properties)
+          if (error?.sessionID === sessionId && turn !== undefined && error.error?.name !== "MessageAbortedError") {
+            turn.error = `${error.error?.name ?? "error"}: ${JSON.stringify(error.error?.data ?? null).slice(0, 300)}`
+          }
+          return Effect.void
+        }
+        if (about !== sessionId) return Effect.void
+        config.onEvent({ _tag: "Activity" })
+        switch (event.type) {
+          case "permission.asked": {
+            const asked = asPermissionAsked(event.properties)
+            if (asked !== undefined && !permissions.has(asked.id)) {
+              permissions.add(asked.id)
+              config.onEvent({ _tag: "PermissionRequested", id: asked.id })
+            }
+            return Effect.void
+          }
+          case "permission.replied": {
+            const replied = asPermissionReplied(event.properties)
+            if (replied !== undefined) resolvePermission(replied.requestID)
+            return Effect.void
+          }
+          case "session.status":
+          case "session.idle": {
+            const status = event.type === "session.idle" ? "idle" : asStatus(event.properties)?.status.type
+            const current = turn
+            if (current === undefined) return Effect.void
+            if (status === "busy" || status === "retry") current.sawBusy = true
+            // An `idle` before this turn went busy is left over from an earlier one (aborts repeat it).
+            if (status === "idle" && current.sawBusy) return turnEnded(current)
+            return Effect.void
+          }
+          default:
+            return Effect.void
+        }
+      }
+
+      const logMalformed = (payloads: ReadonlyArray<string>) =>
+        Effect.forEach(payloads, (payload) =>
+          Effect.logWarning("OpenCode event did not decode").pipe(Effect.annotateLogs({ provider, payload })), {
+          discard: true
+        })
+
+      const streamEnded = (why: string) =>
+        Effect.sync(() => {
+          stream.abort()
+          Deferred.doneUnsafe(connected, Exit.fail(failed("events", why)))
+          finishTurn(Exit.fail(failed("events", `${provider} event stream ended: ${why}`)))
+        })
+
+      yield* readUntilDone(
+        stream.next.pipe(
+          Effect.flatMap((batch) =>
+            batch === undefined
+              ? Effect.as(streamEnded("closed by the server"), false)
+              : logMalformed(batch.malformed).pipe(
+                Effect.andThen(Effect.forEach(batch.events, onEvent, { discard: true })),
+                Effect.as(true)
+              )
+          ),
+          Effect.catch((bad) => Effect.as(streamEnded(bad.message), false))
+        )
+      ).pipe(Effect.ensuring(Effect.sync(stream.abort)), Effect.forkIn(scope))
+      yield* Deferred.await(server.process.exited).pipe(
+        Effect.flatMap((code) => streamEnded(`${provider} exited with code ${code}`)),
+        Effect.forkIn(scope)
+      )
+
+      yield* Deferred.await(connected).pipe(
+        Effect.timeoutOrElse({
+          duration: requestTimeout,
+          orElse: () => Effect.fail(failed("events", "the event stream sent nothing"))
+        }),
+        Effect.onError(() => Effect.andThen(Effect.sync(stream.abort), stop))
+      )
+
+      options.onServer?.({ pid: server.process.pid, baseUrl: endpoint.baseUrl, sessionId })
+      const agentSession: AgentSession = {
+        pid: server.process.pid,
+        exited: Effect.asVoid(Deferred.await(server.process.exited)),
+        persistence: Effect.succeed({ provider, sessionId, data: { directory: session.directory } }),
+        startTurn: (text) =>
+          Effect.gen(function*() {
+            if (turn !== undefined) return yield* failed("prompt", "a turn is already running")
+            const current: Turn = { done: Deferred.makeUnsafe<void, ProviderFailed>(), sawBusy: false, error: undefined }
+            turn = current
+            yield* call(
+              "prompt",
+              requestNoContent(endpoint, {
+                method: "POST",
+                path: sessionPath("/prompt_async"),
+                query: where,
+                body: { parts: [{ type: "text", text }] }
+              })
+            ).pipe(Effect.onError(() => Effect.sync(() => {
+              if (turn === current) turn = undefined
+            })))
+            return Deferred.await(current.done)
+          }),
+        // Not offered: how 1.18.33 folds a prompt into a busy session (and which `idle` then ends
+        // which prompt) is not verified, so the registry delivers the prompt after this turn.
+        steer: () => Effect.succeed(false),
+        outOfBand: () => undefined,
+        respondToPermission: (id, allow) =>
+          call(
+            "permission",
+            requestJson(endpoint, {
+              method: "POST",
+              path: `permission/${encodeURIComponent(id)}/reply`,
+              query: where,
+              body: { reply: allow ? "once" : "reject" }
+            }, Acknowledged)
+          ).pipe(Effect.tap(() => Effect.sync(() => resolvePermission(id)))),
+        interrupt: call(
+          "abort",
+          requestJson(endpoint, { method: "POST", path: sessionPath("/abort"), query: where }, Acknowledged)
+        ).pipe(Effect.asVoid),
+        close: Effect.sync(stream.abort).pipe(
+          Effect.andThen(stop),
+          Effect.catchCause((cause) =>
+            Effect.logDebug("OpenCode did not close cleanly").pipe(
+              Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
+            )
+          )
+        ),
+        canStopRuntime: Effect.suspend(() => {
+          // Work the adapter sees is an answer already; the server is not asked.
+          if (turn !== undefined || permissions.size > 0) return Effect.succeed(false)
+          return canStopRuntime({
+            agentId: config.agentId,
+            baseUrl: endpoint.baseUrl,
+            headers: endpoint.headers,
+            sessionId,
+            trustMissingInventories: options.trustMissingInventories
+          }).pipe(
+            // A turn may have started while the server answered.
+            Effect.map((permit) => permit && turn === undefined && permissions.size === 0)
+          )
+        })
+      }
+      return agentSession
+    })
+
+  const client: AgentClient = {
+    provider,
+    create: (config) => open(config, null),
+    resume: (handle, config) => open(config, handle)
+  }
+  return client
+})
+
+/** Adds the OpenCode provider to the `ProviderRegistry`; its servers end with the layer. */
+export const layer = (options: OpenCodeProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+  ProviderRegistry.register(makeOpenCodeClient(options))

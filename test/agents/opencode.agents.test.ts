@@ -1,0 +1,199 @@
+/**
+ * The OpenCode adapter against the real `opencode serve` (opencode-ai@1.18.33) and the fake model.
+ *
+ * What 1.18.33 exposes to the probe, and so what these cases can honestly prove:
+ * - a turn's execution (`GET /session/status` lists the session `busy`), and PTYs created through
+ *   the API (`GET /pty`) — both veto;
+ * - NOT a job the model backgrounds with its `bash` tool (`cmd > /dev/null 2>&1 &`): the turn ends,
+ *   no inventory lists the job, and the tool ran it in a process group (and session) of its own,
+ *   so ending the runtime's group does not end it either. `backgroundJobScenario` therefore cannot
+ *   pass against this release; the PTY case below is the same scenario with a job the server does
+ *   inventory.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Schema } from "effect"
+import { mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { Pty } from "../../src/layers/providers/opencode/apiTypes.ts"
+import { probeDecision } from "../../src/layers/providers/opencode/probe.ts"
+import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { makeOpencodeCli } from "./support/opencodeCli.ts"
+import { bounded, eventually, gatedJob, type RealAgent, withRealCli } from "./support/realAgent.ts"
+
+interface Server {
+  readonly pid: number
+  readonly baseUrl: string
+  readonly sessionId: string
+}
+
+/** A gate in its own folder under the home (`gatedJob` names its file inside the folder). */
+const gateIn = (home: string, name: string) => {
+  const dir = join(home, name)
+  mkdirSync(dir, { recursive: true })
+  return gatedJob(dir)
+}
+
+/** The CLI with the probe's opt-in, remembering where each runtime's server listens. */
+const trusting = () => {
+  const servers: Array<Server> = []
+  return { servers, cli: makeOpencodeCli({ trustMissingInventories: true, onServer: (server) => servers.push(server) }) }
+}
+
+const decodePty = Schema.decodeUnknownSync(Pty)
+const decodePtys = Schema.decodeUnknownSync(Schema.Array(Pty))
+
+const http = (method: "GET" | "POST", url: string, body?: unknown) =>
+  Effect.promise(async (): Promise<unknown> => {
+    const response = await fetch(url, {
+      method,
+      headers: { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    return response.json()
+  })
+
+const processAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The process group of a pid, from procfs (field 5 of /proc/<pid>/stat, after the command). */
+const pgidOf = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+}
+
+const helloTurn = (agent: RealAgent) =>
+  Effect.gen(function*() {
+    const created = yield* agent.create
+    const first = yield* agent.promptAndFinish(created.agentId, "hello")
+    assert.strictEqual(first.outcome.kind, "finished")
+    const record = yield* agent.registry.get(created.agentId)
+    const sessionId = record.record.persistence?.sessionId
+    assert.isString(sessionId)
+    return { agentId: created.agentId, sessionId: sessionId ?? "" }
+  })
+
+describe("OpenCode 1.18.33 (real CLI)", () => {
+  it.live("a running turn and a PTY veto; once the PTY has ended the runtime is released and the same session resumes", (ctx) => {
+    const { cli, servers } = trusting()
+    return withRealCli(cli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const { agentId, sessionId } = yield* helloTurn(agent)
+        assert.isTrue(model.requests.some((request) => request.lastUserText === "hello"), "the fake model answered")
+        const server = servers.at(-1)!
+        assert.strictEqual(server.sessionId, sessionId)
+        const probe = { agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true }
+
+        // 1. A turn running a shell command in the foreground: the server reports the session busy.
+        const turnJob = gateIn(agent.home, "turn-gate")
+        const finish = yield* Effect.forkChild(agent.registry.awaitFinish(agentId), { startImmediately: true })
+        yield* agent.registry.prompt(agentId, `RUN: ${turnJob.command}`)
+        yield* eventually(
+          probeDecision(probe).pipe(Effect.map((decision) => decision._tag === "Busy")),
+          "the probe reads the turn as busy"
+        )
+        const busy = yield* probeDecision(probe)
+        assert.strictEqual(busy._tag, "Busy")
+        assert.include(busy._tag === "Busy" ? busy.reason : "", "is busy")
+        yield* turnJob.end
+        assert.strictEqual((yield* bounded(Fiber.join(finish), "the shell turn's finish")).kind, "finished")
+        yield* bounded(agent.registry.awaitIdle(agentId), "the turn's end")
+        assert.deepStrictEqual(yield* probeDecision(probe), { _tag: "Idle" })
+
+        // 2. A PTY created through the API, running a gated job: the probe vetoes the release.
+        const ptyJob = gateIn(agent.home, "pty-gate")
+        const pty = decodePty(yield* http("POST", `${server.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`, {
+          command: "bash",
+          args: ["-c", ptyJob.command]
+        }))
+        assert.strictEqual(pty.status, "running")
+        const vetoed = yield* agent.collector.collectNow(agentId)
+        assert.strictEqual(vetoed._tag, "Retained", "the PTY keeps the runtime")
+        if (vetoed._tag === "Retained") {
+          assert.strictEqual(vetoed.residency.veto?.outcome, "vetoed")
+        }
+        assert.isTrue((yield* agent.registry.get(agentId)).resident)
+
+        // 3. The job ends; the server drops the PTY; the probe permits; the group is gone.
+        yield* ptyJob.end
+        yield* eventually(
+          http("GET", `${server.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`).pipe(
+            Effect.map((list) => decodePtys(list).length === 0)
+          ),
+          "the ended PTY is no longer listed"
+        )
+        yield* eventually(
+          agent.collector.collectNow(agentId).pipe(Effect.map((outcome) => outcome._tag === "Collected")),
+          "the probe permits the release",
+          { tries: 60, every: "500 millis" }
+        )
+        assert.isFalse((yield* agent.registry.get(agentId)).resident)
+        yield* eventually(Effect.sync(() => !groupAlive(server.pid)), "the released server's process group is gone")
+        assert.isFalse(pty.pid !== undefined && processAlive(pty.pid), "the PTY's process is gone")
+
+        // 4. The next prompt starts a new server on the saved session.
+        const resumed = yield* agent.promptAndFinish(agentId, "again")
+        assert.isTrue(resumed.receipt.resumed)
+        assert.strictEqual(resumed.receipt.sessionId, sessionId, "the same session")
+        assert.strictEqual(resumed.outcome.kind, "finished")
+        assert.strictEqual(servers.length, 2, "a second server")
+        assert.notStrictEqual(servers[1]!.pid, server.pid)
+        assert.strictEqual(servers[1]!.sessionId, sessionId)
+      }))
+  }, 180_000)
+
+  it.live("a job the model backgrounds is not visible to the probe and leaves the runtime's process group", (ctx) => {
+    const { cli, servers } = trusting()
+    return withRealCli(cli, (note) => ctx.skip(note), (agent) =>
+      Effect.gen(function*() {
+        const { agentId, sessionId } = yield* helloTurn(agent)
+        const server = servers.at(-1)!
+        const job = gatedJob(agent.home)
+        const started = yield* agent.promptAndFinish(agentId, cli.startJob(job.command))
+        assert.strictEqual(started.outcome.kind, "finished", "the turn ends while the job runs")
+        const jobPids = () => findJob(job.command)
+        yield* eventually(Effect.sync(() => jobPids().length > 0), "the backgrounded job runs")
+        const [jobPid] = jobPids()
+        assert.notStrictEqual(pgidOf(jobPid!), server.pid, "the job is not in the runtime's process group")
+        // What 1.18.33 exposes says nothing about it: the probe permits while it runs.
+        const decision = yield* probeDecision({ agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true })
+        assert.deepStrictEqual(decision, { _tag: "Idle" })
+        yield* job.end
+        yield* eventually(Effect.sync(() => jobPids().length === 0), "the job has ended")
+      }))
+  }, 180_000)
+
+  it.live("with the default options the probe retains: 1.18.33 lacks the v2 inbox and shell inventories", (ctx) =>
+    withRealCli(makeOpencodeCli(), (note) => ctx.skip(note), (agent) =>
+      Effect.gen(function*() {
+        const { agentId } = yield* helloTurn(agent)
+        // A probe that cannot decide fails (C6): the collector reports the failure and keeps the runtime.
+        const outcome = yield* agent.collector.collectNow(agentId)
+        assert.strictEqual(outcome._tag, "Failed")
+        if (outcome._tag === "Failed") {
+          assert.strictEqual(outcome.error._tag, "RuntimeProbeFailed")
+          assert.match(outcome.error.message, /v2 shell list .* unavailable: GET \/api\/shell\?.* answered HTML/)
+        }
+        assert.isTrue((yield* agent.registry.get(agentId)).resident)
+      })), 180_000)
+})
+
+/** Pids of processes whose command line runs the job (read from procfs; never signalled). */
+const findJob = (command: string): ReadonlyArray<number> => {
+  const pids: Array<number> = []
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ")
+      if (cmdline.includes(command) && !cmdline.includes("RUN:")) pids.push(Number(entry))
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return pids
+}
