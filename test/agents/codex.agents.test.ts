@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
+import { type LogEntry, recordingLogs } from "../support/logs.ts"
 import type { SessionEvent } from "../../src/domain/provider.ts"
 import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
@@ -27,8 +28,14 @@ describe("codex app-server (real CLI)", () => {
   it.live("a background terminal vetoes the release until it ends; the thread resumes", (ctx) =>
     withRealCli(codexCli, (note) => ctx.skip(note), (agent, model) =>
       Effect.gen(function*() {
-        const outcome = yield* backgroundJobScenario(agent, codexCli.startJob)
+        const logs: Array<LogEntry> = []
+        const outcome = yield* recordingLogs(logs)(backgroundJobScenario(agent, codexCli.startJob))
         assert.strictEqual(outcome.vetoed._tag, "Retained")
+        // The veto was the server's listing, not the connection's own state.
+        assert.isTrue(
+          logs.some((entry) => /has a background terminal: until /.test(String(entry.annotations["reason"]))),
+          "the background terminal was the reason"
+        )
         assert.deepStrictEqual(model.unrouted, [])
         assert.isTrue(model.requests.some((request) => request.afterToolResult), "the shell tool ran")
         // The job ran in a process group of its own, reported beside the server's; the harness
@@ -98,7 +105,9 @@ describe("codex app-server (real CLI)", () => {
           // The loop runs in a subshell: a child of the command that outlives the command's shell.
           const done = yield* session.startTurn(codexCli.startJob(`(${job.command}) & wait`))
           yield* bounded(done, "the turn's end")
-          assert.isFalse(yield* session.canStopRuntime!, "the background terminal vetoes")
+          const logs: Array<LogEntry> = []
+          assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!), "the background terminal vetoes")
+          assert.match(String(logs.at(-1)?.annotations["reason"]), /^thread \S+ has a background terminal: \(until /)
           // Besides the job, the server may have run short commands of its own (git) in groups of their own.
           const [server, ...commands] = pids
           const running = commands.filter(groupAlive)

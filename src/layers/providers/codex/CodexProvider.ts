@@ -37,7 +37,7 @@ import {
   subagentItemType
 } from "./rpcTypes.ts"
 import { descendantGroups, endGroups } from "./detachedGroups.ts"
-import { canStop, localBusy, loadedListComplete, type LocalState, type ThreadTerminals } from "./safety.ts"
+import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 
 export interface CodexProviderOptions {
   /** The provider id agents name. Default "codex". */
@@ -395,12 +395,21 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         ),
         canStopRuntime: Effect.suspend(() => {
           // Work the connection knows of is an answer already; the server is not asked.
-          if (localBusy(local())) return Effect.succeed(false)
-          return listServer.pipe(
-            // Re-read local state: a turn or a server request may have arrived meanwhile.
-            Effect.map(({ loaded, perThread }) => canStop(loaded, perThread, local())),
-            Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
-          )
+          const own = localVeto(local())
+          const decided = own.permit
+            ? listServer.pipe(
+              // Re-read local state: a turn or a server request may have arrived meanwhile.
+              Effect.map(({ loaded, perThread }) => verdict(loaded, perThread, local())),
+              Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
+            )
+            : Effect.succeed(own)
+          return Effect.flatMap(decided, (answer) =>
+            answer.permit
+              ? Effect.succeed(true)
+              : Effect.logDebug(`${provider} runtime vetoes its release`).pipe(
+                Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }),
+                Effect.as(false)
+              ))
         })
       }
       return agentSession

@@ -33,14 +33,24 @@ export const idleLocalState: LocalState = {
   subagentsPending: 0
 }
 
-/** Whether the connection itself says the runtime is busy; checked before the server is asked. */
-export const localBusy = (local: LocalState): boolean =>
-  local.requestsInFlight !== 0 ||
-  local.serverRequestsPending !== 0 ||
-  local.turnStarting ||
-  local.turnActive ||
-  local.permissionsPending !== 0 ||
-  local.subagentsPending !== 0
+export type Verdict = { readonly permit: true } | { readonly permit: false; readonly reason: string }
+
+const permit: Verdict = { permit: true }
+const veto = (reason: string): Verdict => ({ permit: false, reason })
+
+/** Why the connection itself keeps the runtime, if it does; checked before the server is asked. */
+export const localVeto = (local: LocalState): Verdict => {
+  if (local.turnStarting) return veto("a turn is starting")
+  if (local.turnActive) return veto("a turn is running")
+  if (local.permissionsPending !== 0) return veto(`${local.permissionsPending} approval(s) await an answer`)
+  if (local.serverRequestsPending !== 0) return veto(`${local.serverRequestsPending} server request(s) await an answer`)
+  if (local.requestsInFlight !== 0) return veto(`${local.requestsInFlight} request(s) await their response`)
+  if (local.subagentsPending !== 0) return veto(`${local.subagentsPending} subagent(s) have not finished`)
+  return permit
+}
+
+/** Whether the connection itself says the runtime is busy. */
+export const localBusy = (local: LocalState): boolean => !localVeto(local).permit
 
 /** The loaded-thread listing alone: a partial listing vetoes before any thread is asked. */
 export const loadedListComplete = (loaded: ThreadLoadedListResponse): boolean => loaded.nextCursor === null
@@ -52,22 +62,33 @@ export interface ThreadTerminals {
 }
 
 /**
- * Whether the runtime may be released: the connection is idle, the loaded-thread listing is
- * complete, every loaded thread was listed, and no listing has a terminal or a further page.
+ * Whether the runtime may be released, and if not, why: the connection is idle, the loaded-thread
+ * listing is complete, every loaded thread was listed, and no listing has a terminal or a further
+ * page.
  */
-export const canStop = (
+export const verdict = (
   loaded: ThreadLoadedListResponse,
   perThread: ReadonlyArray<ThreadTerminals>,
   local: LocalState
-): boolean => {
-  if (localBusy(local)) return false
-  if (!loadedListComplete(loaded)) return false
+): Verdict => {
+  const own = localVeto(local)
+  if (!own.permit) return own
+  if (!loadedListComplete(loaded)) return veto("the loaded-thread listing has a further page")
   const listed = new Map(perThread.map((entry) => [entry.threadId, entry.terminals]))
   for (const threadId of loaded.data) {
     const terminals = listed.get(threadId)
     // A loaded thread that was not asked about is an unknown, never read as idle.
-    if (terminals === undefined) return false
-    if (terminals.data.length !== 0 || terminals.nextCursor !== null) return false
+    if (terminals === undefined) return veto(`thread ${threadId} was not listed`)
+    const first = terminals.data[0]
+    if (first !== undefined) return veto(`thread ${threadId} has a background terminal: ${first.command}`)
+    if (terminals.nextCursor !== null) return veto(`thread ${threadId}'s terminal listing has a further page`)
   }
-  return true
+  return permit
 }
+
+/** `verdict` as a yes or no. */
+export const canStop = (
+  loaded: ThreadLoadedListResponse,
+  perThread: ReadonlyArray<ThreadTerminals>,
+  local: LocalState
+): boolean => verdict(loaded, perThread, local).permit

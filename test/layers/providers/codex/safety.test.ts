@@ -12,7 +12,7 @@ import {
   isNotification,
   isRequest
 } from "../../../../src/layers/providers/codex/rpcTypes.ts"
-import { canStop, idleLocalState, type LocalState, localBusy } from "../../../../src/layers/providers/codex/safety.ts"
+import { canStop, idleLocalState, type LocalState, localBusy, verdict } from "../../../../src/layers/providers/codex/safety.ts"
 
 const none = { data: [], nextCursor: null }
 const terminal = { processId: "p1", command: "sleep 100", itemId: "i1", osPid: 42 }
@@ -51,6 +51,27 @@ describe("codex safety: canStop (P3)", () => {
       { threadId: "t1", terminals: { data: [], nextCursor: "more" } }
     ], idleLocalState))
     assert.isFalse(canStop({ data: [], nextCursor: "more" }, [], idleLocalState))
+  })
+
+  it("each veto says why", () => {
+    const reason = (...args: Parameters<typeof verdict>) => {
+      const answer = verdict(...args)
+      return answer.permit ? "permit" : answer.reason
+    }
+    const loaded = { data: ["t1"], nextCursor: null }
+    assert.strictEqual(reason(loaded, [{ threadId: "t1", terminals: none }], idleLocalState), "permit")
+    assert.strictEqual(
+      reason(loaded, [{ threadId: "t1", terminals: { data: [terminal], nextCursor: null } }], idleLocalState),
+      "thread t1 has a background terminal: sleep 100"
+    )
+    assert.strictEqual(
+      reason(loaded, [{ threadId: "t1", terminals: { data: [], nextCursor: "more" } }], idleLocalState),
+      "thread t1's terminal listing has a further page"
+    )
+    assert.strictEqual(reason({ data: [], nextCursor: "more" }, [], idleLocalState), "the loaded-thread listing has a further page")
+    assert.strictEqual(reason(loaded, [], idleLocalState), "thread t1 was not listed")
+    assert.strictEqual(reason(loaded, [], { ...idleLocalState, turnActive: true }), "a turn is running")
+    assert.strictEqual(reason(loaded, [], { ...idleLocalState, permissionsPending: 1, serverRequestsPending: 1 }), "1 approval(s) await an answer")
   })
 
   it("a loaded thread that was not listed vetoes", () => {
