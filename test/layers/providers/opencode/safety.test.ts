@@ -212,3 +212,38 @@ describe("opencode answer schemas", () => {
     assert.isTrue(Exit.isFailure(decode(Session, { id: "ses_1" })))
   })
 })
+
+describe("opencode safety: trustMissingInventories (opt-in)", () => {
+  const absent = (inv: Inventories): Inventories => ({
+    ...inv,
+    inboxBySession: new Map(inv.tree.map((node) => [node.id, { _tag: "Absent", reason: "answered HTML" }])),
+    shellsByDirectory: new Map([...inv.shellsByDirectory.keys()].map((d) => [d, { _tag: "Absent", reason: "answered HTML" }]))
+  })
+
+  it("without the opt-in, an absent inbox or shell list is unknown", () => {
+    assert.strictEqual(decide(absent(base(tree)))._tag, "Unknown")
+  })
+
+  it("with the opt-in, a release known to lack them reads their absence as empty", () => {
+    assert.deepStrictEqual(decide({ ...absent(base(tree)), trustMissingFor: { version: "1.18.33" } }), { _tag: "Idle" })
+  })
+
+  it("with the opt-in, every inventory the release serves still vetoes", () => {
+    const inv: Inventories = { ...absent(base(tree)), trustMissingFor: { version: "1.18.33" } }
+    const busyChild: SessionStatusMap = { ses_child: { type: "busy" } }
+    assert.strictEqual(decide({ ...inv, statusByDirectory: new Map([...inv.statusByDirectory].map(([d]) => [d, d === "/b" ? busyChild : {}])) })._tag, "Busy")
+    assert.strictEqual(decide({ ...inv, ptyByDirectory: new Map([...inv.ptyByDirectory].map(([d]) => [d, d === "/c" ? [pty(d)] : []])) })._tag, "Busy")
+    assert.strictEqual(decide({ ...inv, active: { data: { ses_grandchild: { type: "running" } } } })._tag, "Busy")
+    assert.strictEqual(
+      decide({ ...inv, ptyV2ByDirectory: new Map([...inv.ptyV2ByDirectory].map(([d]) => [d, { location: { directory: d }, data: d === "/a" ? [pty(d)] : [] }])) })._tag,
+      "Busy"
+    )
+    assert.strictEqual(decide({ ...inv, statusByDirectory: new Map() })._tag, "Unknown", "an inventory it serves but was not read")
+  })
+
+  it("with the opt-in, any other release keeps the absence unknown and says why", () => {
+    const decision = decide({ ...absent(base(tree)), trustMissingFor: { version: "1.19.0" } })
+    assert.strictEqual(decision._tag, "Unknown")
+    assert.include(decision._tag === "Unknown" ? decision.reason : "", "release 1.19.0 is not known to lack it")
+  })
+})
