@@ -50,13 +50,12 @@ const launchFields = (command: string | undefined) => ({
       Schema.annotate({ description: `The executable (a path, or a name looked up on PATH). Default "${command}".` }),
       Schema.withDecodingDefaultKey(Effect.succeed(command))
     ),
-  args: Schema.Array(Schema.String).pipe(
+  args: Schema.optionalKey(Schema.Array(Schema.String).pipe(
     Schema.annotate({
       description:
-        "Arguments placed before the ones the adapter passes itself: global flags, or the script an interpreter `command` runs."
-    }),
-    Schema.withDecodingDefaultKey(Effect.succeed([]))
-  ),
+        "The whole argument list, replacing the adapter's default (which selects the CLI's protocol mode, e.g. [\"app-server\"] for Codex)."
+    })
+  )),
   env: Schema.Record(Schema.String, Schema.String).pipe(
     Schema.annotate({ description: "Variables added to the daemon's environment for the runtime's processes." }),
     Schema.withDecodingDefaultKey(Effect.succeed({}))

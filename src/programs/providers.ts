@@ -26,20 +26,20 @@ export const providerLayer = (
     case "plugin":
       return PluginProvider.layer({
         provider,
-        plugin: { command: config.command, args: config.args, env: config.env },
+        plugin: { command: config.command, args: config.args ?? [], env: config.env },
         home: join(home.pluginHome, provider)
       })
     case "acp":
-      return AcpProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
+      return AcpProvider.layer({ provider, command: config.command, args: config.args ?? [], env: config.env })
     case "codex":
-      return CodexProvider.layer({ provider, command: config.command, args: [...config.args, "app-server"], env: config.env })
+      return CodexProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
     case "pi":
     case "omp":
       return PiProvider.layer({
         provider,
         variant: config.kind,
         command: config.command,
-        args: [...config.args, "--mode", "rpc"],
+        args: config.args,
         env: config.env
       })
     case "claude":

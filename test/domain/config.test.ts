@@ -26,17 +26,15 @@ describe("configuration file", () => {
           gemini: { kind: "acp", command: "gemini", args: ["--experimental-acp"] }
         }
       }))
-      assert.deepStrictEqual(config.providers["codex"], { kind: "codex", command: "codex", args: [], env: {} })
+      assert.deepStrictEqual(config.providers["codex"], { kind: "codex", command: "codex", env: {} })
       assert.deepStrictEqual(config.providers["work-claude"], {
         kind: "claude",
         command: "/opt/claude/bin/claude",
-        args: [],
         env: { CLAUDE_CONFIG_DIR: "/srv/claude" }
       })
       assert.deepStrictEqual(config.providers["opencode"], {
         kind: "opencode",
         command: "opencode",
-        args: [],
         env: {},
         trustMissingInventories: false
       })
