@@ -18,6 +18,7 @@ import type { Launch, RealCli } from "./realAgent.ts"
 export const ompCli: RealCli = {
   cli: "omp",
   provider: "omp",
+  neverReleasedBecause: "OMP 18.2.3's get_state lacks isSettled and hasPendingAsyncWork, so its probe never permits",
   dialects: [chatCompletions],
   shell: { name: "bash", input: (command) => ({ command, async: true }) },
   startJob: (command) => `RUN: ${command}`,

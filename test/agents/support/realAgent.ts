@@ -182,6 +182,10 @@ export interface RealCli<E = never> {
    * how to launch it. This is exactly what a daemon config's provider entry would hold.
    */
   readonly launch: (options: { readonly binary: string; readonly home: string; readonly model: FakeModel }) => Launch
+  /** Set when the pinned version's probe can never permit a release, saying why (OMP before isSettled). */
+  readonly neverReleasedBecause?: string | undefined
+  /** Adapter options a daemon config's provider entry adds to the launch, e.g. `{ trustMissingInventories: true }`. */
+  readonly configOptions?: Readonly<Record<string, unknown>> | undefined
   /** The provider layer for that launch; `onSpawn` gets each runtime pid (its group id). */
   readonly layer: (launch: Launch, onSpawn: (pid: number) => void) => Layer.Layer<never, E, ProviderRegistry>
 }

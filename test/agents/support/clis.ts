@@ -1,0 +1,7 @@
+import { codexCli } from "./codexCli.ts"
+import { ompCli } from "./ompCli.ts"
+import { piCli } from "./piCli.ts"
+import type { RealCli } from "./realAgent.ts"
+
+/** Every pinned agent CLI, as the daemon test and the bench drive them. */
+export const realClis: ReadonlyArray<RealCli> = [codexCli, piCli, ompCli]
