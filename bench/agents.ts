@@ -14,6 +14,7 @@ import { ProcessInspection } from "../src/services/ProcessInspection.ts"
 import { ProviderRegistry } from "../src/services/ProviderRegistry.ts"
 import { scriptedPolicy } from "../test/agents/support/fakeModel/policy.ts"
 import { fakeModelServer } from "../test/agents/support/fakeModel/server.ts"
+import { realClis } from "../test/agents/support/clis.ts"
 import type { RealCli } from "../test/agents/support/realAgent.ts"
 import { type BenchRow, median, printTable, run } from "./table.ts"
 
@@ -79,4 +80,4 @@ export const agentsBench = async (clis: ReadonlyArray<RealCli<unknown>>): Promis
   return rows
 }
 
-if (import.meta.main) printTable(await agentsBench([]))
+if (import.meta.main) printTable(await agentsBench(realClis))
