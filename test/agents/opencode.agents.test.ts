@@ -14,7 +14,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
 import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { Pty } from "../../src/layers/providers/opencode/apiTypes.ts"
+import { PermissionAskedEvent, Pty } from "../../src/layers/providers/opencode/apiTypes.ts"
 import { probeDecision } from "../../src/layers/providers/opencode/probe.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { makeOpencodeCli } from "./support/opencodeCli.ts"
@@ -41,6 +41,7 @@ const trusting = () => {
 
 const decodePty = Schema.decodeUnknownSync(Pty)
 const decodePtys = Schema.decodeUnknownSync(Schema.Array(Pty))
+const decodePermissions = Schema.decodeUnknownSync(Schema.Array(PermissionAskedEvent))
 
 const http = (method: "GET" | "POST", url: string, body?: unknown) =>
   Effect.promise(async (): Promise<unknown> => {
@@ -144,6 +145,19 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         assert.strictEqual(servers.length, 2, "a second server")
         assert.notStrictEqual(servers[1]!.pid, server.pid)
         assert.strictEqual(servers[1]!.sessionId, sessionId)
+
+        // 5. Closing a runtime whose PTY still runs: PTYs are process groups of their own that
+        // outlive the server, so the adapter removes them through the API first.
+        const second = servers[1]!
+        const lingering = decodePty(yield* http("POST", `${second.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`, {
+          command: "sleep",
+          args: ["120"]
+        }))
+        assert.isTrue(processAlive(lingering.pid ?? 0))
+        assert.notStrictEqual(pgidOf(lingering.pid ?? 0), second.pid, "the PTY is not in the server's group")
+        yield* agent.registry.close(agentId)
+        yield* eventually(Effect.sync(() => !groupAlive(second.pid)), "the closed server's group is gone")
+        yield* eventually(Effect.sync(() => !processAlive(lingering.pid ?? 0)), "the PTY's process is gone")
       }))
   }, 180_000)
 
@@ -165,6 +179,29 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         assert.deepStrictEqual(decision, { _tag: "Idle" })
         yield* job.end
         yield* eventually(Effect.sync(() => jobPids().length === 0), "the job has ended")
+      }))
+  }, 180_000)
+
+  it.live("a permission the server asks is surfaced, keeps the runtime, and is answered through the adapter", (ctx) => {
+    const servers: Array<Server> = []
+    const cli = makeOpencodeCli({ trustMissingInventories: true, bash: "ask", onServer: (server) => servers.push(server) })
+    return withRealCli(cli, (note) => ctx.skip(note), (agent) =>
+      Effect.gen(function*() {
+        const { agentId } = yield* helloTurn(agent)
+        const asked = yield* agent.promptAndFinish(agentId, "RUN: echo permitted")
+        assert.strictEqual(asked.outcome.kind, "needs-permission")
+        const pending = decodePermissions(
+          yield* http("GET", `${servers.at(-1)!.baseUrl}/permission?directory=${encodeURIComponent(agent.home)}`)
+        )
+        assert.strictEqual(pending.length, 1)
+        assert.strictEqual(pending[0]!.permission, "bash")
+        const retained = yield* agent.collector.collectNow(agentId)
+        assert.strictEqual(retained._tag, "Retained", "a pending permission keeps the runtime")
+        const finish = yield* Effect.forkChild(agent.registry.awaitFinish(agentId), { startImmediately: true })
+        yield* agent.registry.respondToPermission(agentId, pending[0]!.id, true)
+        const outcome = yield* bounded(Fiber.join(finish), "the turn's finish after the answer")
+        assert.strictEqual(outcome.kind, "finished")
+        assert.strictEqual(outcome.lastReply, "done", "the command ran and the model closed its turn")
       }))
   }, 180_000)
 

@@ -11,9 +11,12 @@ import { chatCompletions } from "./fakeModel/chatCompletions.ts"
 import type { RealCli } from "./realAgent.ts"
 
 /** The adapter options a test may vary (the launch itself comes from `launch`). */
-export type OpenCodeTestOptions = Pick<OpenCode.OpenCodeProviderOptions, "trustMissingInventories" | "onServer">
+export type OpenCodeTestOptions = Pick<OpenCode.OpenCodeProviderOptions, "trustMissingInventories" | "onServer"> & {
+  /** OpenCode's permission for its `bash` tool. Default "allow"; "ask" makes every command wait for an answer. */
+  readonly bash?: "allow" | "ask" | undefined
+}
 
-export const makeOpencodeCli = (options: OpenCodeTestOptions = {}): RealCli => ({
+export const makeOpencodeCli = ({ bash = "allow", ...options }: OpenCodeTestOptions = {}): RealCli => ({
   cli: "opencode",
   provider: "opencode",
   dialects: [chatCompletions],
@@ -39,7 +42,7 @@ export const makeOpencodeCli = (options: OpenCodeTestOptions = {}): RealCli => (
           models: { "fake-model": { name: "Fake model" } }
         }
       },
-      permission: { bash: "allow" }
+      permission: { bash }
     }, null, 2))
     return {
       command: binary,

@@ -24,6 +24,8 @@ import {
   MessageList,
   PermissionAskedEvent,
   PermissionRepliedEvent,
+  PtyList,
+  PtyListV2,
   Session,
   SessionCreatedEvent,
   SessionErrorEvent,
@@ -31,7 +33,7 @@ import {
   SessionStatusEvent
 } from "./apiTypes.ts"
 import { openEventStream } from "./events.ts"
-import { type BadAnswer, requestJson, requestNoContent } from "./http.ts"
+import { type BadAnswer, getJson, requestJson, requestNoContent } from "./http.ts"
 import { canStopRuntime } from "./probe.ts"
 import { type OpenCodeServer, startServer } from "./serverProcess.ts"
 
@@ -88,11 +90,12 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
   const scope = yield* Effect.scope
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   const closeGrace = options.closeGrace ?? "2 seconds"
-  const running = new Set<OpenCodeServer>()
+  /** Each live server, with how to close it: the session's own close once it has one. */
+  const running = new Map<OpenCodeServer, Effect.Effect<void>>()
   const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
 
   yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (server) => server.process.terminate(closeGrace), {
+    Effect.forEach([...running.values()], (close) => close, {
       concurrency: "unbounded",
       discard: true
     })
@@ -108,7 +111,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         startTimeout: options.startTimeout ?? "60 seconds",
         onSpawn: options.onSpawn
       }).pipe(Effect.mapError((message) => failed("spawn", `${provider}: ${message}`)))
-      running.add(server)
+      running.set(server, server.process.terminate(closeGrace))
       const endpoint = server.endpoint
       const where = { directory: config.cwd }
       const stop = Effect.suspend(() => {
@@ -275,6 +278,45 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         Effect.onError(() => Effect.andThen(Effect.sync(stream.abort), stop))
       )
 
+      /**
+       * PTYs run in process groups of their own and outlive the server (verified on 1.18.33), so
+       * they are removed through the API before the server ends; `DELETE` ends their process.
+       */
+      const removePtys = Effect.gen(function*() {
+        const location = { "location[directory]": config.cwd }
+        const v1 = yield* getJson(endpoint, "pty", where, PtyList)
+        yield* Effect.forEach(v1, (pty) =>
+          requestJson(endpoint, { method: "DELETE", path: `pty/${encodeURIComponent(pty.id)}`, query: where }, Acknowledged), {
+          discard: true
+        })
+        const v2 = yield* getJson(endpoint, "api/pty", location, PtyListV2)
+        yield* Effect.forEach(v2.data, (pty) =>
+          requestNoContent(endpoint, { method: "DELETE", path: `api/pty/${encodeURIComponent(pty.id)}`, query: location }), {
+          discard: true
+        })
+      })
+
+      const closeSession: Effect.Effect<void> = Effect.suspend(() =>
+        Deferred.isDoneUnsafe(server.process.exited)
+          ? Effect.void
+          : call("close", removePtys).pipe(
+            Effect.catch((error) =>
+              Effect.logWarning("OpenCode PTYs could not be removed before close").pipe(
+                Effect.annotateLogs({ provider, message: error.message })
+              )
+            )
+          )
+      ).pipe(
+        Effect.andThen(Effect.sync(stream.abort)),
+        Effect.andThen(stop),
+        Effect.catchCause((cause) =>
+          Effect.logDebug("OpenCode did not close cleanly").pipe(
+            Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
+          )
+        )
+      )
+      running.set(server, closeSession)
+
       options.onServer?.({ pid: server.process.pid, baseUrl: endpoint.baseUrl, sessionId })
       const agentSession: AgentSession = {
         pid: server.process.pid,
@@ -316,14 +358,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           "abort",
           requestJson(endpoint, { method: "POST", path: sessionPath("/abort"), query: where }, Acknowledged)
         ).pipe(Effect.asVoid),
-        close: Effect.sync(stream.abort).pipe(
-          Effect.andThen(stop),
-          Effect.catchCause((cause) =>
-            Effect.logDebug("OpenCode did not close cleanly").pipe(
-              Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
-            )
-          )
-        ),
+        close: closeSession,
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter sees is an answer already; the server is not asked.
           if (turn !== undefined || permissions.size > 0) return Effect.succeed(false)

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { SessionEvent } from "../../../../src/domain/provider.ts"
@@ -167,6 +167,19 @@ describe("opencode provider", () => {
         assert.isFalse(yield* session.canStopRuntime!, "PTY")
         yield* control({ pty: [] })
         assert.isTrue(yield* session.canStopRuntime!)
+      })))
+
+  it.live("close removes the session directory's PTYs through the API before ending the server", () =>
+    withClient(trusting, ({ client, config, control }) =>
+      Effect.gen(function*() {
+        const session = yield* client.create(config)
+        yield* control({
+          pty: [{ id: "pty_9", title: "T", command: "sleep", args: ["60"], cwd: config.cwd, status: "running", pid: 1 }]
+        })
+        yield* session.close
+        const state: unknown = JSON.parse(readFileSync(join(config.cwd, "state.json"), "utf8"))
+        const deleted = typeof state === "object" && state !== null && "deletedPtys" in state ? state.deletedPtys : undefined
+        assert.deepStrictEqual(deleted, ["pty_9"])
       })))
 
   it.live("a child session created on the server is a subagent, and vetoes while it is busy", () =>
