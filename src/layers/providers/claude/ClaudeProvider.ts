@@ -1,0 +1,464 @@
+/**
+ * Claude Code in headless stream-json mode as a provider (P2). Each session is one `claude -p`
+ * process in a process group of its own; closing the session ends the group and the groups of the
+ * background shells it started (the CLI starts each in a session of its own). The wire format and
+ * what was verified of it are in `streamTypes.ts`; the safety decision is `safety.ts`.
+ *
+ * The adapter tracks turns (a prompt until its `result`, and turns the CLI starts on its own),
+ * prompts not yet taken up, permission prompts (`can_use_tool`) and the background roster. The
+ * probe asks the CLI only when none of that says busy: a repeated `initialize` is answered with
+ * the CLI's session state and followed by its live roster, which is the authoritative read.
+ */
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue } from "effect"
+import { randomUUID } from "node:crypto"
+import type { PersistenceHandle } from "../../../domain/agent.ts"
+import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
+import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { descendantGroups, endGroups } from "../codex/detachedGroups.ts"
+import { readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
+import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe } from "./safety.ts"
+import {
+  type ControlRequest,
+  type ControlResponse,
+  decodeInitializeResponse,
+  decodeLine,
+  encodeLine,
+  isAssistantMessage,
+  isBackgroundTasksChanged,
+  isControlCancelRequest,
+  isControlRequest,
+  isControlResponse,
+  isEnvelope,
+  isResultMessage,
+  isSessionStateChanged,
+  isSystemInit,
+  isTaskNotification,
+  isTaskStarted,
+  isTextBlock,
+  userMessage
+} from "./streamTypes.ts"
+
+export interface ClaudeProviderOptions {
+  /** The provider id agents name. Default "claude". */
+  readonly provider?: string | undefined
+  /** The executable. Default "claude". */
+  readonly command?: string | undefined
+  /** Its arguments; they must select headless stream-json both ways. Default `defaultArgs`. */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** Merged over the process environment, after `defaultEnv`. */
+  readonly env?: Readonly<Record<string, string>> | undefined
+  /** How long a control request may wait for its answer. Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long the probe waits for the roster that follows a repeated `initialize`. Default 2 s. */
+  readonly rosterTimeout?: Duration.Input | undefined
+  /** How long a closing CLI gets before its process group is SIGKILLed. Default 2 s. */
+  readonly closeGrace?: Duration.Input | undefined
+  /** Told the pid (and process group id) of every runtime process group started, for inspection. */
+  readonly onSpawn?: ((pid: number) => void) | undefined
+}
+
+/** Headless, stream-json both ways, permission prompts answered by the host over stdio. */
+export const defaultArgs: ReadonlyArray<string> = [
+  "-p",
+  "--input-format",
+  "stream-json",
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--permission-prompt-tool",
+  "stdio"
+]
+
+/** `session_state_changed` is the CLI's own authoritative turn-over signal; it is off unless asked for. */
+export const defaultEnv: Readonly<Record<string, string>> = { CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS: "1" }
+
+const sameRoster = (live: ReadonlySet<string>, tasks: ReadonlyArray<{ readonly task_id: string }>): boolean =>
+  live.size === tasks.length && tasks.every((task) => live.has(task.task_id))
+
+type InboxItem = { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
+
+export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProviderOptions = {}) {
+  const provider = options.provider ?? "claude"
+  const scope = yield* Effect.scope
+  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const rosterTimeout = Duration.fromInputUnsafe(options.rosterTimeout ?? "2 seconds")
+  const closeGrace = options.closeGrace ?? "2 seconds"
+  /** How each live session ends its runtime; run for every one still live when the layer closes. */
+  const running = new Set<Effect.Effect<void>>()
+  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+
+  yield* Effect.addFinalizer(() => Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true }))
+
+  /** A veto's reason, for whoever explains residency; the decision itself is only `false`. */
+  const logBusy = (reason: string) =>
+    Effect.logDebug("Claude runtime is busy", reason).pipe(Effect.annotateLogs({ provider }))
+
+  const logProtocolError = (message: string) =>
+    Effect.logWarning("Claude stream-json protocol error").pipe(Effect.annotateLogs({ provider, message }))
+
+  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+    Effect.gen(function*() {
+      const inbox = yield* Queue.unbounded<InboxItem>()
+      /** Lines read and not yet taken by the reader. */
+      let queuedLines = 0
+      let stderrTail = ""
+      // A new conversation gets an id we choose, so it is known before the first turn.
+      const requestedId = resume === null ? randomUUID() : resume.sessionId
+      const args = [
+        ...(options.args ?? defaultArgs),
+        ...(resume === null ? ["--session-id", requestedId] : ["--resume", requestedId])
+      ]
+      const cli = yield* startPluginProcess(
+        { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env } },
+        config.cwd,
+        {
+          onLine: (line) => {
+            queuedLines++
+            Queue.offerUnsafe(inbox, { line })
+          },
+          onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+          // Kept short: a CLI that refuses to start says why on stderr (e.g. bypassPermissions as root).
+          onStderr: (text) => {
+            stderrTail = (stderrTail + text).slice(-2000)
+          }
+        }
+      ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
+      options.onSpawn?.(cli.pid)
+
+      /** Process groups of the CLI's background shells, noted while they are still its descendants. */
+      const detached = new Set<number>()
+      const noteDetached = () => {
+        for (const pgid of descendantGroups(cli.pid)) {
+          if (detached.has(pgid)) continue
+          detached.add(pgid)
+          options.onSpawn?.(pgid)
+        }
+      }
+      const shutdown = Effect.suspend(() => {
+        noteDetached()
+        return cli.terminate(closeGrace).pipe(Effect.andThen(endGroups(detached, closeGrace)))
+      })
+      running.add(shutdown)
+
+      const pending = new Map<string, {
+        readonly reply: Deferred.Deferred<ControlResponse, ProviderFailed>
+        /** Set for a probe's `initialize`: completed by the roster that follows the answer. */
+        readonly rosterAfter?: Deferred.Deferred<void, ProviderFailed> | undefined
+      }>()
+      let rosterWaiters: Array<Deferred.Deferred<void, ProviderFailed>> = []
+      const permissions = new Map<string, ControlRequest>()
+      let nextRequest = 0
+      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      let autonomousTurn = false
+      /** An interrupt was asked for since the current turn started: its error result is expected. */
+      let interruptRequested = false
+      let unstartedMessages = 0
+      let sessionState: string | undefined
+      let work: BackgroundWork = freshWork
+      let sessionId: string | undefined = resume === null ? undefined : resume.sessionId
+      let lastReply = ""
+
+      const local = (): LocalState => ({
+        turnInFlight: turn !== undefined,
+        autonomousTurn,
+        unstartedMessages,
+        permissionsPending: permissions.size,
+        processing: queuedLines,
+        sessionState
+      })
+
+      const note = (observation: Observation) => {
+        work = observe(work, observation)
+      }
+
+      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+        const current = turn
+        turn = undefined
+        if (current !== undefined) Deferred.doneUnsafe(current, exit)
+      }
+
+      const write = (operation: string, line: string): Effect.Effect<void, ProviderFailed> =>
+        Effect.suspend(() => {
+          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`))
+          cli.write(line)
+          return Effect.void
+        })
+
+      const answerPermission = (requestId: string, response: Record<string, unknown>) =>
+        encodeLine({ type: "control_response", response: { subtype: "success", request_id: requestId, response } })
+
+      const onControlRequest = (request: ControlRequest): Effect.Effect<void> => {
+        if (request.request.subtype === "can_use_tool") {
+          permissions.set(request.request_id, request)
+          config.onEvent({ _tag: "PermissionRequested", id: request.request_id })
+          return Effect.void
+        }
+        // Nothing else was enabled (no hooks, no SDK MCP servers); an answer keeps the CLI from waiting.
+        cli.write(encodeLine({
+          type: "control_response",
+          response: { subtype: "error", request_id: request.request_id, error: `Quiesce does not handle ${request.request.subtype}` }
+        }))
+        return logProtocolError(`unhandled control request ${request.request.subtype}`)
+      }
+
+      const onControlResponse = (message: ControlResponse): Effect.Effect<void> => {
+        const entry = pending.get(message.response.request_id)
+        if (entry === undefined) return logProtocolError(`response to unknown request ${message.response.request_id}`)
+        pending.delete(message.response.request_id)
+        // The roster the CLI sends after this answer is the next line; wait for it from here on.
+        if (entry.rosterAfter !== undefined) rosterWaiters.push(entry.rosterAfter)
+        Deferred.doneUnsafe(entry.reply, Exit.succeed(message))
+        return Effect.void
+      }
+
+      const onTurnOutput = () => {
+        if (turn === undefined) autonomousTurn = true
+      }
+
+      const onMessage = (message: unknown): Effect.Effect<void> => {
+        if (isControlResponse(message)) return onControlResponse(message)
+        if (isControlRequest(message)) return onControlRequest(message)
+        if (isEnvelope(message) && message.type === "keep_alive") return Effect.void
+        // The roster a probe asks for is a passive read: only a changed roster is activity.
+        if (!(isBackgroundTasksChanged(message) && sameRoster(work.live, message.tasks))) {
+          config.onEvent({ _tag: "Activity" })
+        }
+        if (isControlCancelRequest(message)) {
+          if (permissions.delete(message.request_id)) config.onEvent({ _tag: "PermissionResolved", id: message.request_id })
+        } else if (isSystemInit(message)) {
+          note({ _tag: "TurnStarted", version: message.claude_code_version })
+          unstartedMessages = Math.max(0, unstartedMessages - 1)
+          if (sessionId !== undefined && sessionId !== message.session_id) {
+            return logProtocolError(`expected session ${sessionId}, the CLI runs ${message.session_id}`).pipe(
+              Effect.andThen(Effect.sync(() => {
+                sessionId = message.session_id
+                onTurnOutput()
+              }))
+            )
+          }
+          sessionId = message.session_id
+          onTurnOutput()
+        } else if (isBackgroundTasksChanged(message)) {
+          note({ _tag: "Roster", taskIds: message.tasks.map((task) => task.task_id) })
+          if (message.tasks.length !== 0) noteDetached()
+          const waiters = rosterWaiters
+          rosterWaiters = []
+          for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
+        } else if (isTaskStarted(message)) {
+          note({ _tag: "TaskStarted", taskId: message.task_id })
+          noteDetached()
+        } else if (isTaskNotification(message)) {
+          note({ _tag: "TaskReported", taskId: message.task_id })
+        } else if (isSessionStateChanged(message)) {
+          sessionState = message.state
+          if (message.state === "idle") {
+            // Idle comes after the queue of prompts has drained and every turn has ended.
+            unstartedMessages = 0
+            autonomousTurn = false
+          } else onTurnOutput()
+        } else if (isAssistantMessage(message)) {
+          if (message.parent_tool_use_id === undefined || message.parent_tool_use_id === null) {
+            const text = message.message.content.filter(isTextBlock).map((block) => block.text).join("")
+            if (text !== "") lastReply = text
+          }
+          onTurnOutput()
+        } else if (isResultMessage(message)) {
+          note({ _tag: "TurnEnded" })
+          const reply = message.result ?? lastReply
+          lastReply = ""
+          // A turn the CLI started on its own (woken by a completion report) replies too.
+          config.onEvent({ _tag: "Reply", text: reply })
+          if (turn === undefined) autonomousTurn = false
+          else if (message.is_error === true && !interruptRequested) {
+            // e.g. the model endpoint refused; an interrupted turn ends in an error result too, but that is no failure.
+            const detail = message.result ?? message.errors?.join("; ") ?? "no detail"
+            finishTurn(Exit.fail(failed("turn", `${message.subtype}: ${detail}`)))
+          } else finishTurn(Exit.void)
+        } else if (!isEnvelope(message)) {
+          return logProtocolError("a line without a type")
+        }
+        return Effect.void
+      }
+
+      const died = (code: number | null) =>
+        Effect.sync(() => {
+          running.delete(shutdown)
+          const said = stderrTail.trim().split("\n").at(-1) ?? ""
+          const error = failed("process", `${provider} exited with code ${code}${said === "" ? "" : `: ${said}`}`)
+          for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
+          pending.clear()
+          for (const waiter of rosterWaiters) Deferred.doneUnsafe(waiter, Exit.fail(error))
+          rosterWaiters = []
+          finishTurn(Exit.fail(error))
+        }).pipe(
+          // A CLI that crashed or was killed leaves its background shells running: they end with it.
+          Effect.andThen(endGroups(detached, closeGrace))
+        )
+
+      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
+        if ("exited" in item) return Effect.as(died(item.exited), false)
+        if ("oversized" in item) {
+          config.onEvent({ _tag: "Activity" })
+          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
+        }
+        // Each line is handled synchronously once taken, so a probe never sees one half-applied.
+        queuedLines--
+        return decodeLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
+            onSuccess: onMessage
+          }),
+          Effect.as(true)
+        )
+      })
+      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
+      yield* Deferred.await(cli.exited).pipe(
+        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
+        Effect.forkIn(scope)
+      )
+
+      /** One control request; fails on an error answer or none in time. */
+      const controlRequest = (
+        subtype: string,
+        rosterAfter?: Deferred.Deferred<void, ProviderFailed>
+      ): Effect.Effect<unknown, ProviderFailed> =>
+        Effect.suspend(() => {
+          const id = `quiesce-${++nextRequest}`
+          const reply = Deferred.makeUnsafe<ControlResponse, ProviderFailed>()
+          pending.set(id, { reply, rosterAfter })
+          return write(subtype, encodeLine({ type: "control_request", request_id: id, request: { subtype } })).pipe(
+            Effect.andThen(Deferred.await(reply)),
+            Effect.timeoutOrElse({
+              duration: requestTimeout,
+              orElse: () => Effect.fail(failed(subtype, `no answer within ${Duration.format(requestTimeout)}`))
+            }),
+            Effect.ensuring(Effect.sync(() => pending.delete(id))),
+            Effect.flatMap((message) =>
+              message.response.subtype === "success"
+                ? Effect.succeed(message.response.response)
+                : Effect.fail(failed(subtype, message.response.error ?? "the CLI refused"))
+            )
+          )
+        })
+
+      /** Asks the CLI itself: its session state, then the live roster that follows the answer. */
+      const askCli = Effect.gen(function*() {
+        const rosterAfter = Deferred.makeUnsafe<void, ProviderFailed>()
+        const answer = yield* controlRequest("initialize", rosterAfter).pipe(
+          Effect.flatMap((response) =>
+            decodeInitializeResponse(response).pipe(
+              Effect.mapError((error) => failed("initialize", `malformed answer: ${error.message}`))
+            )
+          )
+        )
+        if (answer.claude_code_version !== undefined) note({ _tag: "Version", version: answer.claude_code_version })
+        const roster = yield* Deferred.await(rosterAfter).pipe(Effect.timeoutOption(rosterTimeout))
+        if (roster._tag === "None") {
+          rosterWaiters = rosterWaiters.filter((waiter) => waiter !== rosterAfter)
+          // A CLI known to report its roster live is still judged on what it reported.
+          yield* Effect.logDebug("Claude sent no roster after initialize").pipe(Effect.annotateLogs({ provider }))
+        }
+        return answer.session_state
+      })
+
+      // The first `initialize` sets the session up; every later one (the probe's) is a repeat.
+      const opened = yield* controlRequest("initialize").pipe(
+        Effect.flatMap((response) =>
+          decodeInitializeResponse(response).pipe(
+            Effect.mapError((error) => failed("initialize", `malformed answer: ${error.message}`))
+          )
+        ),
+        Effect.onError(() => shutdown)
+      )
+      if (opened.claude_code_version !== undefined) note({ _tag: "Version", version: opened.claude_code_version })
+
+      const send = (operation: string, text: string) =>
+        Effect.suspend(() => {
+          unstartedMessages++
+          return write(operation, userMessage(text)).pipe(
+            Effect.onError(() => Effect.sync(() => (unstartedMessages = Math.max(0, unstartedMessages - 1))))
+          )
+        })
+
+      const agentSession: AgentSession = {
+        pid: cli.pid,
+        exited: Effect.asVoid(Deferred.await(cli.exited)),
+        // A new conversation is saved once the CLI has opened its first turn.
+        persistence: Effect.sync(() =>
+          sessionId === undefined || (resume === null && work.turnsStarted === 0) ? null : { provider, sessionId }
+        ),
+        startTurn: (text) =>
+          Effect.gen(function*() {
+            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            turn = done
+            interruptRequested = false
+            lastReply = ""
+            yield* send("prompt", text).pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
+            return Deferred.await(done)
+          }),
+        steer: (text) => turn === undefined ? Effect.succeed(false) : Effect.as(send("steer", text), true),
+        outOfBand: () => undefined,
+        respondToPermission: (permissionId, allow) =>
+          Effect.suspend(() => {
+            const request = permissions.get(permissionId)
+            if (request === undefined) return Effect.void
+            permissions.delete(permissionId)
+            config.onEvent({ _tag: "PermissionResolved", id: permissionId })
+            return write(
+              "permission",
+              answerPermission(
+                permissionId,
+                allow
+                  ? { behavior: "allow", updatedInput: request.request.input ?? {} }
+                  : { behavior: "deny", message: "Denied through Quiesce" }
+              )
+            )
+          }),
+        interrupt: Effect.suspend(() => {
+          if (turn === undefined && !autonomousTurn) return Effect.void
+          interruptRequested = true
+          return Effect.asVoid(controlRequest("interrupt"))
+        }),
+        close: shutdown.pipe(
+          Effect.ensuring(Effect.sync(() => running.delete(shutdown))),
+          Effect.catchCause((cause) =>
+            Effect.logDebug("Claude did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+          )
+        ),
+        canStopRuntime: Effect.suspend(() => {
+          // Work the adapter knows of is an answer already; the CLI is not asked.
+          const busy = localVeto(local())
+          if (busy !== undefined) return Effect.as(logBusy(busy.reason), false)
+          return askCli.pipe(
+            Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message })),
+            Effect.flatMap((state) => {
+              // Re-read local state: a turn or a prompt may have arrived while the CLI answered.
+              const decision = decide({ ...local(), sessionState: state ?? sessionState }, work)
+              switch (decision._tag) {
+                case "Permit":
+                  return Effect.succeed(true)
+                case "Veto":
+                  return Effect.as(logBusy(decision.reason), false)
+                case "Unknown":
+                  return Effect.fail(new RuntimeProbeFailed({ agentId: config.agentId, message: decision.reason }))
+              }
+            })
+          )
+        })
+      }
+      return agentSession
+    })
+
+  const client: AgentClient = {
+    provider,
+    create: (config) => open(config, null),
+    resume: (handle, config) => open(config, handle)
+  }
+  return client
+})
+
+/** Adds the Claude Code provider to the `ProviderRegistry`; its processes end with the layer. */
+export const layer = (options: ClaudeProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+  ProviderRegistry.register(makeClaudeClient(options))

@@ -1,0 +1,92 @@
+/**
+ * The Claude Code adapter (P2) against the real pinned CLI, driven by the fake model on loopback
+ * (test/agents/support/claudeCli.ts). Real processes run, so time is real and every wait polls
+ * with a bound; each test proves that no process group it started is left.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Logger, References } from "effect"
+import { agentCliBinary } from "../../scripts/agentClis.ts"
+import type { SessionEvent } from "../../src/domain/provider.ts"
+import { makeClaudeClient } from "../../src/layers/providers/claude/ClaudeProvider.ts"
+import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { claudeCli } from "./support/claudeCli.ts"
+import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
+
+/** Runs the probe and says why it vetoed (from its debug log), or undefined when it did not. */
+const vetoReason = (probe: Effect.Effect<boolean, unknown>) =>
+  Effect.gen(function*() {
+    const messages: Array<unknown> = []
+    const capture = Logger.make((options) => void messages.push(options.message))
+    const permitted = yield* probe.pipe(
+      Effect.provide(Logger.layer([capture])),
+      Effect.provideService(References.MinimumLogLevel, "Debug"),
+      Effect.orElseSucceed(() => true)
+    )
+    if (permitted) return undefined
+    const busy = messages.find((message) => Array.isArray(message) && message[0] === "Claude runtime is busy")
+    return Array.isArray(busy) && typeof busy[1] === "string" ? busy[1] : "vetoed"
+  })
+
+describe("claude code (real CLI)", () => {
+  it.live("a background shell vetoes the release until it ends; the session resumes", (ctx) =>
+    withRealCli(claudeCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const outcome = yield* backgroundJobScenario(agent, claudeCli.startJob)
+        assert.strictEqual(outcome.vetoed._tag, "Retained")
+        assert.deepStrictEqual(model.unrouted, [])
+        assert.isTrue(model.requests.some((request) => request.afterToolResult), "the Bash tool ran")
+        // The job's shell ran in a process group of its own, reported beside the CLI's; the
+        // harness proves every reported group is gone.
+        assert.isAtLeast(agent.pids.length, 3, "two CLI processes and the job's group were reported")
+      })), 180_000)
+
+  // The CLI starts each background shell in a session and process group of its own, so ending the
+  // CLI's group does not reach it; the adapter ends those groups too, however the CLI ended.
+  for (
+    const [name, end] of [
+      ["close", (session: { readonly close: Effect.Effect<void, unknown> }) => Effect.orDie(session.close)],
+      ["a CLI killed outright, then the layer's scope", (session: { readonly pid?: number | undefined }) =>
+        Effect.sync(() => process.kill(-session.pid!, "SIGKILL"))]
+    ] as const
+  ) {
+    it.live(`${name} leaves no background shell behind`, (ctx) =>
+      withRealCli(claudeCli, (note) => ctx.skip(note), (agent, model) =>
+        Effect.gen(function*() {
+          const binary = agentCliBinary("claude")
+          if ("missing" in binary) return ctx.skip(binary.missing)
+          const launch = claudeCli.launch({ binary: binary.path, home: agent.home, model })
+          const pids: Array<number> = []
+          const job = gatedJob(agent.home)
+          // Ends the job however the test ends, so a failure leaves nothing running either.
+          yield* Effect.addFinalizer(() => job.end)
+          const running = yield* Effect.scoped(Effect.gen(function*() {
+            const client = yield* makeClaudeClient({
+              ...launch,
+              closeGrace: "3 seconds",
+              onSpawn: (pid) => {
+                pids.push(pid)
+                agent.pids.push(pid)
+              }
+            })
+            const events: Array<SessionEvent> = []
+            const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+            const done = yield* session.startTurn(claudeCli.startJob(job.command))
+            yield* bounded(done, "the turn's end")
+            // Right after the turn the CLI may still report itself running; wait for the roster's veto.
+            yield* eventually(
+              vetoReason(session.canStopRuntime!).pipe(
+                Effect.map((reason) => reason?.startsWith("background tasks running") ?? false)
+              ),
+              "the live roster vetoes",
+              { tries: 40, every: "250 millis" }
+            )
+            const [cli, ...shells] = pids
+            const live = shells.filter(groupAlive)
+            assert.strictEqual(live.length, 1, "the job's process group was reported and runs")
+            yield* end(session)
+            return { cli: cli!, shell: live[0]! }
+          }))
+          yield* eventually(Effect.sync(() => !groupAlive(running.cli) && !groupAlive(running.shell)), "both groups are gone")
+        })), 180_000)
+  }
+})

@@ -1,0 +1,310 @@
+/**
+ * The Claude Code provider against a scripted stream-json peer (test/fixtures/fakeClaude.mjs),
+ * spawned as a real process: session ids, turns, interrupts, resume, permissions, the safety
+ * probe (P2) and that no process is left behind. Time is real here, so waits poll with a bound.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Logger, References } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
+import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
+
+const fakeClaude = join(import.meta.dirname, "../../../fixtures/fakeClaude.mjs")
+
+const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-claude-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+const eventually = <E>(condition: Effect.Effect<boolean, E>, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      if (yield* condition) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
+
+/** Runs an effect (and the fibers it starts) logging into `lines`: every log call's message, as JSON. */
+const logInto = (lines: Array<string>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.provide(Logger.layer([Logger.make((options) => void lines.push(JSON.stringify(options.message)))])),
+    Effect.provideService(References.MinimumLogLevel, "Debug")
+  )
+
+/** Runs an effect and returns its exit and what it logged. */
+const logged = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    const exit = yield* Effect.exit(logInto(lines)(effect))
+    return { exit, lines }
+  })
+
+/** Polls the probe until it fails (a false right after a turn is the CLI still settling), and says why. */
+const probeFailure = (probe: Effect.Effect<boolean, { readonly _tag: string; readonly message: string }>) =>
+  Effect.gen(function*() {
+    let failure: string | undefined
+    yield* eventually(
+      Effect.map(Effect.exit(probe), (exit) => {
+        failure = failureTag(exit)
+        return failure !== undefined
+      }),
+      "the probe fails"
+    )
+    return failure
+  })
+
+const failureTag = <A>(exit: Exit.Exit<A, { readonly _tag: string; readonly message: string }>) => {
+  if (Exit.isSuccess(exit)) return undefined
+  const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
+  return reason?._tag === "Fail" ? `${reason.error._tag}: ${reason.error.message}` : "defect"
+}
+
+const setup = Effect.fnUntraced(function*(env: Readonly<Record<string, string>> = {}) {
+  const dir = yield* tempDir
+  const logFile = join(dir, "claude.log")
+  const pids: Array<number> = []
+  const events: Array<SessionEvent> = []
+  const options: ClaudeProvider.ClaudeProviderOptions = {
+    command: process.execPath,
+    args: [fakeClaude, ...ClaudeProvider.defaultArgs],
+    env: { FAKE_CLAUDE_LOG: logFile, ...env },
+    requestTimeout: "2 seconds",
+    rosterTimeout: "300 millis",
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  }
+  const client = yield* ClaudeProvider.makeClaudeClient(options)
+  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  /** Each start's argv, then the lines it was sent, in order. */
+  const received = () => existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").filter((line) => line !== "") : []
+  return { client, config, options, pids, events, received, dir }
+})
+
+const replies = (events: ReadonlyArray<SessionEvent>) =>
+  events.flatMap((event) => event._tag === "Reply" ? [event.text] : [])
+
+describe("claude provider: sessions and turns", () => {
+  it.live("the session id is chosen at start, confirmed by system/init, and saved once a turn opened", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, received } = yield* setup()
+      const session = yield* client.create(config)
+      const argv: ReadonlyArray<unknown> = JSON.parse(received()[0]!)
+      const requested = argv[argv.indexOf("--session-id") + 1]
+      assert.isString(requested)
+      assert.isNull(yield* session.persistence, "nothing is saved before the first turn")
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(yield* session.persistence, { provider: "claude", sessionId: String(requested) })
+      yield* session.close
+    })))
+
+  it.live("a turn ends on result and reports its reply; output is activity", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const session = yield* client.create(config)
+      assert.isFalse(yield* session.steer("nothing to steer into"))
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(replies(events), ["echo: hello"])
+      assert.isTrue(events.some((event) => event._tag === "Activity"))
+      yield* session.close
+    })))
+
+  it.live("interrupt ends a running turn; the turn vetoes until then", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, received } = yield* setup()
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("hold")
+      assert.isFalse(yield* session.canStopRuntime!)
+      assert.isTrue(yield* session.steer("and this"))
+      yield* session.interrupt
+      yield* done
+      assert.isTrue(received().some((line) => line.includes(`"subtype":"interrupt"`)))
+      yield* session.close
+    })))
+
+  it.live("an error result fails the turn; the session goes on", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const session = yield* client.create(config)
+      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail")))
+      assert.strictEqual(failureTag(exit), "ProviderFailed: success: API Error: 500 overloaded")
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(replies(events), ["API Error: 500 overloaded", "echo: hello"])
+      yield* session.close
+    })))
+
+  it.live("resume passes --resume with the saved id and keeps it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, received } = yield* setup()
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      const handle = yield* session.persistence
+      assert.isNotNull(handle)
+      yield* session.close
+      const resumed = yield* client.resume(handle!, config)
+      assert.deepStrictEqual(yield* resumed.persistence, handle, "known before any turn")
+      yield* Effect.flatten(resumed.startTurn("again"))
+      assert.deepStrictEqual(yield* resumed.persistence, handle)
+      const starts = received().filter((line) => line.startsWith("["))
+      assert.strictEqual(starts.length, 2)
+      const argv: ReadonlyArray<unknown> = JSON.parse(starts[1]!)
+      assert.strictEqual(argv[argv.indexOf("--resume") + 1], handle!.sessionId)
+      assert.notInclude(argv, "--session-id")
+      yield* resumed.close
+    })))
+
+  it.live("a permission request surfaces as PermissionRequested, vetoes, and is answered", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events, received } = yield* setup()
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("permission")
+      yield* eventually(Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")), "the request")
+      const requested = events.find((event) => event._tag === "PermissionRequested")
+      assert.isFalse(yield* session.canStopRuntime!)
+      yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", true)
+      yield* done
+      assert.deepStrictEqual(replies(events), ["allowed"])
+      assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
+      assert.isTrue(received().some((line) => line.includes(`"behavior":"allow"`)))
+      yield* session.close
+    })))
+
+  it.live("an interrupt withdraws a pending permission (control_cancel_request)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("permission")
+      yield* eventually(Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")), "the request")
+      yield* session.interrupt
+      yield* done
+      assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
+      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* session.close
+    })))
+
+  it.live("malformed lines are logged, not fatal", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const lines: Array<string> = []
+      // The line reader is forked by create; it logs where create was told to.
+      const session = yield* logInto(lines)(client.create(config))
+      yield* Effect.flatten(session.startTurn("garbage"))
+      assert.isAtLeast(lines.filter((line) => line.includes("Claude stream-json protocol error")).length, 1)
+      assert.deepStrictEqual(replies(events), ["echo: garbage"])
+      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* session.close
+    })))
+
+  it.live("a CLI that refuses to start fails the session with what it said", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, pids } = yield* setup({ FAKE_CLAUDE_REFUSE: "cannot be used with root/sudo privileges" })
+      const exit = yield* Effect.exit(client.create(config))
+      assert.include(failureTag(exit), "ProviderFailed: claude exited with code 1: cannot be used with root/sudo privileges")
+      yield* eventually(Effect.sync(() => pids.every((pid) => !groupAlive(pid))), "no process is left")
+    })))
+
+  it.live("the layer registers the client under its provider id", () =>
+    Effect.gen(function*() {
+      const registry = yield* ProviderRegistry
+      assert.deepStrictEqual(yield* registry.providers, ["claude"])
+      assert.strictEqual((yield* registry.get("claude")).provider, "claude")
+    }).pipe(Effect.provide(ClaudeProvider.layer({ command: process.execPath }).pipe(Layer.provideMerge(ProviderRegistry.layer)))))
+})
+
+describe("claude provider: the runtime safety probe (P2)", () => {
+  it.live("an empty roster permits; a live task vetoes; its report vetoes until a later turn consumed it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup({ FAKE_CLAUDE_WAKE_MS: "800" })
+      const session = yield* client.create(config)
+      const probe = session.canStopRuntime!
+      yield* Effect.flatten(session.startTurn("hello"))
+      yield* eventually(probe, "an idle runtime is permitted")
+      yield* Effect.flatten(session.startTurn("job t1 500"))
+      const reasons = new Set<string>()
+      // Poll through the job's end, its report and the turn the report wakes, collecting reasons.
+      yield* eventually(
+        Effect.gen(function*() {
+          const { exit, lines } = yield* logged(probe)
+          for (const line of lines) if (line.includes("Claude runtime is busy")) reasons.add(line)
+          return Exit.isSuccess(exit) && exit.value
+        }),
+        "the probe permits once the woken turn has ended"
+      )
+      const all = [...reasons].join("\n")
+      assert.include(all, "background tasks running: t1")
+      assert.include(all, "completion reports not yet consumed: t1")
+      assert.include(replies(events), "noted t1", "the report woke the agent")
+      yield* session.close
+    })))
+
+  it.live("a CLI that never reported its version retains, with a reason", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup({ FAKE_CLAUDE_VERSION: "none", FAKE_CLAUDE_NO_ROSTER: "1" })
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.include(yield* probeFailure(session.canStopRuntime!), "RuntimeProbeFailed: the CLI has not reported its version yet")
+      yield* session.close
+    })))
+
+  it.live("an old CLI retains until it sends a roster", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const silent = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220", FAKE_CLAUDE_NO_ROSTER: "1" })
+      const old = yield* silent.client.create(silent.config)
+      yield* Effect.flatten(old.startTurn("hello"))
+      assert.include(yield* probeFailure(old.canStopRuntime!), "predates 2.1.292 and has sent no roster")
+      yield* old.close
+
+      // The same version that answers the probe's initialize with a roster is believed.
+      const reporting = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220" })
+      const session = yield* reporting.client.create(reporting.config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* session.close
+    })))
+
+  it.live("an unparseable version retains, with a reason", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup({ FAKE_CLAUDE_VERSION: "nightly", FAKE_CLAUDE_NO_ROSTER: "1" })
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.include(yield* probeFailure(session.canStopRuntime!), `unparseable CLI version "nightly"`)
+      yield* session.close
+    })))
+})
+
+describe("claude provider: processes", () => {
+  it.live("close ends the CLI's group and the background shells it started in groups of their own", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, pids } = yield* setup()
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("job long 60000"))
+      assert.isFalse(yield* session.canStopRuntime!)
+      const [cli, ...shells] = pids
+      assert.strictEqual(session.pid, cli)
+      assert.strictEqual(shells.length, 1, "the job's group was reported")
+      assert.isTrue(groupAlive(shells[0]!))
+      yield* session.close
+      yield* eventually(Effect.sync(() => !groupAlive(cli!) && !groupAlive(shells[0]!)), "both groups are gone")
+    })))
+
+  it.live("a CLI that dies leaves no background shell; the provider's scope ends every process", () =>
+    Effect.gen(function*() {
+      const pids: Array<number> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const { client, config, pids: started } = yield* setup()
+        const dying = yield* client.create(config)
+        yield* Effect.flatten(dying.startTurn("job one 60000"))
+        process.kill(-dying.pid!, "SIGKILL")
+        yield* dying.exited!
+        const kept = yield* client.create(config)
+        yield* Effect.flatten(kept.startTurn("job two 60000"))
+        pids.push(...started)
+      }))
+      assert.strictEqual(pids.length, 4, "two CLIs and two job groups")
+      yield* eventually(Effect.sync(() => pids.every((pid) => !groupAlive(pid))), "every group is gone")
+    }))
+})
