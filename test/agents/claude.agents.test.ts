@@ -5,6 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, References } from "effect"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
 import type { SessionEvent } from "../../src/domain/provider.ts"
 import { makeClaudeClient } from "../../src/layers/providers/claude/ClaudeProvider.ts"
@@ -38,6 +40,41 @@ describe("claude code (real CLI)", () => {
         // The job's shell ran in a process group of its own, reported beside the CLI's; the
         // harness proves every reported group is gone.
         assert.isAtLeast(agent.pids.length, 3, "two CLI processes and the job's group were reported")
+      })), 180_000)
+
+  it.live("a permission prompt is reported, vetoes, and is answered; an interrupt withdraws one", (ctx) =>
+    withRealCli(claudeCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const binary = agentCliBinary("claude")
+        if ("missing" in binary) return ctx.skip(binary.missing)
+        const launch = claudeCli.launch({ binary: binary.path, home: agent.home, model })
+        const client = yield* makeClaudeClient({
+          ...launch,
+          // The default arguments: Bash is not allowed up front, so the CLI asks over stdio.
+          args: undefined,
+          onSpawn: (pid) => agent.pids.push(pid)
+        })
+        const events: Array<SessionEvent> = []
+        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+        const asked = (n: number) =>
+          eventually(Effect.sync(() => events.filter((e) => e._tag === "PermissionRequested").length === n), `permission request ${n}`)
+
+        const made = join(agent.home, "made-by-the-tool")
+        const allowed = yield* session.startTurn(`RUN: touch '${made}'`)
+        yield* asked(1)
+        assert.isDefined(yield* vetoReason(session.canStopRuntime!), "the pending prompt (within its turn) vetoes")
+        const first = events.find((e) => e._tag === "PermissionRequested")
+        yield* session.respondToPermission(first?._tag === "PermissionRequested" ? first.id : "", true)
+        yield* bounded(allowed, "the allowed turn's end")
+        yield* eventually(Effect.sync(() => existsSync(made)), "the allowed command ran")
+
+        const withdrawn = yield* session.startTurn(`RUN: touch '${made}-2'`)
+        yield* asked(2)
+        yield* session.interrupt
+        yield* bounded(withdrawn, "the interrupted turn's end")
+        assert.strictEqual(events.filter((e) => e._tag === "PermissionResolved").length, 2)
+        assert.isFalse(existsSync(`${made}-2`))
+        yield* session.close
       })), 180_000)
 
   // The CLI starts each background shell in a session and process group of its own, so ending the
