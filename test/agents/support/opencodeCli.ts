@@ -1,7 +1,7 @@
 /**
  * The pinned OpenCode CLI (`opencode-ai@1.18.33`, a native binary) as the real-CLI tests and the
  * bench drive it: `opencode serve` per runtime, pointed at the fake model through an
- * `@ai-sdk/openai-compatible` provider (bundled in the binary: nothing is installed at runtime).
+ * `@ai-sdk/openai-compatible` provider (bundled in the binary).
  * Every directory it writes (data, config, state, cache, home) is under the temp home.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -58,7 +58,11 @@ export const makeOpencodeCli = ({ bash = "allow", ...options }: OpenCodeTestOpti
         OPENCODE_DISABLE_MODELS_FETCH: "1",
         OPENCODE_DISABLE_AUTOUPDATE: "1",
         OPENCODE_DISABLE_SHARE: "1",
-        OPENCODE_DISABLE_LSP_DOWNLOAD: "1"
+        OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+        // At start-up it installs `@opencode-ai/plugin` into the config dir with npm (even with
+        // OPENCODE_PURE). Pointing the registry at a closed loopback port makes that fail at once;
+        // the server runs on without it, so the tests touch no network.
+        npm_config_registry: "http://127.0.0.1:9/"
       }
     }
   },

@@ -36,38 +36,41 @@ interface Harness {
 /** Runs the body with a client whose layer scope closes afterwards; then no server group may be left. */
 const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness: Harness) => Effect.Effect<void, E, Scope.Scope>) =>
   Effect.gen(function*() {
-    const dir = mkdtempSync(join(tmpdir(), "quiesce-opencode-"))
     const pids: Array<number> = []
-    try {
-      yield* Effect.scoped(Effect.gen(function*() {
-        const events: Array<SessionEvent> = []
-        const servers: Array<{ readonly pid: number; readonly baseUrl: string; readonly sessionId: string }> = []
-        const client = yield* makeOpenCodeClient({
-          command: process.execPath,
-          args: [fakeServer],
-          requestTimeout: "2 seconds",
-          closeGrace: "1 second",
-          onSpawn: (pid) => pids.push(pid),
-          onServer: (server) => servers.push(server),
-          ...options,
-          env: { FAKE_OPENCODE_STATE: join(dir, "state.json"), ...options.env }
-        })
-        const control = (state: Record<string, unknown>) =>
-          Effect.promise(() =>
-            fetch(`${servers.at(-1)!.baseUrl}/__control`, {
-              method: "POST",
-              headers: { "content-type": "application/json" },
-              body: JSON.stringify(state)
-            }).then((response) => response.text())
-          ).pipe(Effect.asVoid)
-        const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
-        yield* body({ client, config, events, servers, control })
-      }))
-      yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no server process group is left")
-      assert.isAbove(pids.length, 0)
-    } finally {
-      rmSync(dir, { recursive: true, force: true })
-    }
+    // The temp folder is removed even when the test is interrupted (a timeout).
+    yield* Effect.acquireUseRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-opencode-"))),
+      (dir) =>
+        Effect.gen(function*() {
+          yield* Effect.scoped(Effect.gen(function*() {
+            const events: Array<SessionEvent> = []
+            const servers: Array<{ readonly pid: number; readonly baseUrl: string; readonly sessionId: string }> = []
+            const client = yield* makeOpenCodeClient({
+              command: process.execPath,
+              args: [fakeServer],
+              requestTimeout: "2 seconds",
+              closeGrace: "1 second",
+              onSpawn: (pid) => pids.push(pid),
+              onServer: (server) => servers.push(server),
+              ...options,
+              env: { FAKE_OPENCODE_STATE: join(dir, "state.json"), ...options.env }
+            })
+            const control = (state: Record<string, unknown>) =>
+              Effect.promise(() =>
+                fetch(`${servers.at(-1)!.baseUrl}/__control`, {
+                  method: "POST",
+                  headers: { "content-type": "application/json" },
+                  body: JSON.stringify(state)
+                }).then((response) => response.text())
+              ).pipe(Effect.asVoid)
+            const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+            yield* body({ client, config, events, servers, control })
+          }))
+          yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no server process group is left")
+          assert.isAbove(pids.length, 0)
+        }),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
   })
 
 const trusting = { trustMissingInventories: true }
