@@ -77,6 +77,23 @@ describe("claude code (real CLI)", () => {
         yield* session.close
       })), 180_000)
 
+  it.live("resuming a conversation the CLI does not have fails, saying so", (ctx) =>
+    withRealCli(claudeCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const binary = agentCliBinary("claude")
+        if ("missing" in binary) return ctx.skip(binary.missing)
+        const client = yield* makeClaudeClient({
+          ...claudeCli.launch({ binary: binary.path, home: agent.home, model }),
+          onSpawn: (pid) => agent.pids.push(pid)
+        })
+        const missing = "11111111-2222-3333-4444-555555555555"
+        const error = yield* Effect.flip(
+          client.resume({ provider: "claude", sessionId: missing }, { agentId: "a1", cwd: agent.home, labels: {}, onEvent: () => {} })
+        )
+        assert.strictEqual(error._tag, "ProviderFailed")
+        assert.include(error.message, `No conversation found with session ID: ${missing}`)
+      })), 180_000)
+
   // The CLI starts each background shell in a session and process group of its own, so ending the
   // CLI's group does not reach it; the adapter ends those groups too, however the CLI ended.
   for (

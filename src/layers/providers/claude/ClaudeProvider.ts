@@ -230,16 +230,13 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         } else if (isSystemInit(message)) {
           note({ _tag: "TurnStarted", version: message.claude_code_version })
           unstartedMessages = Math.max(0, unstartedMessages - 1)
-          if (sessionId !== undefined && sessionId !== message.session_id) {
-            return logProtocolError(`expected session ${sessionId}, the CLI runs ${message.session_id}`).pipe(
-              Effect.andThen(Effect.sync(() => {
-                sessionId = message.session_id
-                onTurnOutput()
-              }))
-            )
-          }
-          sessionId = message.session_id
           onTurnOutput()
+          const expected = sessionId
+          // The CLI's word is what a later resume needs, even when it is not the id asked for.
+          sessionId = message.session_id
+          if (expected !== undefined && expected !== message.session_id) {
+            return logProtocolError(`expected session ${expected}, the CLI runs ${message.session_id}`)
+          }
         } else if (isBackgroundTasksChanged(message)) {
           note({ _tag: "Roster", taskIds: message.tasks.map((task) => task.task_id) })
           if (message.tasks.length !== 0) noteDetached()
