@@ -3,6 +3,7 @@ import { join } from "node:path"
 import type { ProviderConfig, QuiesceConfig } from "../domain/config.ts"
 import type { Home } from "../layers/host/Home.ts"
 import * as AcpProvider from "../layers/providers/acp/AcpProvider.ts"
+import * as ClaudeProvider from "../layers/providers/claude/ClaudeProvider.ts"
 import * as CodexProvider from "../layers/providers/codex/CodexProvider.ts"
 import * as PiProvider from "../layers/providers/pi/PiProvider.ts"
 import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
@@ -43,6 +44,7 @@ export const providerLayer = (
         env: config.env
       })
     case "claude":
+      return ClaudeProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
     case "opencode":
       return Layer.empty
   }
