@@ -2,13 +2,13 @@
  * The OpenCode adapter against the real `opencode serve` (opencode-ai@1.18.33) and the fake model.
  *
  * What 1.18.33 exposes to the probe, and so what these cases can honestly prove:
- * - a turn's execution (`GET /session/status` lists the session `busy`), and PTYs created through
- *   the API (`GET /pty`) — both veto;
+ * - a turn's execution and a child session's (`GET /session/status` lists them `busy`): with
+ *   `OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=1` the `task` tool runs a subagent in the
+ *   background, which is how `backgroundJobScenario` runs here (the subagent runs the job);
+ * - PTYs created through the API (`GET /pty`);
  * - NOT a job the model backgrounds with its `bash` tool (`cmd > /dev/null 2>&1 &`): the turn ends,
  *   no inventory lists the job, and the tool ran it in a process group (and session) of its own,
- *   so ending the runtime's group does not end it either. `backgroundJobScenario` therefore cannot
- *   pass against this release; the PTY case below is the same scenario with a job the server does
- *   inventory.
+ *   so ending the runtime's group does not end it either.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
@@ -17,8 +17,19 @@ import { join } from "node:path"
 import { PermissionAskedEvent, Pty } from "../../src/layers/providers/opencode/apiTypes.ts"
 import { probeDecision } from "../../src/layers/providers/opencode/probe.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { agentCliBinary } from "../../scripts/agentClis.ts"
+import { type ModelPolicy, scriptedPolicy } from "./support/fakeModel/policy.ts"
+import { fakeModelServer } from "./support/fakeModel/server.ts"
 import { makeOpencodeCli } from "./support/opencodeCli.ts"
-import { bounded, eventually, gatedJob, type RealAgent, withRealCli } from "./support/realAgent.ts"
+import {
+  backgroundJobScenario,
+  bounded,
+  eventually,
+  gatedJob,
+  type RealAgent,
+  withRealAgent,
+  withRealCli
+} from "./support/realAgent.ts"
 
 interface Server {
   readonly pid: number
@@ -79,7 +90,74 @@ const helloTurn = (agent: RealAgent) =>
     return { agentId: created.agentId, sessionId: sessionId ?? "" }
   })
 
+/**
+ * The shared script, plus one line: `BACKGROUND: <command>` makes the model start a background
+ * subagent (`task` with `background: true`) whose prompt is `RUN: <command>`; the subagent then
+ * runs the command with `bash` as usual.
+ */
+const backgroundTaskPolicy = (bash: ModelPolicy): ModelPolicy => (request) => {
+  const background = /^BACKGROUND: (.+)$/m.exec(request.lastUserText)
+  if (!request.afterToolResult && background !== null && request.toolNames.includes("task")) {
+    return {
+      kind: "tool",
+      name: "task",
+      input: { description: "gated job", prompt: `RUN: ${background[1]}`, subagent_type: "general", background: true }
+    }
+  }
+  return bash(request)
+}
+
 describe("OpenCode 1.18.33 (real CLI)", () => {
+  it.live("backgroundJobScenario: a background subagent running the job vetoes; it ends; the runtime is released and resumed", (ctx) =>
+    Effect.gen(function*() {
+      const binary = agentCliBinary("opencode")
+      if ("missing" in binary) return ctx.skip(binary.missing)
+      const servers: Array<Server> = []
+      const cli = makeOpencodeCli({
+        trustMissingInventories: true,
+        backgroundSubagents: true,
+        onServer: (server) => servers.push(server)
+      })
+      const model = yield* fakeModelServer(backgroundTaskPolicy(scriptedPolicy(cli.shell)), cli.dialects)
+      yield* withRealAgent(
+        { provider: cli.provider, layer: (home, onSpawn) => cli.layer(cli.launch({ binary: binary.path, home, model }), onSpawn) },
+        (agent) =>
+          Effect.gen(function*() {
+            const result = yield* backgroundJobScenario(agent, (command) => `BACKGROUND: ${command}`)
+            const sessionId = result.sessionId ?? ""
+            // In the scenario the registry retains first: the adapter reported the child as a subagent.
+            assert.isTrue(
+              result.vetoed._tag === "Retained" && result.vetoed.residency.blockers.some((blocker) => blocker.kind === "running-subagents")
+            )
+
+            // The scenario's veto may come from the registry alone (the adapter reports the child
+            // session as a running subagent). Here the probe itself is asked while a child runs.
+            const job = gateIn(agent.home, "second-job")
+            const started = yield* agent.promptAndFinish(result.agentId, `BACKGROUND: ${job.command}`)
+            assert.strictEqual(started.outcome.kind, "finished", "the parent's turn ends while the child runs")
+            const server = servers.at(-1)!
+            assert.strictEqual(server.sessionId, sessionId)
+            const probe = { agentId: result.agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true }
+            yield* eventually(
+              probeDecision(probe).pipe(Effect.map((decision) =>
+                decision._tag === "Busy" && /session ses_\w+ is busy/.test(decision.reason) && !decision.reason.includes(sessionId)
+              )),
+              "the probe reads the child session busy"
+            )
+            yield* job.end
+            yield* eventually(
+              probeDecision(probe).pipe(Effect.map((decision) => decision._tag === "Idle")),
+              "the probe permits once the child and the parent's completion turn are done",
+              { tries: 60, every: "500 millis" }
+            )
+            assert.isTrue(
+              model.requests.some((request) => request.toolNames.includes("task") && request.lastUserText.startsWith("BACKGROUND:")),
+              "the model was asked with the task tool offered"
+            )
+          })
+      )
+    }).pipe(Effect.scoped), 180_000)
+
   it.live("a running turn and a PTY veto; once the PTY has ended the runtime is released and the same session resumes", (ctx) => {
     const { cli, servers } = trusting()
     return withRealCli(cli, (note) => ctx.skip(note), (agent, model) =>

@@ -14,9 +14,16 @@ import type { RealCli } from "./realAgent.ts"
 export type OpenCodeTestOptions = Pick<OpenCode.OpenCodeProviderOptions, "trustMissingInventories" | "onServer"> & {
   /** OpenCode's permission for its `bash` tool. Default "allow"; "ask" makes every command wait for an answer. */
   readonly bash?: "allow" | "ask" | undefined
+  /**
+   * Sets `OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS=1`: the `task` tool gains `background: true`,
+   * which runs a subagent (a child session) while the parent's turn ends.
+   */
+  readonly backgroundSubagents?: boolean | undefined
 }
 
-export const makeOpencodeCli = ({ bash = "allow", ...options }: OpenCodeTestOptions = {}): RealCli => ({
+export const makeOpencodeCli = (
+  { backgroundSubagents = false, bash = "allow", ...options }: OpenCodeTestOptions = {}
+): RealCli => ({
   cli: "opencode",
   provider: "opencode",
   dialects: [chatCompletions],
@@ -62,7 +69,8 @@ export const makeOpencodeCli = ({ bash = "allow", ...options }: OpenCodeTestOpti
         // At start-up it installs `@opencode-ai/plugin` into the config dir with npm (even with
         // OPENCODE_PURE). Pointing the registry at a closed loopback port makes that fail at once;
         // the server runs on without it, so the tests touch no network.
-        npm_config_registry: "http://127.0.0.1:9/"
+        npm_config_registry: "http://127.0.0.1:9/",
+        ...(backgroundSubagents ? { OPENCODE_EXPERIMENTAL_BACKGROUND_SUBAGENTS: "1" } : {})
       }
     }
   },
