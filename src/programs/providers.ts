@@ -5,6 +5,7 @@ import type { Home } from "../layers/host/Home.ts"
 import * as AcpProvider from "../layers/providers/acp/AcpProvider.ts"
 import * as ClaudeProvider from "../layers/providers/claude/ClaudeProvider.ts"
 import * as CodexProvider from "../layers/providers/codex/CodexProvider.ts"
+import * as OpenCodeProvider from "../layers/providers/opencode/OpenCodeProvider.ts"
 import * as PiProvider from "../layers/providers/pi/PiProvider.ts"
 import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
 import type { ProviderRegistry } from "../services/ProviderRegistry.ts"
@@ -46,7 +47,13 @@ export const providerLayer = (
     case "claude":
       return ClaudeProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
     case "opencode":
-      return Layer.empty
+      return OpenCodeProvider.layer({
+        provider,
+        command: config.command,
+        args: config.args,
+        env: config.env,
+        trustMissingInventories: config.trustMissingInventories
+      })
   }
 }
 

@@ -26,6 +26,9 @@ export const makeOpencodeCli = (
 ): RealCli => ({
   cli: "opencode",
   provider: "opencode",
+  configOptions: options.trustMissingInventories === undefined
+    ? undefined
+    : { trustMissingInventories: options.trustMissingInventories },
   dialects: [chatCompletions],
   // The `bash` tool of 1.18.33 takes `command` (required), `timeout` and `workdir`.
   shell: { name: "bash", input: (command) => ({ command }) },
