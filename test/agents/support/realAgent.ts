@@ -103,15 +103,17 @@ export const withRealAgent = <E, E2>(
 ) =>
   Effect.gen(function*() {
     const pids: Array<number> = []
-    const home = mkdtempSync(join(tmpdir(), `quiesce-${options.provider}-`))
-    try {
+    yield* Effect.scoped(Effect.gen(function*() {
+      // Released last, so the home goes whether the body passes or fails.
+      const home = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), `quiesce-${options.provider}-`))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
       yield* Effect.scoped(Effect.gen(function*() {
         yield* body(yield* build(options, home, pids))
       }))
       yield* eventually(Effect.sync(() => pids.every((pid) => !groupAlive(pid))), "no runtime process group is left")
-    } finally {
-      rmSync(home, { recursive: true, force: true })
-    }
+    }))
   })
 
 /**

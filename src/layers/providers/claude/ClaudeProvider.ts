@@ -16,7 +16,7 @@ import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { descendantGroups, endGroups } from "../codex/detachedGroups.ts"
+import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
 import { readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe } from "./safety.ts"
 import {

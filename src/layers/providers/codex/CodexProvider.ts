@@ -36,7 +36,7 @@ import {
   commandItemType,
   subagentItemType
 } from "./rpcTypes.ts"
-import { descendantGroups, endGroups } from "./detachedGroups.ts"
+import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 
 export interface CodexProviderOptions {
@@ -121,7 +121,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(server.pid)
 
-      /** The process groups of commands the server started in groups of their own (see detachedGroups.ts). */
+      /** The process groups of commands the server started in groups of their own (see process/detachedGroups.ts). */
       const detached = new Set<number>()
       const noteDetached = () => {
         // Once the server is reaped its pid may be another process's: its descendants are not ours.

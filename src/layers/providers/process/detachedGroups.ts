@@ -1,13 +1,13 @@
 /**
- * The process groups a Codex app-server's commands run in. Codex 0.171.0 starts every shell
- * command (unified exec, `exec_command`) in a session and process group of its own (setsid), as a
- * child of the server binary, so ending the server's process group does not reach them. The server
- * ends them itself when it exits on SIGTERM; when it is SIGKILLed or crashes, they are reparented
- * to init and outlive it. The adapter therefore finds them while they are still the server's
- * descendants and ends them itself.
+ * The process groups an agent CLI's commands run in, apart from its own. Codex 0.171.0 (every
+ * unified-exec command) and Claude Code 2.1.332 (every background Bash task) start commands in a
+ * session and process group of their own (setsid), as children of the CLI, so ending the CLI's
+ * process group does not reach them; when the CLI is SIGKILLed or crashes they are reparented to
+ * init and outlive it. Adapters therefore note these groups while they are still the CLI's
+ * descendants and end them themselves.
  *
  * Linux does not hand out a pid while it is still the id of a live process group, so a group id
- * noted while the group was the server's stays ours for as long as that group has a member.
+ * noted while the group was the CLI's stays ours for as long as that group has a member.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { Duration, Effect } from "effect"
