@@ -39,11 +39,22 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
     yield* turn
     const probe = session.canStopRuntime
     const latencies: Array<number> = []
+    const answers = { permitted: 0, vetoed: 0, failed: 0 }
     if (probe !== undefined) {
+      // Right after a turn some CLIs still settle (bookkeeping, a title request) and the adapter
+      // vetoes without asking the CLI; measure the settled runtime, where the probe asks. A CLI
+      // whose probe never permits is measured after the bound.
+      for (let i = 0; i < 50; i++) {
+        if (yield* Effect.orElseSucceed(probe, () => false)) break
+        yield* Effect.sleep("100 millis")
+      }
       for (let i = 0; i < probes; i++) {
         const start = performance.now()
-        yield* Effect.exit(probe)
+        const answer = yield* Effect.exit(probe)
         latencies.push(performance.now() - start)
+        if (answer._tag === "Failure") answers.failed++
+        else if (answer.value) answers.permitted++
+        else answers.vetoed++
       }
     }
     const tree = session.pid === undefined
@@ -51,7 +62,9 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
       : yield* Context.get(context, ProcessInspection).sample(session.pid)
     yield* session.close
     return {
-      probe: probe === undefined ? "no probe" : `${median(latencies).toFixed(2)} ms`,
+      probe: probe === undefined
+        ? "no probe"
+        : `${median(latencies).toFixed(2)} ms (${answers.permitted} permitted, ${answers.vetoed} vetoed, ${answers.failed} failed)`,
       rss: Option.match(tree, {
         onNone: () => "not sampled",
         onSome: (s) => `${(s.rssBytes / 1024 / 1024).toFixed(1)} MiB (${s.processes} processes)`
