@@ -84,6 +84,20 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNot
   static readonly of = (agentId: string) => new AgentNotFound({ agentId, message: `No agent with id ${agentId}` })
 }
 
+/** A permission answer for an agent with no live runtime: nothing is waiting for it. */
+export class PermissionNotPending extends Schema.TaggedError<PermissionNotPending>()("PermissionNotPending", {
+  agentId: Schema.String,
+  permissionId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, permissionId: string) =>
+    new PermissionNotPending({
+      agentId,
+      permissionId,
+      message: `Agent ${agentId} has no live runtime, so permission ${permissionId} is not pending`
+    })
+}
+
 /** The agent has no live runtime and no persistence handle to resume from. */
 export class AgentNotResumable extends Schema.TaggedError<AgentNotResumable>()("AgentNotResumable", {
   agentId: Schema.String,

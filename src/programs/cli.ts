@@ -180,6 +180,29 @@ const prompt = Command.make(
   })
 ).pipe(Command.withDescription("Send a prompt; a released agent is resumed first"))
 
+const interrupt = Command.make(
+  "interrupt",
+  { agent: Argument.String("agent") },
+  ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
+).pipe(Command.withDescription("Interrupt the agent's running turn, if any"))
+
+/** `permit` and `deny`: answers one of the permissions `agents show` lists as pending. */
+const answerPermission = (name: "permit" | "deny") =>
+  Command.make(
+    name,
+    { agent: Argument.String("agent"), permission: Argument.String("permission") },
+    ({ agent, permission }) =>
+      Effect.flatMap(client, (api) =>
+        api.agents.answerPermission({
+          params: { id: agent, permissionId: permission },
+          payload: { allow: name === "permit" }
+        }))
+  ).pipe(Command.withDescription(
+    name === "permit"
+      ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
+      : "Refuse a permission the agent is waiting on"
+  ))
+
 const ago = (now: number, at: number | null) =>
   at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
 
@@ -234,7 +257,18 @@ const config = Command.make("config").pipe(
   ])
 )
 
-export const cli = root.pipe(Command.withSubcommands([daemon, agents, prompt, runtimes, collect, sweep, config]))
+export const cli = root.pipe(Command.withSubcommands([
+  daemon,
+  agents,
+  prompt,
+  interrupt,
+  answerPermission("permit"),
+  answerPermission("deny"),
+  runtimes,
+  collect,
+  sweep,
+  config
+]))
 
 /** Errors the user can act on are printed plainly; the exit code is 1. */
 const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

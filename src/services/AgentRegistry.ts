@@ -3,6 +3,7 @@ import type { AgentRecord, Labels } from "../domain/agent.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
 import type {
   AgentNotFound,
+  PermissionNotPending,
   AgentNotResumable,
   AgentStoreError,
   ProviderFailed,
@@ -45,6 +46,8 @@ export interface AgentView {
   readonly resident: boolean
   /** The runtime's process (and process group) id, when the provider runs one and it is resident. */
   readonly pid: number | null
+  /** The permissions the runtime asked for and nobody has answered yet. */
+  readonly pendingPermissions: ReadonlyArray<string>
 }
 
 /** Everything that can stop a prompt from reaching the provider. */
@@ -72,11 +75,12 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly prompt: (agentId: string, text: string, options?: PromptOptions) => Effect.Effect<PromptReceipt, PromptError>
   /** Interrupts the running turn, if any. Never resumes a released agent. */
   readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
+  /** Answers a permission the runtime asked for; a released agent has none pending. */
   readonly respondToPermission: (
     agentId: string,
     permissionId: string,
     allow: boolean
-  ) => Effect.Effect<void, AgentNotFound | ProviderFailed>
+  ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
   /** Releases the live runtime now; the agent stays resumable. */
   readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /** Closes the runtime and resumes the same session with fresh configuration. */

@@ -21,6 +21,7 @@ import {
   AgentNotFound,
   AgentNotResumable,
   AgentStoreError,
+  PermissionNotPending,
   ProviderFailed,
   ProviderNotFound,
   RuntimeNotFound,
@@ -42,6 +43,7 @@ export const ShuttingDownError = ShuttingDown.pipe(HttpApiSchema.status(503))
 export const AgentNotResumableError = AgentNotResumable.pipe(HttpApiSchema.status(409))
 export const ProviderNotFoundError = ProviderNotFound.pipe(HttpApiSchema.status(422))
 export const ProviderFailedError = ProviderFailed.pipe(HttpApiSchema.status(502))
+export const PermissionNotPendingError = PermissionNotPending.pipe(HttpApiSchema.status(409))
 export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(500))
 
 // ---- middleware --------------------------------------------------------------------------------
@@ -104,7 +106,9 @@ export const AgentSummary = Schema.Struct({
   lastActivityAt: Schema.Number,
   parentAgentId: Schema.NullOr(Schema.String),
   /** The runtime's process id while resident, when the provider runs a process. */
-  pid: Schema.NullOr(Schema.Number)
+  pid: Schema.NullOr(Schema.Number),
+  /** Permissions the runtime asked for and nobody has answered yet; answer them at `/permissions/{id}`. */
+  pendingPermissions: Schema.Array(Schema.String)
 })
 export type AgentSummary = typeof AgentSummary.Type
 
@@ -116,6 +120,12 @@ export const PromptRequest = Schema.Struct({
   wait: Schema.optionalKey(Schema.Boolean)
 })
 export type PromptRequest = typeof PromptRequest.Type
+
+export const PermissionAnswer = Schema.Struct({
+  /** Let the runtime go ahead, or refuse. */
+  allow: Schema.Boolean
+})
+export type PermissionAnswer = typeof PermissionAnswer.Type
 
 export const PromptResult = Schema.Struct({
   agentId: Schema.String,
@@ -210,7 +220,18 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         AgentStoreFailedError,
         ShuttingDownError
       ]
-    }).middleware(AdmissionGate)
+    }).middleware(AdmissionGate),
+    HttpApiEndpoint.post("interrupt", "/v1/agents/:id/interrupt", {
+      params: AgentId,
+      success: HttpApiSchema.NoContent,
+      error: [AgentNotFoundError, ProviderFailedError]
+    }),
+    HttpApiEndpoint.post("answerPermission", "/v1/agents/:id/permissions/:permissionId", {
+      params: { id: Schema.String, permissionId: Schema.String },
+      payload: PermissionAnswer,
+      success: HttpApiSchema.NoContent,
+      error: [AgentNotFoundError, PermissionNotPendingError, ProviderFailedError]
+    })
   )
   .middleware(Authorization)
 {}

@@ -92,7 +92,7 @@ const problemDetailsLayer = HttpApiMiddleware.layerProblemDetails({ includeDetai
 
 // ---- handlers ----------------------------------------------------------------------------------
 
-const agentSummary = ({ pid, record, resident }: AgentView): AgentSummary => ({
+const agentSummary = ({ pendingPermissions, pid, record, resident }: AgentView): AgentSummary => ({
   agentId: record.agentId,
   provider: record.provider,
   cwd: record.cwd,
@@ -102,6 +102,7 @@ const agentSummary = ({ pid, record, resident }: AgentView): AgentSummary => ({
   lifecycle: record.lifecycle,
   lastActivityAt: record.lastActivityAt,
   parentAgentId: parentAgentIdOf(record.labels) ?? null,
+  pendingPermissions,
   pid
 })
 
@@ -170,6 +171,9 @@ const agentsHandlers = HttpApiBuilder.group(
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
+      .handle("interrupt", ({ params }) => registry.interrupt(params.id))
+      .handle("answerPermission", ({ params, payload }) =>
+        registry.respondToPermission(params.id, params.permissionId, payload.allow))
       .handle("prompt", ({ params, payload }) =>
         registry.prompt(params.id, payload.text, {
           clientMessageId: payload.clientMessageId,

@@ -3,6 +3,7 @@ import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../dom
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentNotFound,
+  PermissionNotPending,
   AgentNotResumable,
   type AgentStoreError,
   type ProviderFailed,
@@ -573,7 +574,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     function*(agentId: string, permissionId: string, allow: boolean) {
       yield* requireKnown(agentId)
       const agent = live.get(agentId)
-      if (agent === undefined) return yield* AgentNotFound.of(agentId)
+      if (agent === undefined) return yield* PermissionNotPending.of(agentId, permissionId)
       agent.permissionResponses++
       touch(agent, yield* Clock.currentTimeMillis)
       yield* agent.session.respondToPermission(permissionId, allow).pipe(
@@ -609,7 +610,12 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 
   const view = (record: AgentRecord): AgentView => {
     const agent = live.get(record.agentId)
-    return { record, resident: agent !== undefined, pid: agent?.session.pid ?? null }
+    return {
+      record,
+      resident: agent !== undefined,
+      pid: agent?.session.pid ?? null,
+      pendingPermissions: agent?.permissions === undefined ? [] : [...agent.permissions]
+    }
   }
 
   // ---- collection candidates ---------------------------------------------------------------

@@ -94,7 +94,8 @@ describe("ApiServer", () => {
         lifecycle: "active",
         lastActivityAt: shown.lastActivityAt,
         parentAgentId: parent.agentId,
-        pid: null
+        pid: null,
+        pendingPermissions: []
       })
 
       const created = yield* raw("POST", "/v1/agents", {
@@ -198,6 +199,49 @@ describe("ApiServer", () => {
 
       const resumed = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "back" } })
       assert.isTrue(resumed.resumed)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("pending permissions are listed and answered; a released agent has none to answer", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const id = { id: agent.agentId }
+      provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
+      let shown = yield* client.agents.get({ params: id })
+      for (let i = 0; i < 100 && shown.pendingPermissions.length === 0; i++) {
+        yield* Effect.yieldNow
+        shown = yield* client.agents.get({ params: id })
+      }
+      assert.deepStrictEqual(shown.pendingPermissions, ["perm-1"])
+      const held = yield* client.runtimes.collect({ params: id })
+      assert.strictEqual(held.outcome, "retained", "a pending permission keeps the runtime")
+
+      const answered = yield* raw("POST", `/v1/agents/${agent.agentId}/permissions/perm-1`, {
+        token,
+        body: JSON.stringify({ allow: true })
+      })
+      assert.strictEqual(answered.status, 204)
+      for (let i = 0; i < 100 && shown.pendingPermissions.length > 0; i++) {
+        yield* Effect.yieldNow
+        shown = yield* client.agents.get({ params: id })
+      }
+      assert.deepStrictEqual(shown.pendingPermissions, [], "the provider resolved it")
+      assert.strictEqual((yield* client.agents.interrupt({ params: id })), undefined)
+
+      assert.strictEqual((yield* client.runtimes.collect({ params: id })).outcome, "collected")
+      const stale = yield* raw("POST", `/v1/agents/${agent.agentId}/permissions/perm-1`, {
+        token,
+        body: JSON.stringify({ allow: false })
+      })
+      assert.strictEqual(stale.status, 409)
+      assert.include(JSON.stringify(stale.body), "PermissionNotPending")
+      const missing = yield* raw("POST", "/v1/agents/agent-missing/permissions/perm-1", {
+        token,
+        body: JSON.stringify({ allow: true })
+      })
+      assert.strictEqual(missing.status, 404)
     }).pipe(Effect.provide(serve(provider)))
   })
 
