@@ -59,7 +59,13 @@ const launchFields = (command: string | undefined) => ({
   env: Schema.Record(Schema.String, Schema.String).pipe(
     Schema.annotate({ description: "Variables added to the daemon's environment for the runtime's processes." }),
     Schema.withDecodingDefaultKey(Effect.succeed({}))
-  )
+  ),
+  closeGrace: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
+    description: "How long a closing runtime gets after SIGTERM before its process groups are killed, e.g. \"5s\". Default \"2s\"."
+  }))),
+  requestTimeout: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
+    description: "How long one request to the runtime may wait for its answer, e.g. \"1m\". Default \"30s\"."
+  })))
 })
 
 const nativeProvider = <K extends string>(kind: K, command: string, description: string) =>
@@ -79,6 +85,9 @@ export const ProviderConfig = Schema.Union([
   Schema.Struct({
     kind: Schema.Literal("opencode"),
     ...launchFields("opencode"),
+    startTimeout: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
+      description: "How long a starting server may take to answer its health check. Default \"60s\"."
+    }))),
     trustMissingInventories: Schema.Boolean.pipe(
       Schema.annotate({
         description:

@@ -29,31 +29,21 @@ export const providerLayer = (
       return PluginProvider.layer({
         provider,
         plugin: { command: config.command, args: config.args ?? [], env: config.env },
-        home: join(home.pluginHome, provider)
+        home: join(home.pluginHome, provider),
+        closeGrace: config.closeGrace,
+        requestTimeout: config.requestTimeout
       })
     case "acp":
-      return AcpProvider.layer({ provider, command: config.command, args: config.args ?? [], env: config.env })
+      return AcpProvider.layer({ provider, ...config, args: config.args ?? [] })
     case "codex":
-      return CodexProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
+      return CodexProvider.layer({ provider, ...config })
     case "pi":
     case "omp":
-      return PiProvider.layer({
-        provider,
-        variant: config.kind,
-        command: config.command,
-        args: config.args,
-        env: config.env
-      })
+      return PiProvider.layer({ provider, variant: config.kind, ...config })
     case "claude":
-      return ClaudeProvider.layer({ provider, command: config.command, args: config.args, env: config.env })
+      return ClaudeProvider.layer({ provider, ...config })
     case "opencode":
-      return OpenCodeProvider.layer({
-        provider,
-        command: config.command,
-        args: config.args,
-        env: config.env,
-        trustMissingInventories: config.trustMissingInventories
-      })
+      return OpenCodeProvider.layer({ provider, ...config })
   }
 }
 

@@ -21,6 +21,7 @@ describe("configuration file", () => {
       const config = yield* decodeConfigJson(JSON.stringify({
         providers: {
           codex: { kind: "codex" },
+          slow: { kind: "pi", closeGrace: "5s", requestTimeout: "2m" },
           "work-claude": { kind: "claude", command: "/opt/claude/bin/claude", env: { CLAUDE_CONFIG_DIR: "/srv/claude" } },
           opencode: { kind: "opencode" },
           gemini: { kind: "acp", command: "gemini", args: ["--experimental-acp"] }
@@ -44,6 +45,9 @@ describe("configuration file", () => {
         args: ["--experimental-acp"],
         env: {}
       })
+      const slow = config.providers["slow"]
+      assert.strictEqual(slow?.kind === "pi" ? Duration.toMillis(slow.closeGrace ?? Duration.zero) : 0, 5_000)
+      assert.strictEqual(slow?.kind === "pi" ? Duration.toMillis(slow.requestTimeout ?? Duration.zero) : 0, 120_000)
       assert.notProperty(config.providers, "shell", "given providers replace the default")
     }))
 
@@ -68,7 +72,8 @@ describe("configuration file", () => {
       [`{"providers":{"gemini":{"kind":"acp"}}}`, `["providers"]["gemini"]["command"]`, "Missing key"],
       [`{"providers":{"x":{"kind":"cursor"}}}`, `["providers"]["x"]`, `"kind": "codex"`],
       [`{"providers":{"pi":{"kind":"pi","comand":"pi"}}}`, `["providers"]["pi"]["comand"]`, "excess property"],
-      [`{"providers":{"pi":{"kind":"pi","command":""}}}`, `["providers"]["pi"]["command"]`, "length"]
+      [`{"providers":{"pi":{"kind":"pi","command":""}}}`, `["providers"]["pi"]["command"]`, "length"],
+      [`{"providers":{"pi":{"kind":"pi","closeGrace":"0s"}}}`, `["providers"]["pi"]["closeGrace"]`, "greater than zero"]
     ] as const
   ) {
     it.effect(`rejects ${text} naming the path`, () =>
