@@ -15,6 +15,7 @@ import { Effect, Fiber, Schema } from "effect"
 import { mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { PermissionAskedEvent, Pty } from "../../src/layers/providers/opencode/apiTypes.ts"
+import type { OpenCodeServerInfo } from "../../src/layers/providers/opencode/OpenCodeProvider.ts"
 import { probeDecision } from "../../src/layers/providers/opencode/probe.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
@@ -31,11 +32,7 @@ import {
   withRealCli
 } from "./support/realAgent.ts"
 
-interface Server {
-  readonly pid: number
-  readonly baseUrl: string
-  readonly sessionId: string
-}
+type Server = OpenCodeServerInfo
 
 /** A gate in its own folder under the home (`gatedJob` names its file inside the folder). */
 const gateIn = (home: string, name: string) => {
@@ -54,11 +51,13 @@ const decodePty = Schema.decodeUnknownSync(Pty)
 const decodePtys = Schema.decodeUnknownSync(Schema.Array(Pty))
 const decodePermissions = Schema.decodeUnknownSync(Schema.Array(PermissionAskedEvent))
 
-const http = (method: "GET" | "POST", url: string, body?: unknown) =>
+/** One request to a runtime's server, with its password, bounded in time. */
+const http = (server: Server, method: "GET" | "POST", path: string, body?: unknown) =>
   Effect.promise(async (): Promise<unknown> => {
-    const response = await fetch(url, {
+    const response = await fetch(`${server.baseUrl}${path}`, {
       method,
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...server.headers },
+      signal: AbortSignal.timeout(10_000),
       ...(body === undefined ? {} : { body: JSON.stringify(body) })
     })
     return response.json()
@@ -137,7 +136,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
             assert.strictEqual(started.outcome.kind, "finished", "the parent's turn ends while the child runs")
             const server = servers.at(-1)!
             assert.strictEqual(server.sessionId, sessionId)
-            const probe = { agentId: result.agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true }
+            const probe = { agentId: result.agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: true }
             yield* eventually(
               probeDecision(probe).pipe(Effect.map((decision) =>
                 decision._tag === "Busy" && /session ses_\w+ is busy/.test(decision.reason) && !decision.reason.includes(sessionId)
@@ -166,7 +165,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         assert.isTrue(model.requests.some((request) => request.lastUserText === "hello"), "the fake model answered")
         const server = servers.at(-1)!
         assert.strictEqual(server.sessionId, sessionId)
-        const probe = { agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true }
+        const probe = { agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: true }
 
         // 1. A turn running a shell command in the foreground: the server reports the session busy.
         const turnJob = gateIn(agent.home, "turn-gate")
@@ -186,7 +185,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
 
         // 2. A PTY created through the API, running a gated job: the probe vetoes the release.
         const ptyJob = gateIn(agent.home, "pty-gate")
-        const pty = decodePty(yield* http("POST", `${server.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`, {
+        const pty = decodePty(yield* http(server, "POST", `/pty?directory=${encodeURIComponent(agent.home)}`, {
           command: "bash",
           args: ["-c", ptyJob.command]
         }))
@@ -201,7 +200,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         // 3. The job ends; the server drops the PTY; the probe permits; the group is gone.
         yield* ptyJob.end
         yield* eventually(
-          http("GET", `${server.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`).pipe(
+          http(server, "GET", `/pty?directory=${encodeURIComponent(agent.home)}`).pipe(
             Effect.map((list) => decodePtys(list).length === 0)
           ),
           "the ended PTY is no longer listed"
@@ -213,7 +212,9 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         )
         assert.isFalse((yield* agent.registry.get(agentId)).resident)
         yield* eventually(Effect.sync(() => !groupAlive(server.pid)), "the released server's process group is gone")
-        assert.isFalse(pty.pid !== undefined && processAlive(pty.pid), "the PTY's process is gone")
+        const ptyPid = pty.pid
+        assert.isDefined(ptyPid, "the server names the PTY's process")
+        if (ptyPid !== undefined) assert.isFalse(processAlive(ptyPid), "the PTY's process is gone")
 
         // 4. The next prompt starts a new server on the saved session.
         const resumed = yield* agent.promptAndFinish(agentId, "again")
@@ -227,15 +228,19 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         // 5. Closing a runtime whose PTY still runs: PTYs are process groups of their own that
         // outlive the server, so the adapter removes them through the API first.
         const second = servers[1]!
-        const lingering = decodePty(yield* http("POST", `${second.baseUrl}/pty?directory=${encodeURIComponent(agent.home)}`, {
+        const lingering = decodePty(yield* http(second, "POST", `/pty?directory=${encodeURIComponent(agent.home)}`, {
           command: "sleep",
           args: ["120"]
         }))
-        assert.isTrue(processAlive(lingering.pid ?? 0))
-        assert.notStrictEqual(pgidOf(lingering.pid ?? 0), second.pid, "the PTY is not in the server's group")
+        // `pid ?? 0` would ask about our own process group (kill(0, 0)), which is always alive.
+        const lingeringPid = lingering.pid
+        assert.isDefined(lingeringPid, "the server names the PTY's process")
+        if (lingeringPid === undefined) return
+        assert.isTrue(processAlive(lingeringPid))
+        assert.notStrictEqual(pgidOf(lingeringPid), second.pid, "the PTY is not in the server's group")
         yield* agent.registry.close(agentId)
         yield* eventually(Effect.sync(() => !groupAlive(second.pid)), "the closed server's group is gone")
-        yield* eventually(Effect.sync(() => !processAlive(lingering.pid ?? 0)), "the PTY's process is gone")
+        yield* eventually(Effect.sync(() => !processAlive(lingeringPid)), "the PTY's process is gone")
       }))
   }, 180_000)
 
@@ -253,7 +258,13 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         const [jobPid] = jobPids()
         assert.notStrictEqual(pgidOf(jobPid!), server.pid, "the job is not in the runtime's process group")
         // What 1.18.33 exposes says nothing about it: the probe permits while it runs.
-        const decision = yield* probeDecision({ agentId, baseUrl: server.baseUrl, sessionId, trustMissingInventories: true })
+        const decision = yield* probeDecision({
+          agentId,
+          baseUrl: server.baseUrl,
+          headers: server.headers,
+          sessionId,
+          trustMissingInventories: true
+        })
         assert.deepStrictEqual(decision, { _tag: "Idle" })
         yield* job.end
         yield* eventually(Effect.sync(() => jobPids().length === 0), "the job has ended")
@@ -269,7 +280,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         const asked = yield* agent.promptAndFinish(agentId, "RUN: echo permitted")
         assert.strictEqual(asked.outcome.kind, "needs-permission")
         const pending = decodePermissions(
-          yield* http("GET", `${servers.at(-1)!.baseUrl}/permission?directory=${encodeURIComponent(agent.home)}`)
+          yield* http(servers.at(-1)!, "GET", `/permission?directory=${encodeURIComponent(agent.home)}`)
         )
         assert.strictEqual(pending.length, 1)
         assert.strictEqual(pending[0]!.permission, "bash")
@@ -296,6 +307,31 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         }
         assert.isTrue((yield* agent.registry.get(agentId)).resident)
       })), 180_000)
+  it.live("closing a runtime mid-command ends the command's own process group too", (ctx) => {
+    const { cli, servers } = trusting()
+    return withRealCli(cli, (note) => ctx.skip(note), (agent) => {
+      const job = gateIn(agent.home, "close-gate")
+      // Should the close miss it, the command still ends (and is seen to end) before the home goes.
+      const cleanup = job.end.pipe(
+        Effect.andThen(eventually(Effect.sync(() => findJob(job.command).length === 0), "the command ended by its gate"))
+      )
+      return Effect.gen(function*() {
+        const { agentId } = yield* helloTurn(agent)
+        const server = servers.at(-1)!
+        const finish = yield* Effect.forkChild(agent.registry.awaitFinish(agentId), { startImmediately: true })
+        yield* agent.registry.prompt(agentId, `RUN: ${job.command}`)
+        yield* eventually(Effect.sync(() => findJob(job.command).length > 0), "the command runs in the turn")
+        const [jobPid] = findJob(job.command)
+        assert.isDefined(jobPid)
+        // The bash tool starts the command in a process group of its own: ending the server's group misses it.
+        if (jobPid !== undefined) assert.notStrictEqual(pgidOf(jobPid), server.pid, "the command is not in the server's group")
+        yield* agent.registry.close(agentId)
+        yield* eventually(Effect.sync(() => !groupAlive(server.pid)), "the closed server's group is gone")
+        yield* eventually(Effect.sync(() => findJob(job.command).length === 0), "no process of the command is left")
+        yield* Fiber.interrupt(finish)
+      }).pipe(Effect.ensuring(cleanup))
+    })
+  }, 180_000)
 })
 
 /** Pids of processes whose command line runs the job (read from procfs; never signalled). */

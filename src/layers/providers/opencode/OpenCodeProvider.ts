@@ -6,18 +6,23 @@
  *   (sessions persist in the server's data dir, `$XDG_DATA_HOME/opencode/opencode.db`);
  * - a turn: `POST /session/{id}/prompt_async` (204), then the event stream until the session, having
  *   been `busy`, is `idle` again; the reply is the text of the newest assistant message;
- * - interrupt: `POST /session/{id}/abort`; permissions: `permission.asked` events, answered with
- *   `POST /permission/{id}/reply` (`once` / `reject`);
- * - close: ends the server's process group; the saved session stays;
- * - `canStopRuntime`: work the adapter sees (a turn, a pending permission) answers `false` at once;
- *   otherwise the P4 probe reads this server's inventories for the session (`probe.ts`).
+ * - interrupt: `POST /session/{id}/abort`; permissions: `permission.asked` events of the session or
+ *   any descendant session, answered with `POST /permission/{id}/reply` (`once` / `reject`);
+ * - events: a stream that ends while the server lives is reopened (bounded); failing that, turns
+ *   and the probe fail;
+ * - close: ends the server's process group, then the groups its commands run in; the saved
+ *   session stays;
+ * - `canStopRuntime`: work the adapter sees (a turn, a pending permission, a completion notice not
+ *   yet run) answers `false` at once; otherwise the P4 probe reads this server's inventories for
+ *   the session (`probe.ts`).
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schedule, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { readUntilDone } from "../plugin/PluginProcess.ts"
+import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
 import {
   Acknowledged,
   type EventEnvelope,
@@ -30,7 +35,8 @@ import {
   SessionCreatedEvent,
   SessionErrorEvent,
   SessionScoped,
-  SessionStatusEvent
+  SessionStatusEvent,
+  SessionStatusMap
 } from "./apiTypes.ts"
 import { openEventStream } from "./events.ts"
 import { type BadAnswer, getJson, requestJson, requestNoContent } from "./http.ts"
@@ -55,7 +61,13 @@ export interface OpenCodeProviderOptions {
   /** Told the pid (and process group id) of every server process started. */
   readonly onSpawn?: ((pid: number) => void) | undefined
   /** Told where each server listens once it answers, with its session id (for inspection and tests). */
-  readonly onServer?: ((server: { readonly pid: number; readonly baseUrl: string; readonly sessionId: string }) => void) | undefined
+  readonly onServer?: ((server: OpenCodeServerInfo) => void) | undefined
+  /**
+   * How long a completion notice may stay unseen: after a child session goes idle, the parent is
+   * expected to run its notice turn (busy, then idle). Until then the release is vetoed; past this
+   * bound the probe fails (`RuntimeProbeFailed`), which retains too. Default 5 minutes.
+   */
+  readonly completionNoticeTimeout?: Duration.Input | undefined
   /**
    * Default false: an inventory the server does not serve retains the runtime (unknown is never
    * empty), so releases lacking the v2 inbox and shell list are never released. True reads their
@@ -78,6 +90,27 @@ const asPermissionAsked = decodeWith(PermissionAskedEvent)
 const asPermissionReplied = decodeWith(PermissionRepliedEvent)
 const asCreated = decodeWith(SessionCreatedEvent)
 
+/** Where a runtime's server listens, the headers it requires (its password), and its session. */
+export interface OpenCodeServerInfo {
+  readonly pid: number
+  readonly baseUrl: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly sessionId: string
+}
+
+/** How often a lost event stream is reopened before the runtime is declared broken. */
+const reconnectAttempts = 3
+const reconnectDelay = "250 millis"
+/** A stream that lived this long before it ended was healthy: the reconnect budget is restored. */
+const healthyStream = 10_000
+
+/** A child session went idle; its parent's completion notice turn has not been seen yet. */
+interface Notice {
+  readonly child: string
+  readonly since: number
+  sawBusy: boolean
+}
+
 /** The turn in flight: it ends at the first `idle` after the session was seen `busy`. */
 interface Turn {
   readonly done: Deferred.Deferred<void, ProviderFailed>
@@ -90,6 +123,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
   const scope = yield* Effect.scope
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   const closeGrace = options.closeGrace ?? "2 seconds"
+  const noticeTimeout = Duration.toMillis(Duration.fromInputUnsafe(options.completionNoticeTimeout ?? "5 minutes"))
   /** Each live server, with how to close it: the session's own close once it has one. */
   const running = new Map<OpenCodeServer, Effect.Effect<void>>()
   const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
@@ -110,7 +144,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         cwd: config.cwd,
         startTimeout: options.startTimeout ?? "60 seconds",
         onSpawn: options.onSpawn
-      }).pipe(Effect.mapError((message) => failed("spawn", `${provider}: ${message}`)))
+      }).pipe(Effect.mapError((error) => failed("spawn", `${provider}: ${error.message}`)))
       running.set(server, server.process.terminate(closeGrace))
       const endpoint = server.endpoint
       const where = { directory: config.cwd }
@@ -130,24 +164,54 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         )
 
       // The stream is connected (its first event seen) before any prompt, so no event is missed.
-      const stream = yield* call("events", openEventStream(endpoint, config.cwd)).pipe(
+      let stream = yield* call("events", openEventStream(endpoint, config.cwd)).pipe(
         Effect.mapError((error) => failed(error.operation, `${error.message}; server stderr: ${server.stderrTail()}`)),
         Effect.onError(() => stop)
       )
       const connected = Deferred.makeUnsafe<void, ProviderFailed>()
+      const abortStream = () => stream.abort()
 
       const session = yield* (resume === null
         ? call("create", requestJson(endpoint, { method: "POST", path: "session", query: where, body: {} }, Session))
         : call(
           "resume",
           requestJson(endpoint, { method: "GET", path: `session/${encodeURIComponent(resume.sessionId)}`, query: where }, Session)
-        )).pipe(Effect.onError(() => Effect.andThen(Effect.sync(stream.abort), stop)))
+        )).pipe(Effect.onError(() => Effect.andThen(Effect.sync(abortStream), stop)))
       const sessionId = session.id
       const sessionPath = (rest: string) => `session/${encodeURIComponent(sessionId)}${rest}`
 
       let turn: Turn | undefined
       const permissions = new Set<string>()
-      const children = new Set<string>()
+      /** Every descendant session seen created (child, grandchild, …), with its parent. */
+      const parentOf = new Map<string, string>()
+      /** Descendants reported as running subagents (until they go idle). */
+      const runningChildren = new Set<string>()
+      /** Sessions of the tree last seen busy (or retrying). */
+      const busySessions = new Set<string>()
+      /**
+       * Completion notices not yet seen: when a child session goes idle, 1.18.33 runs a turn of its
+       * own in the parent. Until that parent has been seen busy and then idle again, the notice is
+       * work the inventories may not show (the inbox 1.18.33 lacks), so it vetoes.
+       */
+      const notices = new Map<string, Notice>()
+      /** Set once the event stream is gone for good: turns and the probe then fail. */
+      let broken: string | undefined
+      let closing = false
+
+      const inTree = (id: string) => id === sessionId || parentOf.has(id)
+
+      /** The oldest notice not yet seen, and whether it is past the bound. */
+      const pendingNotice = () => {
+        const [parent, notice] = [...notices].sort((a, b) => a[1].since - b[1].since)[0] ?? []
+        if (parent === undefined || notice === undefined) return undefined
+        const overdue = Date.now() - notice.since > noticeTimeout
+        return {
+          overdue,
+          reason: overdue
+            ? `session ${parent} did not run the completion notice of ${notice.child} within ${noticeTimeout} ms`
+            : `session ${parent} has not yet run the completion notice of ${notice.child}`
+        }
+      }
 
       const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
         const current = turn
@@ -183,22 +247,46 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           })
         )
 
+      /** A status of a session of the tree: subagents, completion notices, and our turn. */
+      const statusOf = (about: string, status: "idle" | "busy" | "retry"): Effect.Effect<void> => {
+        if (status === "idle") {
+          const wasBusy = busySessions.delete(about)
+          const notice = notices.get(about)
+          if (notice !== undefined && (notice.sawBusy || wasBusy)) notices.delete(about)
+          const parent = parentOf.get(about)
+          if (parent !== undefined && wasBusy) {
+            // The parent's notice turn may already be running; then its own idle settles it.
+            notices.set(parent, { child: about, since: Date.now(), sawBusy: busySessions.has(parent) })
+          }
+          if (runningChildren.delete(about)) config.onEvent({ _tag: "SubagentFinished", id: about })
+        } else {
+          busySessions.add(about)
+          const notice = notices.get(about)
+          if (notice !== undefined) notice.sawBusy = true
+        }
+        if (about !== sessionId) return Effect.void
+        const current = turn
+        if (current === undefined) return Effect.void
+        if (status !== "idle") current.sawBusy = true
+        // An `idle` before this turn went busy is left over from an earlier one (aborts repeat it).
+        if (status === "idle" && current.sawBusy) return turnEnded(current)
+        return Effect.void
+      }
+
       const onEvent = (event: EventEnvelope): Effect.Effect<void> => {
         if (event.type === "server.connected") {
           Deferred.doneUnsafe(connected, Exit.void)
           return Effect.void
         }
         const created = event.type === "session.created" ? asCreated(event.properties) : undefined
-        if (created?.info.parentID === sessionId && !children.has(created.info.id)) {
-          children.add(created.info.id)
-          config.onEvent({ _tag: "SubagentStarted", id: created.info.id })
-          return Effect.void
-        }
-        const about = asScoped(event.properties)?.sessionID
-        if (about !== undefined && children.has(about)) {
-          if (event.type === "session.idle" && children.delete(about)) {
-            config.onEvent({ _tag: "SubagentFinished", id: about })
-          } else config.onEvent({ _tag: "Activity" })
+        if (created !== undefined) {
+          const { id, parentID } = created.info
+          // Descendants at any depth: a grandchild names a child we already track.
+          if (parentID !== undefined && inTree(parentID) && !inTree(id)) {
+            parentOf.set(id, parentID)
+            runningChildren.add(id)
+            config.onEvent({ _tag: "SubagentStarted", id })
+          }
           return Effect.void
         }
         if (event.type === "session.error") {
@@ -208,10 +296,12 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           }
           return Effect.void
         }
-        if (about !== sessionId) return Effect.void
+        const about = asScoped(event.properties)?.sessionID
+        if (about === undefined || !inTree(about)) return Effect.void
         config.onEvent({ _tag: "Activity" })
         switch (event.type) {
           case "permission.asked": {
+            // A subagent's permission too: unanswered, the subagent would wait forever.
             const asked = asPermissionAsked(event.properties)
             if (asked !== undefined && !permissions.has(asked.id)) {
               permissions.add(asked.id)
@@ -224,15 +314,11 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
             if (replied !== undefined) resolvePermission(replied.requestID)
             return Effect.void
           }
-          case "session.status":
-          case "session.idle": {
-            const status = event.type === "session.idle" ? "idle" : asStatus(event.properties)?.status.type
-            const current = turn
-            if (current === undefined) return Effect.void
-            if (status === "busy" || status === "retry") current.sawBusy = true
-            // An `idle` before this turn went busy is left over from an earlier one (aborts repeat it).
-            if (status === "idle" && current.sawBusy) return turnEnded(current)
-            return Effect.void
+          case "session.idle":
+            return statusOf(about, "idle")
+          case "session.status": {
+            const status = asStatus(event.properties)?.status.type
+            return status === undefined ? Effect.void : statusOf(about, status)
           }
           default:
             return Effect.void
@@ -245,28 +331,87 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           discard: true
         })
 
-      const streamEnded = (why: string) =>
+      /** The stream is gone for good: the turn fails, later turns and probes fail too. */
+      const streamLost = (why: string) =>
         Effect.sync(() => {
-          stream.abort()
+          broken ??= why
+          abortStream()
           Deferred.doneUnsafe(connected, Exit.fail(failed("events", why)))
           finishTurn(Exit.fail(failed("events", `${provider} event stream ended: ${why}`)))
         })
 
-      yield* readUntilDone(
-        stream.next.pipe(
-          Effect.flatMap((batch) =>
-            batch === undefined
-              ? Effect.as(streamEnded("closed by the server"), false)
-              : logMalformed(batch.malformed).pipe(
-                Effect.andThen(Effect.forEach(batch.events, onEvent, { discard: true })),
-                Effect.as(true)
-              )
-          ),
-          Effect.catch((bad) => Effect.as(streamEnded(bad.message), false))
+      /**
+       * After a reconnect, events sent while no stream was open are lost: the statuses are read
+       * again, so a turn whose idle was missed still ends and a busy session is not forgotten.
+       */
+      const resync = call("events", getJson(endpoint, "session/status", where, SessionStatusMap)).pipe(
+        Effect.flatMap((statuses) => {
+          const idle = [...busySessions].filter((id) => !Object.hasOwn(statuses, id))
+          for (const [id, status] of Object.entries(statuses)) {
+            if (inTree(id) && status.type !== "idle") busySessions.add(id)
+          }
+          return Effect.forEach(idle, (id) => statusOf(id, "idle"), { discard: true })
+        })
+      )
+
+      /** Reads one stream until it ends; then reconnects (bounded) while the server lives. */
+      const pump = (attemptsLeft: number): Effect.Effect<void> => {
+        const opened = Date.now()
+        return readUntilDone(
+          stream.next.pipe(
+            Effect.flatMap((batch) =>
+              batch === undefined
+                ? Effect.succeed(false)
+                : logMalformed(batch.malformed).pipe(
+                  Effect.andThen(Effect.forEach(batch.events, onEvent, { discard: true })),
+                  Effect.as(true)
+                )
+            )
+          )
+        ).pipe(
+          Effect.matchEffect({
+            onFailure: (bad) => Effect.succeed(bad.message),
+            onSuccess: () => Effect.succeed("closed by the server")
+          }),
+          Effect.flatMap((why) => {
+            abortStream()
+            if (closing || broken !== undefined || Deferred.isDoneUnsafe(server.process.exited)) {
+              return streamLost(why)
+            }
+            return reconnect(why, Date.now() - opened > healthyStream ? reconnectAttempts : attemptsLeft)
+          })
         )
-      ).pipe(Effect.ensuring(Effect.sync(stream.abort)), Effect.forkIn(scope))
+      }
+
+      /** Up to `attemptsLeft` tries to reopen; every stream after that shares what is left. */
+      const reconnect = (why: string, attemptsLeft: number): Effect.Effect<void> => {
+        if (attemptsLeft <= 0) return streamLost(`${why}; it kept ending (${reconnectAttempts} reconnects)`)
+        let tries = 0
+        return call("events", openEventStream(endpoint, config.cwd)).pipe(
+          Effect.tap(() => Effect.sync(() => tries++)),
+          Effect.tapError(() => Effect.sync(() => tries++)),
+          Effect.retry({ times: attemptsLeft - 1, schedule: Schedule.spaced(reconnectDelay) }),
+          Effect.matchEffect({
+            onFailure: (error) =>
+              Effect.logWarning("OpenCode event stream could not be reopened").pipe(
+                Effect.annotateLogs({ provider, ended: why, message: error.message }),
+                Effect.andThen(streamLost(`${why}; reconnecting failed: ${error.message}`))
+              ),
+            onSuccess: (reopened) =>
+              Effect.gen(function*() {
+                stream = reopened
+                if (closing) return yield* streamLost(why)
+                yield* Effect.logInfo("OpenCode event stream reopened").pipe(Effect.annotateLogs({ provider, ended: why }))
+                yield* resync.pipe(Effect.catch((error) => streamLost(`${why}; ${error.message}`)))
+                return yield* pump(attemptsLeft - tries)
+              })
+          })
+        )
+      }
+
+      yield* pump(reconnectAttempts).pipe(Effect.ensuring(Effect.sync(abortStream)), Effect.forkIn(scope))
       yield* Deferred.await(server.process.exited).pipe(
-        Effect.flatMap((code) => streamEnded(`${provider} exited with code ${code}`)),
+        Effect.flatMap((code) => streamLost(`${provider} exited with code ${code}`)),
         Effect.forkIn(scope)
       )
 
@@ -275,7 +420,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           duration: requestTimeout,
           orElse: () => Effect.fail(failed("events", "the event stream sent nothing"))
         }),
-        Effect.onError(() => Effect.andThen(Effect.sync(stream.abort), stop))
+        Effect.onError(() => Effect.andThen(Effect.sync(abortStream), stop))
       )
 
       /**
@@ -296,34 +441,51 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         })
       })
 
-      const closeSession: Effect.Effect<void> = Effect.suspend(() =>
-        Deferred.isDoneUnsafe(server.process.exited)
-          ? Effect.void
-          : call("close", removePtys).pipe(
+      /**
+       * Commands of the `bash` tool run in process groups of their own: they are noted while they
+       * are still the server's descendants (never once it has exited: its pid may be reused) and
+       * ended after it. A job backgrounded with `&` was reparented to init already and is not found.
+       */
+      const commandGroups = Effect.sync(() => {
+        if (Deferred.isDoneUnsafe(server.process.exited)) return []
+        const groups = descendantGroups(server.process.pid)
+        for (const group of groups) options.onSpawn?.(group)
+        return groups
+      })
+
+      const closeSession: Effect.Effect<void> = Effect.gen(function*() {
+        closing = true
+        if (!Deferred.isDoneUnsafe(server.process.exited)) {
+          yield* call("close", removePtys).pipe(
             Effect.catch((error) =>
               Effect.logWarning("OpenCode PTYs could not be removed before close").pipe(
                 Effect.annotateLogs({ provider, message: error.message })
               )
             )
           )
-      ).pipe(
-        Effect.andThen(Effect.sync(stream.abort)),
-        Effect.andThen(stop),
+        }
+        const groups = yield* commandGroups
+        finishTurn(Exit.fail(failed("close", `the ${provider} runtime was closed during the turn`)))
+        abortStream()
+        yield* stop
+        yield* endGroups(groups, closeGrace)
+      }).pipe(
         Effect.catchCause((cause) =>
-          Effect.logDebug("OpenCode did not close cleanly").pipe(
+          Effect.logWarning("OpenCode did not close cleanly").pipe(
             Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
           )
         )
       )
       running.set(server, closeSession)
 
-      options.onServer?.({ pid: server.process.pid, baseUrl: endpoint.baseUrl, sessionId })
+      options.onServer?.({ pid: server.process.pid, baseUrl: endpoint.baseUrl, headers: endpoint.headers ?? {}, sessionId })
       const agentSession: AgentSession = {
         pid: server.process.pid,
         exited: Effect.asVoid(Deferred.await(server.process.exited)),
         persistence: Effect.succeed({ provider, sessionId, data: { directory: session.directory } }),
         startTurn: (text) =>
           Effect.gen(function*() {
+            if (broken !== undefined) return yield* failed("prompt", `${provider} event stream is gone: ${broken}`)
             if (turn !== undefined) return yield* failed("prompt", "a turn is already running")
             const current: Turn = { done: Deferred.makeUnsafe<void, ProviderFailed>(), sawBusy: false, error: undefined }
             turn = current
@@ -360,8 +522,21 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         ).pipe(Effect.asVoid),
         close: closeSession,
         canStopRuntime: Effect.suspend(() => {
+          const probeFailed = (message: string) =>
+            Effect.fail(new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${message}` }))
+          // Without the event stream the adapter cannot see turns, permissions or notices.
+          if (broken !== undefined) return probeFailed(`event stream is gone: ${broken}`)
           // Work the adapter sees is an answer already; the server is not asked.
           if (turn !== undefined || permissions.size > 0) return Effect.succeed(false)
+          const waiting = pendingNotice()
+          if (waiting !== undefined) {
+            return waiting.overdue
+              ? probeFailed(waiting.reason)
+              : Effect.logDebug("OpenCode release vetoed").pipe(
+                Effect.annotateLogs({ provider, reason: waiting.reason }),
+                Effect.as(false)
+              )
+          }
           return canStopRuntime({
             agentId: config.agentId,
             baseUrl: endpoint.baseUrl,
@@ -369,8 +544,8 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
             sessionId,
             trustMissingInventories: options.trustMissingInventories
           }).pipe(
-            // A turn may have started while the server answered.
-            Effect.map((permit) => permit && turn === undefined && permissions.size === 0)
+            // A turn, a permission or a notice may have appeared while the server answered.
+            Effect.map((permit) => permit && turn === undefined && permissions.size === 0 && notices.size === 0)
           )
         })
       }

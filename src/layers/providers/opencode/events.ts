@@ -4,7 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import { EventEnvelope } from "./apiTypes.ts"
-import { type BadAnswer, describeCause, type Endpoint, openRequest } from "./http.ts"
+import { BadAnswer, describeCause, type Endpoint, openRequest } from "./http.ts"
 
 /** One read from the stream: the events it completed, and blocks that did not decode. */
 export interface EventBatch {
@@ -46,7 +46,7 @@ const parse = (payload: string): EventEnvelope | undefined => {
 export const openEventStream = (endpoint: Endpoint, directory: string): Effect.Effect<EventStream, BadAnswer> =>
   Effect.callback<EventStream, BadAnswer>((resume) => {
     const where = `GET /event?directory=${directory}`
-    const transport = (cause: unknown): BadAnswer => ({ kind: "transport", message: `${where}: ${describeCause(cause)}` })
+    const transport = (cause: unknown) => new BadAnswer({ kind: "transport", message: `${where}: ${describeCause(cause)}` })
     let connected = false
     /** Chunks (or the end, or a failure) not yet taken by `next`, and a reader waiting for one. */
     const pending: Array<{ readonly chunk: string } | { readonly end: true } | { readonly error: BadAnswer }> = []
@@ -62,10 +62,12 @@ export const openEventStream = (endpoint: Endpoint, directory: string): Effect.E
       if (response.statusCode !== 200 || !contentType.startsWith("text/event-stream")) {
         response.resume()
         req.destroy()
-        resume(Effect.fail({
-          kind: contentType.startsWith("text/html") ? "html" : "content-type",
-          message: `${where}: status ${response.statusCode}, content type ${contentType || "(none)"}`
-        }))
+        resume(Effect.fail(
+          new BadAnswer({
+            kind: contentType.startsWith("text/html") ? "html" : "content-type",
+            message: `${where}: status ${response.statusCode}, content type ${contentType || "(none)"}`
+          })
+        ))
         return
       }
       connected = true

@@ -17,10 +17,18 @@ export interface Endpoint {
 export type Query = Readonly<Record<string, string>>
 
 /** Why an answer could not be used. `html` is what routes the release does not serve answer. */
-export interface BadAnswer {
-  readonly kind: "transport" | "status" | "not-found" | "html" | "content-type" | "json" | "schema"
-  readonly message: string
-}
+export class BadAnswer extends Schema.TaggedError<BadAnswer>()("BadAnswer", {
+  kind: Schema.Literals(["transport", "status", "not-found", "html", "content-type", "json", "schema"]),
+  message: Schema.String
+}) {}
+
+/**
+ * The `Authorization` header for a server started with `OPENCODE_SERVER_PASSWORD`: HTTP basic
+ * auth, user `opencode` (1.18.33: `OPENCODE_SERVER_USERNAME`, default "opencode").
+ */
+export const basicAuth = (username: string, password: string): Readonly<Record<string, string>> => ({
+  authorization: `Basic ${Buffer.from(`${username}:${password}`).toString("base64")}`
+})
 
 const mimeOf = (value: string | null): string => value?.split(";")[0]?.trim().toLowerCase() ?? ""
 
@@ -89,7 +97,7 @@ const send = (endpoint: Endpoint, request: Request): Effect.Effect<Answer, BadAn
   Effect.callback<Answer, BadAnswer>((resume) => {
     const where = describe(request.method, request.path, request.query ?? {})
     const transport = (cause: unknown) =>
-      resume(Effect.fail({ kind: "transport", message: `${where}: ${describeCause(cause)}` }))
+      resume(Effect.fail(new BadAnswer({ kind: "transport", message: `${where}: ${describeCause(cause)}` })))
     const req = openRequest(endpoint, { ...request, accept: "application/json" }, (response) => {
       const chunks: Array<Buffer> = []
       response.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -99,7 +107,7 @@ const send = (endpoint: Endpoint, request: Request): Effect.Effect<Answer, BadAn
         const header = response.headers["content-type"]
         const contentType = header === undefined ? null : header
         if (mimeOf(contentType) === "text/html" || /^\s*</.test(text)) {
-          resume(Effect.fail({ kind: "html", message: `${where}: answered HTML (route not served)` }))
+          resume(Effect.fail(new BadAnswer({ kind: "html", message: `${where}: answered HTML (route not served)` })))
         } else {
           resume(Effect.succeed({ status: response.statusCode ?? 0, contentType, text, where }))
         }
@@ -117,23 +125,23 @@ export const requestJson = <S extends Schema.Top & { readonly DecodingServices: 
   Effect.gen(function*() {
     const { contentType, status, text, where } = yield* send(endpoint, request)
     if (status !== 200) {
-      return yield* Effect.fail<BadAnswer>({
+      return yield* new BadAnswer({
         kind: status === 404 ? "not-found" : "status",
         message: `${where}: status ${status}: ${text.slice(0, 200)}`
       })
     }
     if (!isJsonContentType(contentType)) {
-      return yield* Effect.fail<BadAnswer>({
+      return yield* new BadAnswer({
         kind: "content-type",
         message: `${where}: content type ${contentType ?? "(none)"}, expected JSON`
       })
     }
     const json = yield* Effect.try({
       try: (): unknown => JSON.parse(text),
-      catch: (cause): BadAnswer => ({ kind: "json", message: `${where}: malformed JSON: ${String(cause)}` })
+      catch: (cause) => new BadAnswer({ kind: "json", message: `${where}: malformed JSON: ${String(cause)}` })
     })
     return yield* Schema.decodeUnknownEffect(schema)(json).pipe(
-      Effect.mapError((issue): BadAnswer => ({ kind: "schema", message: `${where}: ${String(issue)}` }))
+      Effect.mapError((issue) => new BadAnswer({ kind: "schema", message: `${where}: ${String(issue)}` }))
     )
   })
 
@@ -142,7 +150,7 @@ export const requestNoContent = (endpoint: Endpoint, request: Request): Effect.E
   Effect.gen(function*() {
     const { status, text, where } = yield* send(endpoint, request)
     if (status !== 204) {
-      return yield* Effect.fail<BadAnswer>({
+      return yield* new BadAnswer({
         kind: status === 404 ? "not-found" : "status",
         message: `${where}: status ${status}, expected 204: ${text.slice(0, 200)}`
       })

@@ -22,7 +22,7 @@ import {
   SessionStatusMap,
   ShellListResponse
 } from "./apiTypes.ts"
-import { type BadAnswer, getJson, type Query } from "./http.ts"
+import { BadAnswer, getJson, type Query } from "./http.ts"
 import { canStop, type Decision, decide, type Inventories, type Optional, type TreeNode, treeDirectories } from "./safety.ts"
 
 export interface ProbeConfig {
@@ -68,7 +68,7 @@ const fetchTree = (config: ProbeConfig): Effect.Effect<ReadonlyArray<TreeNode>, 
     const limit = config.maxTreeSize ?? 500
     const root = yield* getJson(config, sessionPath(config.sessionId), {}, Session)
     if (root.id !== config.sessionId) {
-      return yield* Effect.fail<BadAnswer>({
+      return yield* new BadAnswer({
         kind: "schema",
         message: `GET /session/${config.sessionId} answered for ${root.id}`
       })
@@ -85,7 +85,7 @@ const fetchTree = (config: ProbeConfig): Effect.Effect<ReadonlyArray<TreeNode>, 
       )
       for (const child of children) {
         if (child.parentID !== undefined && child.parentID !== parent.id) {
-          return yield* Effect.fail<BadAnswer>({
+          return yield* new BadAnswer({
             kind: "schema",
             message: `child ${child.id} of ${parent.id} names parent ${child.parentID}`
           })
@@ -94,7 +94,7 @@ const fetchTree = (config: ProbeConfig): Effect.Effect<ReadonlyArray<TreeNode>, 
         seen.add(child.id)
         tree.push({ id: child.id, directory: child.directory })
         if (tree.length > limit) {
-          return yield* Effect.fail<BadAnswer>({ kind: "schema", message: `session tree exceeds ${limit} sessions` })
+          return yield* new BadAnswer({ kind: "schema", message: `session tree exceeds ${limit} sessions` })
         }
       }
     }

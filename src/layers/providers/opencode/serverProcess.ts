@@ -5,10 +5,14 @@
  * The port: `--port 0` does not mean "any free port" to 1.18.33 — it tries 4096 first — so the
  * address is read from the line the server prints once it listens
  * (`opencode server listening on http://127.0.0.1:4096`), then `GET /global/health` must answer.
+ *
+ * Each server gets a password of its own (`OPENCODE_SERVER_PASSWORD`, 32 random bytes) and every
+ * request carries it as HTTP basic auth, user `opencode`: other local users cannot drive it.
  */
-import { Deferred, Duration, Effect, Schedule } from "effect"
+import { randomBytes } from "node:crypto"
+import { Deferred, Duration, Effect, Schedule, Schema } from "effect"
 import { Health } from "./apiTypes.ts"
-import { type Endpoint, getJson } from "./http.ts"
+import { basicAuth, type Endpoint, getJson } from "./http.ts"
 import { type PluginProcess, startPluginProcess } from "../plugin/PluginProcess.ts"
 
 export interface ServerLaunch {
@@ -30,6 +34,14 @@ export interface OpenCodeServer {
   readonly stderrTail: () => string
 }
 
+/** The server could not be started, or did not answer in time. */
+export class OpenCodeServerFailed extends Schema.TaggedError<OpenCodeServerFailed>()("OpenCodeServerFailed", {
+  message: Schema.String
+}) {}
+
+/** The user name the server checks (1.18.33 reads `OPENCODE_SERVER_USERNAME`, default "opencode"). */
+const serverUser = "opencode"
+
 const listeningLine = /listening on (https?:\/\/\S+)/
 
 /** The last few KB of stderr, for the message when the server will not start. */
@@ -44,32 +56,37 @@ const tail = () => {
 }
 
 /** Starts the server and waits until it answers; the process is ended on any failure. */
-export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer, string> =>
+export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer, OpenCodeServerFailed> =>
   Effect.gen(function*() {
     const address = Deferred.makeUnsafe<string>()
     const stderr = tail()
-    const cli = yield* startPluginProcess({ command: launch.command, args: launch.args, env: launch.env }, launch.cwd, {
+    const password = randomBytes(32).toString("base64url")
+    const env = { ...launch.env, OPENCODE_SERVER_USERNAME: serverUser, OPENCODE_SERVER_PASSWORD: password }
+    const cli = yield* startPluginProcess({ command: launch.command, args: launch.args, env }, launch.cwd, {
       onLine: (line) => {
         const match = listeningLine.exec(line)
         if (match !== null) Deferred.doneUnsafe(address, Effect.succeed(match[1]!))
       },
       onOversizedLine: () => {},
       onStderr: stderr.add
-    }).pipe(Effect.mapError((error) => `cannot start ${launch.command}: ${error.message}`))
+    }).pipe(Effect.mapError((error) => new OpenCodeServerFailed({ message: `cannot start ${launch.command}: ${error.message}` }))
+    )
     launch.onSpawn?.(cli.pid)
 
     const ready = Effect.gen(function*() {
       const baseUrl = yield* Effect.raceFirst(
         Deferred.await(address),
         Deferred.await(cli.exited).pipe(
-          Effect.flatMap((code) => Effect.fail(`exited with code ${code} before listening: ${stderr.get()}`))
+          Effect.flatMap((code) =>
+            Effect.fail(new OpenCodeServerFailed({ message: `exited with code ${code} before listening: ${stderr.get()}` }))
+          )
         )
       )
-      const endpoint: Endpoint = { baseUrl }
+      const endpoint: Endpoint = { baseUrl, headers: basicAuth(serverUser, password) }
       // It listens a moment before its routes are mounted: a few quick retries, bounded by the timeout.
       const health = yield* getJson(endpoint, "global/health", {}, Health).pipe(
         Effect.retry(Schedule.spaced("100 millis")),
-        Effect.mapError((bad) => bad.message)
+        Effect.mapError((bad) => new OpenCodeServerFailed({ message: bad.message }))
       )
       return { process: cli, endpoint, version: health.version, stderrTail: stderr.get }
     })
@@ -77,7 +94,8 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
     return yield* ready.pipe(
       Effect.timeoutOrElse({
         duration: timeout,
-        orElse: () => Effect.fail(`not ready within ${Duration.format(timeout)}: ${stderr.get()}`)
+        orElse: () =>
+          Effect.fail(new OpenCodeServerFailed({ message: `not ready within ${Duration.format(timeout)}: ${stderr.get()}` }))
       }),
       Effect.onError(() => cli.terminate("1 second"))
     )

@@ -5,12 +5,16 @@
  * test proves its server process groups are gone.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { SessionEvent } from "../../../../src/domain/provider.ts"
-import { makeOpenCodeClient, type OpenCodeProviderOptions } from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
+import {
+  makeOpenCodeClient,
+  type OpenCodeProviderOptions,
+  type OpenCodeServerInfo
+} from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 
 const fakeServer = join(import.meta.dirname, "../../../fixtures/fakeOpencodeServer.mjs")
@@ -28,9 +32,11 @@ interface Harness {
   readonly client: Effect.Success<ReturnType<typeof makeOpenCodeClient>>
   readonly config: { readonly agentId: string; readonly cwd: string; readonly labels: {}; readonly onEvent: (event: SessionEvent) => void }
   readonly events: Array<SessionEvent>
-  readonly servers: Array<{ readonly pid: number; readonly baseUrl: string; readonly sessionId: string }>
-  /** Merges state into the newest server's scripted inventories. */
-  readonly control: (state: Record<string, unknown>) => Effect.Effect<void>
+  readonly servers: Array<OpenCodeServerInfo>
+  /** Merges state into the newest server's scripted inventories; its JSON answer. */
+  readonly control: (state: Record<string, unknown>) => Effect.Effect<unknown>
+  /** Creates a session on the newest server (a child when `parentID` is given); its id. */
+  readonly createSession: (parentID: string) => Effect.Effect<string>
 }
 
 /** Runs the body with a client whose layer scope closes afterwards; then no server group may be left. */
@@ -44,7 +50,7 @@ const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness
         Effect.gen(function*() {
           yield* Effect.scoped(Effect.gen(function*() {
             const events: Array<SessionEvent> = []
-            const servers: Array<{ readonly pid: number; readonly baseUrl: string; readonly sessionId: string }> = []
+            const servers: Array<OpenCodeServerInfo> = []
             const client = yield* makeOpenCodeClient({
               command: process.execPath,
               args: [fakeServer],
@@ -55,16 +61,23 @@ const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness
               ...options,
               env: { FAKE_OPENCODE_STATE: join(dir, "state.json"), ...options.env }
             })
-            const control = (state: Record<string, unknown>) =>
-              Effect.promise(() =>
-                fetch(`${servers.at(-1)!.baseUrl}/__control`, {
+            const post = (path: string, state: Record<string, unknown>) =>
+              Effect.promise((): Promise<unknown> => {
+                const server = servers.at(-1)!
+                return fetch(`${server.baseUrl}${path}`, {
                   method: "POST",
-                  headers: { "content-type": "application/json" },
-                  body: JSON.stringify(state)
-                }).then((response) => response.text())
-              ).pipe(Effect.asVoid)
+                  headers: { "content-type": "application/json", ...server.headers },
+                  body: JSON.stringify(state),
+                  signal: AbortSignal.timeout(5_000)
+                }).then((response) => response.json())
+              })
+            const control = (state: Record<string, unknown>) => post("/__control", state)
+            const createSession = (parentID: string) =>
+              post(`/session?directory=${encodeURIComponent(dir)}`, { parentID }).pipe(
+                Effect.map((created) => Schema.decodeUnknownSync(Schema.Struct({ id: Schema.String }))(created).id)
+              )
             const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
-            yield* body({ client, config, events, servers, control })
+            yield* body({ client, config, events, servers, control, createSession })
           }))
           yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no server process group is left")
           assert.isAbove(pids.length, 0)
@@ -74,6 +87,21 @@ const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness
   })
 
 const trusting = { trustMissingInventories: true }
+
+const activities = (events: ReadonlyArray<SessionEvent>) => events.filter((event) => event._tag === "Activity").length
+
+/** Sends events of the tree through the fake server and waits until the adapter has seen each. */
+const emitSeen = (harness: Pick<Harness, "control" | "events">, emit: ReadonlyArray<{ readonly type: string; readonly properties: unknown }>) =>
+  Effect.gen(function*() {
+    const before = activities(harness.events)
+    yield* harness.control({ emit })
+    yield* eventually(() => activities(harness.events) >= before + emit.length, "the adapter saw the events")
+  })
+
+const statusEvent = (sessionID: string, type: "busy" | "idle") => ({
+  type: "session.status",
+  properties: { sessionID, status: { type } }
+})
 
 describe("opencode provider", () => {
   it.live("create, a turn with its reply, close: the server's process group ends", () =>
@@ -186,18 +214,11 @@ describe("opencode provider", () => {
       })))
 
   it.live("a child session created on the server is a subagent, and vetoes while it is busy", () =>
-    withClient(trusting, ({ client, config, control, events, servers }) =>
+    withClient(trusting, ({ client, config, control, createSession, events }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
         const sessionId = (yield* session.persistence)!.sessionId
-        const child = yield* Effect.promise(() =>
-          fetch(`${servers[0]!.baseUrl}/session?directory=${encodeURIComponent(config.cwd)}`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ parentID: sessionId })
-          }).then((response) => response.json())
-        )
-        const childId = typeof child === "object" && child !== null && "id" in child ? String(child.id) : ""
+        const childId = yield* createSession(sessionId)
         yield* eventually(() => events.some((event) => event._tag === "SubagentStarted" && event.id === childId), "the subagent is reported")
         assert.isTrue(yield* session.canStopRuntime!, "an idle child does not veto")
         yield* control({ status: { [childId]: { type: "busy" } } })
@@ -259,4 +280,112 @@ describe("opencode provider", () => {
         }))
       assert.isTrue(Deferred.isDoneUnsafe(started))
     }))
+  it.live("every server has a password of its own: a request without it is refused", () =>
+    withClient(trusting, ({ client, config, servers }) =>
+      Effect.gen(function*() {
+        yield* client.create(config)
+        yield* client.create(config)
+        const [first, second] = servers
+        assert.match(first!.headers["authorization"] ?? "", /^Basic /)
+        assert.notStrictEqual(first!.headers["authorization"], second!.headers["authorization"])
+        const status = (headers: Readonly<Record<string, string>>) =>
+          Effect.promise(() =>
+            fetch(`${first!.baseUrl}/global/health`, { headers, signal: AbortSignal.timeout(5_000) }).then((response) =>
+              response.status
+            )
+          )
+        assert.strictEqual(yield* status({}), 401)
+        assert.strictEqual(yield* status(second!.headers), 401)
+        assert.strictEqual(yield* status(first!.headers), 200)
+      })))
+
+  it.live("after a child goes idle the release is vetoed until the parent has run its completion notice", () =>
+    withClient(trusting, (harness) =>
+      Effect.gen(function*() {
+        const { client, config, createSession } = harness
+        const session = yield* client.create(config)
+        const sessionId = (yield* session.persistence)!.sessionId
+        const childId = yield* createSession(sessionId)
+        yield* emitSeen(harness, [statusEvent(childId, "busy"), statusEvent(childId, "idle")])
+        // Every inventory the server serves is empty now: the notice is in none of them.
+        assert.isFalse(yield* session.canStopRuntime!, "the parent has not run the notice yet")
+        yield* emitSeen(harness, [statusEvent(sessionId, "busy")])
+        yield* harness.control({ status: { [sessionId]: { type: "busy" } } })
+        assert.isFalse(yield* session.canStopRuntime!, "the notice is running")
+        yield* harness.control({ status: {} })
+        yield* emitSeen(harness, [statusEvent(sessionId, "idle")])
+        assert.isTrue(yield* session.canStopRuntime!, "the notice ran")
+      })))
+
+  it.live("a completion notice never seen fails the probe past its bound; it never permits", () =>
+    withClient({ ...trusting, completionNoticeTimeout: "200 millis" }, (harness) =>
+      Effect.gen(function*() {
+        const { client, config, createSession } = harness
+        const session = yield* client.create(config)
+        const sessionId = (yield* session.persistence)!.sessionId
+        const childId = yield* createSession(sessionId)
+        yield* emitSeen(harness, [statusEvent(childId, "busy"), { type: "session.idle", properties: { sessionID: childId } }])
+        assert.isFalse(yield* session.canStopRuntime!)
+        yield* Effect.sleep("300 millis")
+        const exit = yield* Effect.exit(session.canStopRuntime!)
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) {
+          assert.include(String(exit.cause), "RuntimeProbeFailed")
+          assert.include(String(exit.cause), "completion notice")
+        }
+      })))
+
+  it.live("a grandchild session is a subagent; its permission is surfaced, vetoes and is answered", () =>
+    withClient(trusting, ({ client, config, control, createSession, events }) =>
+      Effect.gen(function*() {
+        const session = yield* client.create(config)
+        const sessionId = (yield* session.persistence)!.sessionId
+        const childId = yield* createSession(sessionId)
+        const grandchildId = yield* createSession(childId)
+        yield* eventually(
+          () => events.some((event) => event._tag === "SubagentStarted" && event.id === grandchildId),
+          "the grandchild is reported"
+        )
+        const asked = Schema.decodeUnknownSync(Schema.String)(yield* control({ ask: { sessionID: grandchildId } }))
+        yield* eventually(
+          () => events.some((event) => event._tag === "PermissionRequested" && event.id === asked),
+          "the grandchild's permission is surfaced"
+        )
+        assert.isFalse(yield* session.canStopRuntime!)
+        yield* session.respondToPermission(asked, true)
+        assert.isTrue(events.some((event) => event._tag === "PermissionResolved" && event.id === asked))
+        assert.isTrue(yield* session.canStopRuntime!)
+      })))
+
+  it.live("an event stream the server ends is reopened: the next turn still ends", () =>
+    withClient(trusting, ({ client, config, control }) =>
+      Effect.gen(function*() {
+        const session = yield* client.create(config)
+        yield* Effect.flatten(session.startTurn("one"))
+        yield* control({ dropEvents: true })
+        yield* Effect.sleep("100 millis")
+        yield* Effect.flatten(session.startTurn("two")).pipe(
+          Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.die("the turn hung after the stream ended") })
+        )
+        assert.isTrue(yield* session.canStopRuntime!)
+      })))
+
+  it.live("an event stream that cannot be reopened fails the turn in flight, later turns and the probe", () =>
+    withClient(trusting, ({ client, config, control }) =>
+      Effect.gen(function*() {
+        const session = yield* client.create(config)
+        const done = yield* session.startTurn("HANG")
+        yield* control({ refuseEvents: true })
+        yield* control({ dropEvents: true })
+        const exit = yield* Effect.exit(done).pipe(
+          Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.die("the turn hung after the stream ended") })
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) assert.include(String(exit.cause), "ProviderFailed")
+        const next = yield* Effect.exit(session.startTurn("again"))
+        assert.isTrue(Exit.isFailure(next))
+        const probe = yield* Effect.exit(session.canStopRuntime!)
+        assert.isTrue(Exit.isFailure(probe))
+        if (Exit.isFailure(probe)) assert.include(String(probe.cause), "RuntimeProbeFailed")
+      })))
 })

@@ -4,9 +4,9 @@
  * The fake additionally serves the v2 inbox and shell routes (absent in 1.18.33) unless told not to.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
+import { RuntimeProbeFailed } from "../../../../src/domain/errors.ts"
 import { canStopRuntime, probeDecision } from "../../../../src/layers/providers/opencode/probe.ts"
 
 interface FakeSession {
@@ -18,7 +18,7 @@ interface FakeSession {
 interface FakeState {
   sessions: Array<FakeSession>
   /** v1 status by directory (only non-idle sessions, as the real server lists). */
-  status: Record<string, Record<string, { type: string }>>
+  status: Record<string, Record<string, { readonly type: string; readonly [field: string]: unknown }>>
   pty: Record<string, Array<unknown>>
   ptyV2: Record<string, Array<unknown>>
   active: Record<string, { type: string }>
@@ -133,7 +133,12 @@ const withServer = <A, E>(
         server.listen(0, "127.0.0.1", () => resolve({ server, state }))
       })
     ),
-    ({ server, state }) => use(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, state),
+    ({ server, state }) => {
+      const address = server.address()
+      // Listening on a TCP port, the address is an object (a string only for a pipe or socket).
+      if (address === null || typeof address === "string") return Effect.die(`unexpected address ${String(address)}`)
+      return use(`http://127.0.0.1:${address.port}`, state)
+    },
     ({ server }) =>
       Effect.promise(() =>
         new Promise<void>((resolve) => {
@@ -146,13 +151,15 @@ const withServer = <A, E>(
 const probe = (setup: (state: FakeState) => void, sessionId = "ses_root") =>
   withServer(setup, (baseUrl) => Effect.exit(canStopRuntime({ agentId: "agent-1", baseUrl, sessionId })))
 
+const isProbeFailed = Schema.is(RuntimeProbeFailed)
+
 const failureMessage = (exit: Exit.Exit<boolean, { readonly message: string }>): string => {
   assert.isTrue(Exit.isFailure(exit), `expected failure, got ${JSON.stringify(exit)}`)
   if (Exit.isFailure(exit)) {
     const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
     assert.isDefined(error)
     if (error?._tag === "Fail") {
-      assert.strictEqual((error.error as unknown as { _tag: string })._tag, "RuntimeProbeFailed")
+      assert.isTrue(isProbeFailed(error.error), `expected RuntimeProbeFailed, got ${String(error.error)}`)
       return error.error.message
     }
   }
@@ -191,7 +198,7 @@ describe("opencode probe (P4) against a fake server", () => {
   it.effect("retrying child (v1) → false", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) =>
-        (s.status["/w/b"] = { ses_child: { type: "retry", attempt: 2, message: "rate limited", next: 9 } } as never)
+        (s.status["/w/b"] = { ses_child: { type: "retry", attempt: 2, message: "rate limited", next: 9 } })
       )
       assert.deepStrictEqual(exit, Exit.succeed(false))
     }))
