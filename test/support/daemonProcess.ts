@@ -1,7 +1,7 @@
 /**
  * A daemon as a user runs it: a real process on a loopback port, with helpers to drive it through
  * its HTTP API and CLI. Time is real, so every wait polls with a bound. `cleanUpDaemons` (after
- * each test) kills what is left of the daemons started, by process group, and removes their homes.
+ * each test) stops what is left of the daemons started, by process group, and removes their homes.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -51,8 +51,17 @@ export interface Daemon {
 const started: Array<ChildProcess> = []
 const homes: Array<string> = []
 
-export const cleanUpDaemons = () => {
-  for (const child of started.splice(0)) if (child.pid !== undefined && groupAlive(child.pid)) process.kill(-child.pid, "SIGKILL")
+/**
+ * Stops what is left of the daemons a test started. SIGTERM first, so a daemon left running by a
+ * failed test still ends its runtimes (they run in process groups of their own, which a SIGKILL of
+ * the daemon's group would orphan); SIGKILL after 15 s.
+ */
+export const cleanUpDaemons = async () => {
+  const alive = started.splice(0).flatMap((child) => (child.pid === undefined ? [] : [child.pid])).filter(groupAlive)
+  for (const pid of alive) process.kill(-pid, "SIGTERM")
+  await Promise.all(alive.map((pid) =>
+    until(() => !groupAlive(pid), "a daemon stops on SIGTERM", 15_000).catch(() => process.kill(-pid, "SIGKILL"))
+  ))
   for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true })
 }
 

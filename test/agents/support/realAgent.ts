@@ -40,12 +40,14 @@ export const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string, s
 
 /**
  * A background job a turn can start and the test can end without signalling anything: it waits
- * for a file to appear. (`sleep 600` could only be ended by a kill.)
+ * for a file to appear. (`sleep 600` could only be ended by a kill.) It also ends once its folder
+ * is gone, so a test that fails before opening the gate leaves no job behind: the harness always
+ * removes the home.
  */
 export const gatedJob = (dir: string) => {
   const gate = join(dir, "job-may-end")
   return {
-    command: `until [ -e '${gate}' ]; do sleep 0.2; done`,
+    command: `until [ -e '${gate}' ] || [ ! -d '${dir}' ]; do sleep 0.2; done`,
     end: Effect.sync(() => writeFileSync(gate, ""))
   }
 }
