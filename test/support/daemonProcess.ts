@@ -54,13 +54,13 @@ const homes: Array<string> = []
 /**
  * Stops what is left of the daemons a test started. SIGTERM first, so a daemon left running by a
  * failed test still ends its runtimes (they run in process groups of their own, which a SIGKILL of
- * the daemon's group would orphan); SIGKILL after 15 s.
+ * the daemon's group would orphan); SIGKILL after 8 s (within the 10 s hook timeout).
  */
 export const cleanUpDaemons = async () => {
   const alive = started.splice(0).flatMap((child) => (child.pid === undefined ? [] : [child.pid])).filter(groupAlive)
   for (const pid of alive) process.kill(-pid, "SIGTERM")
   await Promise.all(alive.map((pid) =>
-    until(() => !groupAlive(pid), "a daemon stops on SIGTERM", 15_000).catch(() => process.kill(-pid, "SIGKILL"))
+    until(() => !groupAlive(pid), "a daemon stops on SIGTERM", 8_000).catch(() => process.kill(-pid, "SIGKILL"))
   ))
   for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true })
 }
