@@ -14,12 +14,11 @@
  */
 import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { groupAlive, signalGroup, trackGroup } from "../plugin/PluginProcess.ts"
+import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
 
 export interface AcpProviderOptions {
   /** The provider id agents name. */
@@ -72,16 +71,9 @@ const startAgentProcess = (
   cwd: string
 ): Effect.Effect<AgentProcess, Error> =>
   Effect.callback<AgentProcess, Error>((resume) => {
-    let child: ChildProcess
-    try {
-      child = spawn(options.command, [...options.args], {
-        cwd,
-        env: { ...process.env, ...options.env },
-        detached: true,
-        stdio: ["pipe", "pipe", "pipe"]
-      })
-    } catch (error) {
-      resume(Effect.fail(error instanceof Error ? error : new Error(String(error))))
+    const child = spawnGroupLeader(options, cwd)
+    if (child instanceof Error) {
+      resume(Effect.fail(child))
       return
     }
     const { stdin, stdout, stderr } = child
@@ -153,15 +145,7 @@ const startAgentProcess = (
         exited,
         stderrTail: () => stderrTail.trim(),
         stderrEnded,
-        terminate: (grace) =>
-          Effect.gen(function*() {
-            if (Deferred.isDoneUnsafe(exited) && !groupAlive(pid)) return
-            signalGroup(pid, "SIGTERM")
-            const done = yield* Deferred.await(exited).pipe(Effect.timeoutOption(Duration.fromInputUnsafe(grace)))
-            // The leader may be gone while processes it started still run: the group ends either way.
-            if (done._tag === "None" || groupAlive(pid)) signalGroup(pid, "SIGKILL")
-            yield* Deferred.await(exited)
-          })
+        terminate: (grace) => terminateGroup(pid, exited, grace)
       }))
     })
     // Interrupted before the process was handed over: nobody else will end it.

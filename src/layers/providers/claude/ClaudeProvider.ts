@@ -9,15 +9,14 @@
  * probe asks the CLI only when none of that says busy: a repeated `initialize` is answered with
  * the CLI's session state and followed by its live roster, which is the authoritative read.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
-import { readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
+import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe } from "./safety.ts"
 import {
   type ControlRequest,
@@ -77,8 +76,6 @@ export const defaultEnv: Readonly<Record<string, string>> = { CLAUDE_CODE_EMIT_S
 const sameRoster = (live: ReadonlySet<string>, tasks: ReadonlyArray<{ readonly task_id: string }>): boolean =>
   live.size === tasks.length && tasks.every((task) => live.has(task.task_id))
 
-type InboxItem = { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
-
 export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProviderOptions = {}) {
   const provider = options.provider ?? "claude"
   const scope = yield* Effect.scope
@@ -100,9 +97,6 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
-      const inbox = yield* Queue.unbounded<InboxItem>()
-      /** Lines read and not yet taken by the reader. */
-      let queuedLines = 0
       let stderrTail = ""
       // A new conversation gets an id we choose, so it is known before the first turn.
       const requestedId = resume === null ? randomUUID() : resume.sessionId
@@ -110,15 +104,11 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         ...(options.args ?? defaultArgs),
         ...(resume === null ? ["--session-id", requestedId] : ["--resume", requestedId])
       ]
-      const cli = yield* startPluginProcess(
+      const cli = yield* startLineProcess(
         { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env } },
         config.cwd,
         {
-          onLine: (line) => {
-            queuedLines++
-            Queue.offerUnsafe(inbox, { line })
-          },
-          onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+          stripCarriageReturn: true,
           // Kept short: a CLI that refuses to start says why on stderr (e.g. bypassPermissions as root).
           onStderr: (text) => {
             stderrTail = (stderrTail + text).slice(-2000)
@@ -165,7 +155,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         autonomousTurn,
         unstartedMessages,
         permissionsPending: permissions.size,
-        processing: queuedLines,
+        processing: cli.unreadLines(),
         sessionState
       })
 
@@ -294,27 +284,18 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
           Effect.andThen(endGroups(detached, closeGrace))
         )
 
-      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
-        if ("exited" in item) return Effect.as(died(item.exited), false)
-        if ("oversized" in item) {
+      yield* cli.readLines(scope, {
+        // Each line is handled synchronously once taken (and no longer counted as unread), so a
+        // probe never sees one half-applied.
+        decode: decodeLine,
+        onMessage,
+        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
+        onOversizedLine: (bytes) => {
           config.onEvent({ _tag: "Activity" })
-          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
-        }
-        // Each line is handled synchronously once taken, so a probe never sees one half-applied.
-        queuedLines--
-        return decodeLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
-          Effect.matchEffect({
-            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
-            onSuccess: onMessage
-          }),
-          Effect.as(true)
-        )
+          return logProtocolError(oversizedLine(bytes))
+        },
+        onExit: died
       })
-      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
-      yield* Deferred.await(cli.exited).pipe(
-        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
-        Effect.forkIn(scope)
-      )
 
       /** One control request; fails on an error answer or none in time. */
       const controlRequest = (

@@ -8,13 +8,11 @@
  * permissions), and tracks turns and subagents from notifications. The safety probe asks the
  * server only when all of that is clear.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 import {
   approvalMethods,
   decodeBackgroundTerminalsList,
@@ -37,6 +35,7 @@ import {
   subagentItemType
 } from "./rpcTypes.ts"
 import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
+import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 
 export interface CodexProviderOptions {
@@ -105,15 +104,11 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
     Effect.gen(function*() {
       /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
       let stderrTail = ""
-      const inbox = yield* Queue.unbounded<
-        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
-      >()
-      const server = yield* startPluginProcess(
+      const server = yield* startLineProcess(
         { command: options.command ?? "codex", args: options.args ?? ["app-server"], env: options.env },
         config.cwd,
         {
-          onLine: (line) => Queue.offerUnsafe(inbox, { line }),
-          onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
+          stripCarriageReturn: true,
           onStderr: (text) => {
             stderrTail = (stderrTail + text).slice(-stderrTailBytes)
           }
@@ -253,25 +248,16 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           Effect.ensuring(Effect.sync(() => running.delete(shutdown)))
         )
 
-      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
-        if ("exited" in item) return Effect.as(died(item.exited), false)
-        if ("oversized" in item) {
+      yield* server.readLines(scope, {
+        decode: decodeJsonRpcLine,
+        onMessage,
+        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
+        onOversizedLine: (bytes) => {
           config.onEvent({ _tag: "Activity" })
-          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
-        }
-        return decodeJsonRpcLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
-          Effect.matchEffect({
-            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
-            onSuccess: onMessage
-          }),
-          Effect.as(true)
-        )
+          return logProtocolError(oversizedLine(bytes))
+        },
+        onExit: died
       })
-      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
-      yield* Deferred.await(server.exited).pipe(
-        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
-        Effect.forkIn(scope)
-      )
 
       /** A request; its error names the operation. Not counted as conversation work. */
       const request = (method: string, params: unknown): Effect.Effect<unknown, ProviderFailed> =>

@@ -3,13 +3,13 @@
  * `pi --mode rpc` process in a process group of its own; closing the session ends the group.
  * The wire format is described in `rpcTypes.ts`.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginProcess, readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
+import type { PluginProcess } from "../plugin/PluginProcess.ts"
+import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,
   decodeRpcLine,
@@ -74,17 +74,12 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
-      const inbox = yield* Queue.unbounded<
-        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
-      >()
       const args = [
         ...(options.args ?? ["--mode", "rpc"]),
         ...(resume === null ? [] : (options.resumeArgs ?? defaultResumeArgs)(resume))
       ]
-      const cli = yield* startPluginProcess({ command: options.command ?? "pi", args, env: options.env }, config.cwd, {
-        onLine: (line) => Queue.offerUnsafe(inbox, { line }),
-        onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
-        onStderr: () => {}
+      const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env: options.env }, config.cwd, {
+        stripCarriageReturn: true
       }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       running.add(cli)
       options.onSpawn?.(cli.pid)
@@ -168,40 +163,31 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           finishTurn(Exit.fail(error))
         })
 
-      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) => {
-        if ("exited" in item) return Effect.as(died(item.exited), false)
-        if ("oversized" in item) {
+      yield* cli.readLines(scope, {
+        decode: decodeRpcLine,
+        onMessage: (line): Effect.Effect<void> => {
+          if ("success" in line) return onResponse(line)
+          if (line.type === "response") return logProtocolError("malformed response")
+          if (isAgentEnd(line)) {
+            onAgentEnd(line)
+            return Effect.void
+          }
+          if ("assistantMessageEvent" in line && line.assistantMessageEvent?.type === "text_start") lastReply = ""
+          if (line.type === "agent_start") {
+            lastReply = ""
+            if (turn === undefined) autonomousRun = true
+          }
+          config.onEvent({ _tag: "Activity" })
+          return Effect.void
+        },
+        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
+        onOversizedLine: (bytes) => {
           // A huge event (an `agent_end` with a long transcript) is still activity.
           config.onEvent({ _tag: "Activity" })
-          return Effect.as(logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`), true)
-        }
-        return decodeRpcLine(item.line.endsWith("\r") ? item.line.slice(0, -1) : item.line).pipe(
-          Effect.matchEffect({
-            onFailure: (error) => logProtocolError(`undecodable line: ${error.message}`),
-            onSuccess: (line): Effect.Effect<void> => {
-              if ("success" in line) return onResponse(line)
-              if (line.type === "response") return logProtocolError("malformed response")
-              if (isAgentEnd(line)) {
-                onAgentEnd(line)
-                return Effect.void
-              }
-              if ("assistantMessageEvent" in line && line.assistantMessageEvent?.type === "text_start") lastReply = ""
-              if (line.type === "agent_start") {
-                lastReply = ""
-                if (turn === undefined) autonomousRun = true
-              }
-              config.onEvent({ _tag: "Activity" })
-              return Effect.void
-            }
-          }),
-          Effect.as(true)
-        )
+          return logProtocolError(oversizedLine(bytes))
+        },
+        onExit: died
       })
-      yield* readUntilDone(readNext).pipe(Effect.forkIn(scope))
-      yield* Deferred.await(cli.exited).pipe(
-        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
-        Effect.forkIn(scope)
-      )
 
       /** Sends the command built for a fresh id and waits for its response. */
       const request = (

@@ -110,6 +110,37 @@ const splitLines = (handlers: PluginProcessHandlers) => {
   }
 }
 
+/**
+ * Spawns `command` with piped stdio as the leader of a process group of its own (its pid is the
+ * group id), its environment merged over this process's. A synchronous spawn failure is returned.
+ */
+export const spawnGroupLeader = (command: PluginCommand, cwd: string): ChildProcess | Error => {
+  try {
+    return spawn(command.command, [...command.args], {
+      cwd,
+      env: { ...process.env, ...command.env },
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error))
+  }
+}
+
+/**
+ * Ends the process group led by `pid`: SIGTERM, then SIGKILL after `grace` (or at once if the
+ * leader is gone while members remain); waits until the leader has exited (`exited`).
+ */
+export const terminateGroup = <A>(pid: number, exited: Deferred.Deferred<A>, grace: Duration.Input): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (Deferred.isDoneUnsafe(exited) && !groupAlive(pid)) return
+    signalGroup(pid, "SIGTERM")
+    const done = yield* Deferred.await(exited).pipe(Effect.timeoutOption(Duration.fromInputUnsafe(grace)))
+    // The leader may be gone while jobs it started still run: the group is ended either way.
+    if (done._tag === "None" || groupAlive(pid)) signalGroup(pid, "SIGKILL")
+    yield* Deferred.await(exited)
+  })
+
 /** Starts the plugin in its own process group. */
 export const startPluginProcess = (
   plugin: PluginCommand,
@@ -117,16 +148,9 @@ export const startPluginProcess = (
   handlers: PluginProcessHandlers
 ): Effect.Effect<PluginProcess, Error> =>
   Effect.callback<PluginProcess, Error>((resume) => {
-    let child: ChildProcess
-    try {
-      child = spawn(plugin.command, [...plugin.args], {
-        cwd,
-        env: { ...process.env, ...plugin.env },
-        detached: true,
-        stdio: ["pipe", "pipe", "pipe"]
-      })
-    } catch (error) {
-      resume(Effect.fail(error instanceof Error ? error : new Error(String(error))))
+    const child = spawnGroupLeader(plugin, cwd)
+    if (child instanceof Error) {
+      resume(Effect.fail(child))
       return
     }
     const exited = Deferred.makeUnsafe<number | null>()
@@ -148,15 +172,7 @@ export const startPluginProcess = (
         pid,
         write: (line) => child.stdin?.write(line + "\n") ?? false,
         exited,
-        terminate: (grace) =>
-          Effect.gen(function*() {
-            if (Deferred.isDoneUnsafe(exited) && !groupAlive(pid)) return
-            signalGroup(pid, "SIGTERM")
-            const done = yield* Deferred.await(exited).pipe(Effect.timeoutOption(Duration.fromInputUnsafe(grace)))
-            // The leader may be gone while jobs it started still run: the group is ended either way.
-            if (done._tag === "None" || groupAlive(pid)) signalGroup(pid, "SIGKILL")
-            yield* Deferred.await(exited)
-          })
+        terminate: (grace) => terminateGroup(pid, exited, grace)
       }))
     })
   })

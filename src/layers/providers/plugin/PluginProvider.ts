@@ -1,4 +1,4 @@
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Queue, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { PluginProtocolError, ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -6,14 +6,14 @@ import {
   type DaemonMessage,
   decodePluginLine,
   encodeDaemonMessage,
-  maxLineBytes,
   type PluginMessage,
   PromptAccepted,
   protocolVersion
 } from "../../../domain/pluginProtocol.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { type PluginCommand, type PluginProcess, readUntilDone, startPluginProcess } from "./PluginProcess.ts"
+import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
+import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"
 
 export interface PluginProviderOptions {
   /** The provider id agents name. */
@@ -61,14 +61,9 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
   /** One plugin process and its session: requests by id, events to the registry. */
   const open = (config: SessionConfig, resumeSessionId: string | null) =>
     Effect.gen(function*() {
-      const inbox = yield* Queue.unbounded<
-        { readonly line: string } | { readonly oversized: number } | { readonly exited: number | null }
-      >()
-      const plugin = yield* startPluginProcess(options.plugin, config.cwd, {
-        onLine: (line) => Queue.offerUnsafe(inbox, { line }),
-        onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
-        onStderr: () => {}
-      }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`)))
+      const plugin = yield* startLineProcess(options.plugin, config.cwd).pipe(
+        Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`))
+      )
       running.add(plugin)
       options.onSpawn?.(plugin.pid)
 
@@ -130,28 +125,13 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         })
 
       // The reader lives as long as the process: a bad line is logged and skipped, never fatal.
-      // The exit is queued behind the output already read, so a last reply is not lost.
-      const readNext: Effect.Effect<boolean> = Effect.flatMap(Queue.take(inbox), (item) =>
-        "exited" in item
-          ? Effect.as(died(item.exited), false)
-          : Effect.as(
-            "oversized" in item
-              ? logProtocolError(`line of ${item.oversized} bytes exceeds ${maxLineBytes}`)
-              : decodePluginLine(item.line).pipe(
-                Effect.matchEffect({
-                  onFailure: (error) => logProtocolError(`undecodable message: ${error.message}`),
-                  onSuccess: handle
-                })
-              ),
-            true
-          ))
-      yield* readUntilDone(readNext).pipe(
-        Effect.forkIn(scope)
-      )
-      yield* Deferred.await(plugin.exited).pipe(
-        Effect.flatMap((code) => Effect.sync(() => Queue.offerUnsafe(inbox, { exited: code }))),
-        Effect.forkIn(scope)
-      )
+      yield* plugin.readLines(scope, {
+        decode: decodePluginLine,
+        onMessage: handle,
+        onUndecodable: (error) => logProtocolError(`undecodable message: ${error.message}`),
+        onOversizedLine: (bytes) => logProtocolError(oversizedLine(bytes)),
+        onExit: died
+      })
 
       const request = (operation: string, message: Request): Effect.Effect<Reply, ProviderFailed> =>
         Effect.suspend(() => {
