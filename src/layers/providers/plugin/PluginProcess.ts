@@ -141,6 +141,9 @@ export const terminateGroup = <A>(pid: number, exited: Deferred.Deferred<A>, gra
     yield* Deferred.await(exited)
   })
 
+/** How long an exited process's stdout may still deliver data before the exit is reported. */
+const exitDrainMillis = 200
+
 /** Starts the plugin in its own process group. */
 export const startPluginProcess = (
   plugin: PluginCommand,
@@ -154,7 +157,20 @@ export const startPluginProcess = (
       return
     }
     const exited = Deferred.makeUnsafe<number | null>()
-    child.on("exit", (code) => Deferred.doneUnsafe(exited, Exit.succeed(code)))
+    // Node may report the exit before the last stdout data: the exit completes once stdout has
+    // ended too, so lines written just before exiting are read first. A descendant holding stdout
+    // open must not hide the exit, hence the bound.
+    let stdoutEnded = child.stdout === null
+    child.stdout?.once("end", () => (stdoutEnded = true))
+    child.on("exit", (code) => {
+      const done = () => Deferred.doneUnsafe(exited, Exit.succeed(code))
+      if (stdoutEnded || child.stdout === null) return done()
+      const bound = setTimeout(done, exitDrainMillis)
+      child.stdout.once("end", () => {
+        clearTimeout(bound)
+        done()
+      })
+    })
     child.stdout?.setEncoding("utf8")
     child.stdout?.on("data", splitLines(handlers))
     child.stderr?.setEncoding("utf8")
@@ -166,7 +182,8 @@ export const startPluginProcess = (
       resume(Effect.fail(error))
     })
     child.once("spawn", () => {
-      const pid = child.pid!
+      const pid = child.pid
+      if (pid === undefined) return resume(Effect.fail(new Error(`${plugin.command} started without a pid`)))
       trackGroup(pid, (listener) => child.once("exit", listener))
       resume(Effect.succeed({
         pid,

@@ -72,4 +72,23 @@ describe("startLineProcess", () => {
       ])
       yield* eventually(() => !groupAlive(lines.pid), "the process group is gone")
     })))
+
+  it.live("output still arriving when the exit is reported is handled before the exit", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      // The shell exits at once; its background child writes a moment later, then closes stdout.
+      const lines = yield* startLineProcess({ command: "sh", args: ["-c", "(sleep 0.05; echo late) & echo early"] }, process.cwd())
+      yield* Effect.addFinalizer(() => lines.terminate("1 second"))
+      const seen: Array<string> = []
+      const done = yield* Deferred.make<void>()
+      yield* lines.readLines(scope, {
+        decode: (line: string) => Effect.succeed(line),
+        onUndecodable: () => Effect.void,
+        onMessage: (line) => Effect.sync(() => seen.push(line)),
+        onOversizedLine: () => Effect.void,
+        onExit: (code) => Effect.andThen(Effect.sync(() => seen.push(`exit ${code}`)), Deferred.succeed(done, undefined))
+      })
+      yield* Deferred.await(done).pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(seen, ["early", "late", "exit 0"])
+    })))
 })
