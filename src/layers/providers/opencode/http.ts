@@ -12,6 +12,8 @@ export interface Endpoint {
   /** e.g. `http://127.0.0.1:4096`. */
   readonly baseUrl: string
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Keep-alive connections to this server alone; without it every request opens its own. */
+  readonly connections?: http.Agent | undefined
 }
 
 export type Query = Readonly<Record<string, string>>
@@ -60,9 +62,10 @@ interface Request {
 }
 
 /**
- * Opens one request on a fresh connection (`agent: false`). No connection is pooled on purpose: a
- * released runtime's server dies with keep-alive connections open, and the next server often
- * listens on the same port (1.18.33 tries 4096 first), so a pooled socket would be reset.
+ * Opens one request, on the server's own connection pool when it has one, else on a fresh
+ * connection. Never a shared pool: a released runtime's server dies with keep-alive connections
+ * open, and the next server often listens on the same port (1.18.33 tries 4096 first), so a socket
+ * pooled across servers would be reset.
  */
 export const openRequest = (
   endpoint: Endpoint,
@@ -73,7 +76,7 @@ export const openRequest = (
   const body = request.body === undefined ? undefined : JSON.stringify(request.body)
   const req = http.request(makeUrl(endpoint.baseUrl, request.path, request.query ?? {}), {
     method: request.method,
-    agent: false,
+    agent: endpoint.connections ?? false,
     headers: {
       accept: request.accept,
       ...(body === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(body) }),

@@ -106,30 +106,33 @@ export const fetchInventories = (config: ProbeConfig): Effect.Effect<Inventories
   Effect.gen(function*() {
     const tree = yield* fetchTree(config)
     const directories = treeDirectories(tree)
-    const perDirectory = yield* Effect.forEach(
-      directories,
-      (directory) =>
-        Effect.all({
-          directory: Effect.succeed(directory),
-          status: getJson(config, "session/status", { directory }, SessionStatusMap),
-          pty: getJson(config, "pty", { directory }, PtyList),
-          ptyV2: getJson(config, "api/pty", { "location[directory]": directory }, PtyListV2),
-          shells: getOptional(config, "api/shell", { "location[directory]": directory }, ShellListResponse)
-        }),
-      { concurrency: 4 }
-    )
-    const active = yield* getJson(config, "api/session/active", {}, SessionActiveResponse)
-    const inboxes = yield* Effect.forEach(
-      tree,
-      (node) =>
-        getOptional(config, `api/${sessionPath(node.id, "/inbox")}`, {}, InboxResponse).pipe(
-          Effect.map((inbox) => [node.id, inbox] as const)
-        ),
-      { concurrency: 4 }
-    )
-    const trustMissingFor = config.trustMissingInventories === true
-      ? { version: (yield* getJson(config, "global/health", {}, Health)).version }
-      : undefined
+    // The inventories are independent reads: one round trip's wait for all of them, not one each.
+    const { active, inboxes, perDirectory, trustMissingFor } = yield* Effect.all({
+      perDirectory: Effect.forEach(
+        directories,
+        (directory) =>
+          Effect.all({
+            directory: Effect.succeed(directory),
+            status: getJson(config, "session/status", { directory }, SessionStatusMap),
+            pty: getJson(config, "pty", { directory }, PtyList),
+            ptyV2: getJson(config, "api/pty", { "location[directory]": directory }, PtyListV2),
+            shells: getOptional(config, "api/shell", { "location[directory]": directory }, ShellListResponse)
+          }, { concurrency: "unbounded" }),
+        { concurrency: 4 }
+      ),
+      active: getJson(config, "api/session/active", {}, SessionActiveResponse),
+      inboxes: Effect.forEach(
+        tree,
+        (node) =>
+          getOptional(config, `api/${sessionPath(node.id, "/inbox")}`, {}, InboxResponse).pipe(
+            Effect.map((inbox) => [node.id, inbox] as const)
+          ),
+        { concurrency: 4 }
+      ),
+      trustMissingFor: config.trustMissingInventories === true
+        ? Effect.map(getJson(config, "global/health", {}, Health), ({ version }) => ({ version }))
+        : Effect.succeed(undefined)
+    }, { concurrency: "unbounded" })
     return {
       trustMissingFor,
       sessionId: config.sessionId,

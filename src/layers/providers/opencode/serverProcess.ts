@@ -9,6 +9,7 @@
  * Each server gets a password of its own (`OPENCODE_SERVER_PASSWORD`, 32 random bytes) and every
  * request carries it as HTTP basic auth, user `opencode`: other local users cannot drive it.
  */
+import * as http from "node:http"
 import { randomBytes } from "node:crypto"
 import { Deferred, Duration, Effect, Schedule, Schema } from "effect"
 import { Health } from "./apiTypes.ts"
@@ -61,6 +62,9 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
     const address = Deferred.makeUnsafe<string>()
     const stderr = tail()
     const password = randomBytes(32).toString("base64url")
+    // Keep-alive to this server only: a probe makes several requests, each would pay a connect.
+    const connections = new http.Agent({ keepAlive: true, maxSockets: 8 })
+    const dropConnections = Effect.sync(() => connections.destroy())
     const env = { ...launch.env, OPENCODE_SERVER_USERNAME: serverUser, OPENCODE_SERVER_PASSWORD: password }
     const cli = yield* startPluginProcess({ command: launch.command, args: launch.args, env }, launch.cwd, {
       onLine: (line) => {
@@ -82,13 +86,15 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
           )
         )
       )
-      const endpoint: Endpoint = { baseUrl, headers: basicAuth(serverUser, password) }
+      const endpoint: Endpoint = { baseUrl, headers: basicAuth(serverUser, password), connections }
       // It listens a moment before its routes are mounted: a few quick retries, bounded by the timeout.
       const health = yield* getJson(endpoint, "global/health", {}, Health).pipe(
         Effect.retry(Schedule.spaced("100 millis")),
         Effect.mapError((bad) => new OpenCodeServerFailed({ message: bad.message }))
       )
-      return { process: cli, endpoint, version: health.version, stderrTail: stderr.get }
+      // The server's pooled connections go with it, so a later server on the same port never gets one.
+      const process = { ...cli, terminate: (grace: Duration.Input) => Effect.ensuring(cli.terminate(grace), dropConnections) }
+      return { process, endpoint, version: health.version, stderrTail: stderr.get }
     })
     const timeout = Duration.fromInputUnsafe(launch.startTimeout)
     return yield* ready.pipe(
@@ -97,6 +103,6 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
         orElse: () =>
           Effect.fail(new OpenCodeServerFailed({ message: `not ready within ${Duration.format(timeout)}: ${stderr.get()}` }))
       }),
-      Effect.onError(() => cli.terminate("1 second"))
+      Effect.onError(() => Effect.ensuring(cli.terminate("1 second"), dropConnections))
     )
   })
