@@ -72,8 +72,13 @@ export class ProviderNotFound extends Schema.TaggedError<ProviderNotFound>()("Pr
   provider: Schema.String,
   message: Schema.String
 }) {
-  static readonly of = (provider: string) =>
-    new ProviderNotFound({ provider, message: `No provider named "${provider}" is registered` })
+  static readonly of = (provider: string, registered: ReadonlyArray<string> = []) =>
+    new ProviderNotFound({
+      provider,
+      message: `No provider named "${provider}" is registered${
+        registered.length === 0 ? "" : ` (the configured providers are ${registered.map((id) => `"${id}"`).join(", ")})`
+      }`
+    })
 }
 
 /** No agent with this id exists. */

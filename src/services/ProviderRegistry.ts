@@ -16,7 +16,9 @@ export class ProviderRegistry extends Context.Service<ProviderRegistry, {
     return ProviderRegistry.of({
       get: (provider) => {
         const client = clients.get(provider)
-        return client === undefined ? Effect.fail(ProviderNotFound.of(provider)) : Effect.succeed(client)
+        return client === undefined
+          ? Effect.fail(ProviderNotFound.of(provider, [...clients.keys()].sort()))
+          : Effect.succeed(client)
       },
       add: (client) => Effect.sync(() => void clients.set(client.provider, client)),
       providers: Effect.sync(() => [...clients.keys()])
