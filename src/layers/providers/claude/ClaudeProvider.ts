@@ -15,9 +15,9 @@ import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
+import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
-import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe } from "./safety.ts"
+import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe, rosterSupport } from "./safety.ts"
 import {
   type ControlRequest,
   type ControlResponse,
@@ -118,17 +118,11 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       options.onSpawn?.(cli.pid)
 
       /** Process groups of the CLI's background shells, noted while they are still its descendants. */
-      const detached = new Set<number>()
-      const noteDetached = () => {
-        for (const pgid of descendantGroups(cli.pid)) {
-          if (detached.has(pgid)) continue
-          detached.add(pgid)
-          options.onSpawn?.(pgid)
-        }
-      }
+      const detached = trackDetachedGroups(cli.pid, () => Deferred.isDoneUnsafe(cli.exited), (pgid) => options.onSpawn?.(pgid))
+      const noteDetached = detached.note
       const shutdown = Effect.suspend(() => {
         noteDetached()
-        return cli.terminate(closeGrace).pipe(Effect.andThen(endGroups(detached, closeGrace)))
+        return cli.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
       })
       running.add(shutdown)
 
@@ -155,7 +149,8 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         autonomousTurn,
         unstartedMessages,
         permissionsPending: permissions.size,
-        processing: cli.unreadLines(),
+        // A probe's own `initialize` is not work; any other control request of ours (an interrupt) is.
+        processing: cli.unreadLines() + [...pending.values()].filter((entry) => entry.rosterAfter === undefined).length,
         sessionState
       })
 
@@ -281,7 +276,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
           finishTurn(Exit.fail(error))
         }).pipe(
           // A CLI that crashed or was killed leaves its background shells running: they end with it.
-          Effect.andThen(endGroups(detached, closeGrace))
+          Effect.andThen(detached.end(closeGrace))
         )
 
       yield* cli.readLines(scope, {
@@ -335,8 +330,12 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         const roster = yield* Deferred.await(rosterAfter).pipe(Effect.timeoutOption(rosterTimeout))
         if (roster._tag === "None") {
           rosterWaiters = rosterWaiters.filter((waiter) => waiter !== rosterAfter)
-          // A CLI known to report its roster live is still judged on what it reported.
-          yield* Effect.logDebug("Claude sent no roster after initialize").pipe(Effect.annotateLogs({ provider }))
+          // The roster is the authoritative read: without it the cached one (empty in a fresh CLI) proves nothing.
+          const support = rosterSupport(work)
+          return yield* failed(
+            "initialize",
+            support.supported ? `no roster within ${Duration.format(rosterTimeout)} after initialize` : support.reason
+          )
         }
         return answer.session_state
       })
@@ -402,7 +401,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         close: shutdown.pipe(
           Effect.ensuring(Effect.sync(() => running.delete(shutdown))),
           Effect.catchCause((cause) =>
-            Effect.logDebug("Claude did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+            Effect.logWarning("Claude did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
           )
         ),
         canStopRuntime: Effect.suspend(() => {

@@ -99,7 +99,7 @@ export interface LocalState {
   readonly unstartedMessages: number
   /** `can_use_tool` requests not yet answered or withdrawn. */
   readonly permissionsPending: number
-  /** Lines read from the CLI and not yet processed, and our control requests not yet answered. */
+  /** Lines read from the CLI and not yet processed, and our control requests (other than a probe's) not yet answered. */
   readonly processing: number
   /** The CLI's own last word on its state (`idle`, `running`, `requires_action`), if it gave one. */
   readonly sessionState: string | undefined

@@ -15,6 +15,7 @@ import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/p
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import {
   approvalMethods,
+  approvalResponse,
   decodeBackgroundTerminalsList,
   decodeJsonRpcLine,
   decodeThreadLoadedList,
@@ -32,9 +33,10 @@ import {
   type JsonRpcRequest,
   type RequestId,
   commandItemType,
-  subagentItemType
+  subagentItemType,
+  unsupportedRequestError
 } from "./rpcTypes.ts"
-import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
+import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 
@@ -116,29 +118,26 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(server.pid)
 
-      /** The process groups of commands the server started in groups of their own (see process/detachedGroups.ts). */
-      const detached = new Set<number>()
-      const noteDetached = () => {
-        // Once the server is reaped its pid may be another process's: its descendants are not ours.
-        if (Deferred.isDoneUnsafe(server.exited)) return
-        for (const pgid of descendantGroups(server.pid)) {
-          if (detached.has(pgid)) continue
-          detached.add(pgid)
-          options.onSpawn?.(pgid)
-        }
-      }
+      /**
+       * The process groups of commands the server started in groups of their own (see
+       * process/detachedGroups.ts); once the server is reaped its pid may be another process's.
+       */
+      const detached = trackDetachedGroups(server.pid, () => Deferred.isDoneUnsafe(server.exited), (pgid) => options.onSpawn?.(pgid))
+      const noteDetached = detached.note
       /** Ends the server's group, then every command group it left: a SIGKILLed server leaves them running. */
       const shutdown = Effect.suspend(() => {
         // Noted while they are still the server's descendants; once it is gone they cannot be told apart.
         noteDetached()
-        return server.terminate(closeGrace).pipe(Effect.andThen(endGroups(detached, closeGrace)))
+        return server.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
       })
       running.add(shutdown)
 
       /** Our requests awaiting their response, by id. */
       const pending = new Map<number, Deferred.Deferred<unknown, ProviderFailed>>()
       /** The server's requests awaiting our answer, by id; the value is the method. */
-      const serverRequests = new Map<string, { readonly id: RequestId; readonly method: string }>()
+      const serverRequests = new Map<string, { readonly id: RequestId; readonly method: string; readonly params: unknown }>()
+      /** Ids of the turns started earlier: a late completion of one of them must not end the current turn. */
+      const earlierTurns = new Set<string>()
       const subagents = new Set<string>()
       let nextRequest = 0
       let requestsInFlight = 0
@@ -159,6 +158,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
         const current = turn
         turn = undefined
+        if (current?.id !== undefined) earlierTurns.add(current.id)
         if (current !== undefined) Deferred.doneUnsafe(current.done, exit)
       }
 
@@ -170,14 +170,22 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         if (approvalMethods.has(entry.method)) config.onEvent({ _tag: "PermissionResolved", id: key })
       }
 
-      const onServerRequest = (request: JsonRpcRequest) => {
-        const key = requestKey(request.id)
-        serverRequests.set(key, { id: request.id, method: request.method })
-        if (approvalMethods.has(request.method)) config.onEvent({ _tag: "PermissionRequested", id: key })
+      const onServerRequest = (request: JsonRpcRequest): Effect.Effect<void> => {
         config.onEvent({ _tag: "Activity" })
+        if (!approvalMethods.has(request.method)) {
+          // Left unanswered, a request (user input, an elicitation, a dynamic tool call, …) would hold its turn for ever.
+          server.write(encodeLine({ jsonrpc: "2.0", id: request.id, error: unsupportedRequestError }))
+          return Effect.logWarning(`${provider} server request refused: ${request.method} is not supported`).pipe(
+            Effect.annotateLogs({ provider, agentId: config.agentId, method: request.method })
+          )
+        }
+        const key = requestKey(request.id)
+        serverRequests.set(key, { id: request.id, method: request.method, params: request.params })
+        config.onEvent({ _tag: "PermissionRequested", id: key })
+        return Effect.void
       }
 
-      const onNotification = (notification: JsonRpcNotification) => {
+      const onNotification = (notification: JsonRpcNotification): Effect.Effect<void> => {
         const params = notification.params
         switch (notification.method) {
           case "turn/started":
@@ -185,6 +193,12 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             break
           case "turn/completed":
             if (isTurnNotification(params) && (threadId === undefined || params.threadId === threadId)) {
+              // A late completion of an earlier (interrupted) turn must not end this one.
+              if (turn === undefined || (turn.id === undefined ? earlierTurns.has(params.turn.id) : turn.id !== params.turn.id)) {
+                return Effect.logDebug(`${provider} ignores the completion of turn ${params.turn.id}, not the current turn`).pipe(
+                  Effect.annotateLogs({ provider, agentId: config.agentId })
+                )
+              }
               config.onEvent({ _tag: "Reply", text: lastReply })
               finishTurn(
                 params.turn.status === "failed"
@@ -215,11 +229,12 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             break
         }
         config.onEvent({ _tag: "Activity" })
+        return Effect.void
       }
 
       const onMessage = (message: JsonRpcMessage): Effect.Effect<void> => {
-        if (isRequest(message)) return Effect.sync(() => onServerRequest(message))
-        if (isNotification(message)) return Effect.sync(() => onNotification(message))
+        if (isRequest(message)) return Effect.suspend(() => onServerRequest(message))
+        if (isNotification(message)) return Effect.suspend(() => onNotification(message))
         const id = message.id
         if (typeof id !== "number" || !pending.has(id)) {
           return logProtocolError(`response to unknown request ${String(id)}`)
@@ -244,7 +259,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           finishTurn(Exit.fail(error))
         }).pipe(
           // A server that died on its own (crash, OOM kill) left its command groups running.
-          Effect.andThen(endGroups(detached, closeGrace)),
+          Effect.andThen(detached.end(closeGrace)),
           Effect.ensuring(Effect.sync(() => running.delete(shutdown)))
         )
 
@@ -307,11 +322,11 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       }
       const thread = threadId!
 
-      const answer = (key: string, result: unknown) =>
+      const answer = (key: string, allow: boolean) =>
         Effect.sync(() => {
           const entry = serverRequests.get(key)
           if (entry === undefined) return false
-          server.write(encodeLine({ jsonrpc: "2.0", id: entry.id, result }))
+          server.write(encodeLine({ jsonrpc: "2.0", id: entry.id, result: approvalResponse(entry.method, entry.params, allow) }))
           settleServerRequest(entry.id)
           return true
         })
@@ -366,7 +381,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           }),
         outOfBand: () => undefined,
         respondToPermission: (permissionId, allow) =>
-          Effect.asVoid(answer(permissionId, { decision: allow ? "accept" : "decline" })),
+          Effect.asVoid(answer(permissionId, allow)),
         interrupt: Effect.suspend(() => {
           const current = turn
           if (current === undefined || current.id === undefined) return Effect.void
@@ -374,7 +389,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         }),
         close: shutdown.pipe(
           Effect.catchCause((cause) =>
-            Effect.logDebug("Codex app-server did not close cleanly").pipe(
+            Effect.logWarning("Codex app-server did not close cleanly").pipe(
               Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
             )
           )

@@ -167,3 +167,47 @@ export const subagentItemType = "collabAgentToolCall"
  * background terminal, and its `item/completed` may arrive after the turn has completed.
  */
 export const commandItemType = "commandExecution"
+
+// ---------------------------------------------------------------------------------------------
+// Answers to approval requests (each method has its own response type)
+// ---------------------------------------------------------------------------------------------
+
+/** `item/permissions/requestApproval` params, reduced to the profile asked for (`v2/RequestPermissionProfile.ts`). */
+const PermissionsRequestApprovalParams = Schema.Struct({
+  permissions: Schema.Struct({
+    network: Schema.optionalKey(Schema.NullOr(Schema.Unknown)),
+    fileSystem: Schema.optionalKey(Schema.NullOr(Schema.Unknown))
+  })
+})
+const isPermissionsRequestApprovalParams = Schema.is(PermissionsRequestApprovalParams)
+
+const rejection = "Denied through Quiesce"
+
+/**
+ * The result answering an approval request, by its method:
+ * - `item/commandExecution/requestApproval`, `item/fileChange/requestApproval`:
+ *   `{ decision: "accept" | "decline" }` (`v2/*ApprovalDecision.ts`);
+ * - `applyPatchApproval`, `execCommandApproval` (legacy): `{ decision: ReviewDecision }`, i.e.
+ *   `"approved"` or `{ denied: { rejection } }` (`ReviewDecision.ts`);
+ * - `item/permissions/requestApproval`: `{ permissions: GrantedPermissionProfile, scope }` — the
+ *   profile asked for, or none, for this turn (`v2/PermissionsRequestApprovalResponse.ts`).
+ */
+export const approvalResponse = (method: string, params: unknown, allow: boolean): Record<string, unknown> => {
+  switch (method) {
+    case "applyPatchApproval":
+    case "execCommandApproval":
+      return { decision: allow ? "approved" : { denied: { rejection } } }
+    case "item/permissions/requestApproval": {
+      const asked = isPermissionsRequestApprovalParams(params) ? params.permissions : {}
+      const granted: Record<string, unknown> = {}
+      if (allow && asked.network !== undefined && asked.network !== null) granted["network"] = asked.network
+      if (allow && asked.fileSystem !== undefined && asked.fileSystem !== null) granted["fileSystem"] = asked.fileSystem
+      return { permissions: granted, scope: "turn" }
+    }
+    default:
+      return { decision: allow ? "accept" : "decline" }
+  }
+}
+
+/** The JSON-RPC error answering a server request the adapter does not handle. */
+export const unsupportedRequestError = { code: -32601, message: "not supported by Quiesce" }

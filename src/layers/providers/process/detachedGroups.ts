@@ -9,12 +9,12 @@
  * Linux does not hand out a pid while it is still the id of a live process group, so a group id
  * noted while the group was the CLI's stays ours for as long as that group has a member.
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { Duration, Effect } from "effect"
-import { parseStat } from "../../host/ProcessInspectionProcfs.ts"
+import { parseStat, type ProcStat } from "../../host/ProcessInspectionProcfs.ts"
 import { groupAlive, signalGroup } from "../plugin/PluginProcess.ts"
 
-const readStat = (pid: string) => {
+const readStat = (pid: number | string) => {
   try {
     return parseStat(readFileSync(`/proc/${pid}/stat`, "latin1"))
   } catch {
@@ -23,11 +23,57 @@ const readStat = (pid: string) => {
   }
 }
 
-/**
- * The process groups, other than `root`'s own, of every descendant of `root` (by parent pid).
- * Empty where /proc cannot be read.
- */
-export const descendantGroups = (root: number): ReadonlyArray<number> => {
+const live = (stat: ProcStat | undefined): stat is ProcStat =>
+  stat !== undefined && stat.state !== "Z" && stat.state !== "X"
+
+/** Whether this kernel lists each thread's children (CONFIG_PROC_CHILDREN); checked once. */
+let childrenFiles: boolean | undefined
+const hasChildrenFiles = (): boolean => {
+  if (childrenFiles === undefined) childrenFiles = existsSync(`/proc/${process.pid}/task/${process.pid}/children`)
+  return childrenFiles
+}
+
+/** The children of `pid` (every thread's), from /proc/<pid>/task/<tid>/children; empty once it is gone. */
+const childrenOf = (pid: number): ReadonlyArray<number> => {
+  let tids: ReadonlyArray<string>
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return []
+  }
+  const children: Array<number> = []
+  for (const tid of tids) {
+    let text: string
+    try {
+      text = readFileSync(`/proc/${pid}/task/${tid}/children`, "latin1")
+    } catch {
+      continue
+    }
+    for (const word of text.split(" ")) if (/^\d+$/.test(word)) children.push(Number(word))
+  }
+  return children
+}
+
+/** The tree below `root`, walked from the root (reads only the tree's own /proc entries). */
+const walkTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly pgid: number }> => {
+  const found: Array<{ readonly pid: number; readonly pgid: number }> = []
+  const seen = new Set<number>([root])
+  const queue = [root]
+  for (let i = 0; i < queue.length; i++) {
+    for (const pid of childrenOf(queue[i]!)) {
+      if (seen.has(pid)) continue
+      seen.add(pid)
+      const stat = readStat(pid)
+      if (!live(stat)) continue
+      found.push(stat)
+      queue.push(pid)
+    }
+  }
+  return found
+}
+
+/** The tree below `root`, by parent pid from a scan of every process (kernels without children files). */
+const scanTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly pgid: number }> => {
   let names: ReadonlyArray<string>
   try {
     names = readdirSync("/proc")
@@ -38,20 +84,75 @@ export const descendantGroups = (root: number): ReadonlyArray<number> => {
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue
     const stat = readStat(name)
-    if (stat === undefined || stat.state === "Z" || stat.state === "X") continue
+    if (!live(stat)) continue
     const siblings = children.get(stat.ppid)
     if (siblings === undefined) children.set(stat.ppid, [stat])
     else siblings.push(stat)
   }
-  const groups = new Set<number>()
+  const found: Array<{ readonly pid: number; readonly pgid: number }> = []
   const queue = [root]
   for (let i = 0; i < queue.length; i++) {
     for (const child of children.get(queue[i]!) ?? []) {
       queue.push(child.pid)
-      if (child.pgid !== root) groups.add(child.pgid)
+      found.push(child)
     }
   }
+  return found
+}
+
+/**
+ * The process groups, other than `root`'s own, of every descendant of `root`. Empty where /proc
+ * cannot be read. `fullScan` forces the scan of every process (the fallback; for tests).
+ */
+export const descendantGroups = (root: number, fullScan = false): ReadonlyArray<number> => {
+  const tree = !fullScan && hasChildrenFiles() ? walkTree(root) : scanTree(root)
+  const groups = new Set<number>()
+  for (const member of tree) if (member.pgid !== root) groups.add(member.pgid)
   return [...groups]
+}
+
+/**
+ * The detached groups of one CLI, noted while they are its descendants and ended with it. A group
+ * seen dead is dropped, so a group id is never kept past its group (after which it may be reused).
+ */
+export interface DetachedGroups {
+  /** Notes the CLI's detached groups now; does nothing once the CLI has exited (its pid may be reused). */
+  readonly note: () => void
+  /** The groups noted and still alive. */
+  readonly current: () => ReadonlyArray<number>
+  /** Ends every noted group still alive (see `endGroups`). */
+  readonly end: (grace: Duration.Input) => Effect.Effect<void>
+}
+
+export const trackDetachedGroups = (
+  root: number,
+  rootExited: () => boolean,
+  onNew: (pgid: number) => void = () => {}
+): DetachedGroups => {
+  const groups = new Set<number>()
+  const prune = () => {
+    for (const pgid of groups) if (!groupAlive(pgid)) groups.delete(pgid)
+  }
+  return {
+    note: () => {
+      prune()
+      if (rootExited()) return
+      for (const pgid of descendantGroups(root)) {
+        if (groups.has(pgid)) continue
+        groups.add(pgid)
+        onNew(pgid)
+      }
+    },
+    current: () => {
+      prune()
+      return [...groups]
+    },
+    end: (grace) =>
+      Effect.suspend(() => {
+        prune()
+        return endGroups([...groups], grace)
+      })
+  }
 }
 
 /** Ends each group still alive: SIGTERM, then SIGKILL for those still alive after `grace`. */

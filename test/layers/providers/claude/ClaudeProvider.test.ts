@@ -250,6 +250,16 @@ describe("claude provider: the runtime safety probe (P2)", () => {
       yield* session.close
     })))
 
+  it.live("a CLI that sends no roster after the probe's initialize fails the probe, never permits", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // 2.1.332 is known to report its roster, and none was ever seen: the cached roster is the empty fresh one.
+      const { client, config } = yield* setup({ FAKE_CLAUDE_NO_ROSTER: "1" })
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      assert.include(yield* probeFailure(session.canStopRuntime!), "RuntimeProbeFailed: no roster within")
+      yield* session.close
+    })))
+
   it.live("an old CLI retains until it sends a roster", () =>
     Effect.scoped(Effect.gen(function*() {
       const silent = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220", FAKE_CLAUDE_NO_ROSTER: "1" })

@@ -5,7 +5,7 @@
  * the session leaves no process behind. Time is real here, so waits poll with a bound.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Logger } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -117,6 +117,60 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       yield* session.close
     })))
 
+  for (
+    const [method, allowed, denied] of [
+      ["item/commandExecution/requestApproval", "accept", "decline"],
+      ["item/fileChange/requestApproval", "accept", "decline"],
+      ["execCommandApproval", "approved", `{"decision":{"denied":{"rejection":"Denied through Quiesce"}}}`],
+      ["applyPatchApproval", "approved", `{"decision":{"denied":{"rejection":"Denied through Quiesce"}}}`],
+      [
+        "item/permissions/requestApproval",
+        `{"permissions":{"network":{"enabled":true}},"scope":"turn"}`,
+        `{"permissions":{},"scope":"turn"}`
+      ]
+    ] as const
+  ) {
+    it.live(`${method} is answered in its own response shape, allowed and denied`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { client, config, events, methodsSeen } = yield* setup()
+        const session = yield* client.create(config)
+        for (const [allow, expected, n] of [[true, allowed, 1], [false, denied, 2]] as const) {
+          yield* Effect.flatten(session.startTurn(`ask-${method} please`))
+          const requested = events.filter((event) => event._tag === "PermissionRequested").at(-1)
+          assert.isFalse(yield* session.canStopRuntime!)
+          yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", allow)
+          yield* eventually(() => methodsSeen().some((line) => line.startsWith(`response:srv-${n}:`)), "the server has the answer")
+          assert.include(methodsSeen(), `response:srv-${n}:${expected}`)
+        }
+        assert.isTrue(yield* session.canStopRuntime!)
+        yield* session.close
+      })))
+  }
+
+  it.live("a server request the adapter does not handle is refused at once, with a warning naming it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, methodsSeen } = yield* setup()
+      const warnings: Array<string> = []
+      const capture = Logger.layer([
+        Logger.make((options) => {
+          if (options.logLevel === "Warn") warnings.push(JSON.stringify(options.message))
+        })
+      ])
+      // The session's reader logs with what its creation was given.
+      const session = yield* client.create(config).pipe(Effect.provide(capture))
+      for (const [n, method] of ["item/tool/requestUserInput", "mcpServer/elicitation/request", "item/tool/call"].entries()) {
+        // The peer ends the turn only once its request is answered.
+        yield* Effect.flatten(session.startTurn(`request-${method} now`))
+        assert.include(
+          methodsSeen(),
+          `response:srv-${n + 1}:{"error":{"code":-32601,"message":"not supported by Quiesce"}}`
+        )
+        assert.isTrue(warnings.some((line) => line.includes(method)), `a warning names ${method}`)
+      }
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
+
   it.live("a subagent still running after its turn vetoes without listing; its completion permits", () =>
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, methodsSeen } = yield* setup()
@@ -145,6 +199,27 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       yield* done
       assert.isTrue(yield* session.canStopRuntime!)
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "interrupted" })
+      yield* session.close
+    })))
+
+  it.live("a late completion of an earlier turn does not end the current one", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup()
+      const session = yield* client.create(config)
+      yield* Effect.flatten(session.startTurn("hello"))
+      const replied = events.filter((event) => event._tag === "Reply").length
+      // The peer completes turn-1 again, before and after answering turn/start for turn-2, which runs on.
+      const done = yield* session.startTurn("stale completions arrive")
+      // Steering needs the turn's id, and its response follows both stale completions on the wire.
+      let steered = false
+      yield* eventually(() => steered, "the turn can be steered", 40).pipe(
+        Effect.raceFirst(Effect.forever(Effect.tap(session.steer("go on"), (ok) => Effect.sync(() => (steered = ok)))))
+      )
+      assert.strictEqual(events.filter((event) => event._tag === "Reply").length, replied, "no completion was taken for this turn")
+      assert.isFalse(yield* session.canStopRuntime!, "the current turn still runs")
+      yield* session.interrupt
+      yield* done
+      assert.isTrue(yield* session.canStopRuntime!)
       yield* session.close
     })))
 
