@@ -5,11 +5,12 @@
  * probe can never permit) and the next prompt resumes the same session.
  */
 import { Effect, Exit, Scope } from "effect"
-import { mkdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
-import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
+import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
+import { claudeCli } from "./support/claudeCli.ts"
 import { realClis } from "./support/clis.ts"
 import { scriptedPolicy } from "./support/fakeModel/policy.ts"
 import { fakeModelServer } from "./support/fakeModel/server.ts"
@@ -85,4 +86,48 @@ describe("the daemon with native providers", () => {
       }
     }, 180_000)
   }
+
+  it("claude: a permission the runtime asks is listed, keeps the runtime, and is answered through the daemon", async (ctx) => {
+    const binary = agentCliBinary("claude")
+    if ("missing" in binary) return ctx.skip(binary.missing)
+    const scope = Effect.runSync(Scope.make())
+    try {
+      const model = await Effect.runPromise(Scope.provide(fakeModelServer(scriptedPolicy(claudeCli.shell), claudeCli.dialects), scope))
+      const home = newHome()
+      const cliHome = join(home, "cli")
+      mkdirSync(cliHome)
+      const launch = claudeCli.launch({ binary: binary.path, home: cliHome, model })
+      // Without the tool allowed up front, Claude Code asks before running it.
+      const args = (launch.args ?? []).filter((arg, i, all) => arg !== "--allowedTools" && all[i - 1] !== "--allowedTools")
+      writeFileSync(join(home, "config.json"), JSON.stringify({
+        providers: { claude: { kind: "claude", command: launch.command, args, env: launch.env } }
+      }))
+      const daemon = startDaemon(home, await freePort())
+      await ready(daemon)
+      const { agentId } = (await api(daemon, "POST", "/v1/agents", { provider: "claude", cwd: cliHome })).body
+      const asked = await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "RUN: echo permitted > answer.txt" })
+      expect(asked.status, JSON.stringify(asked.body)).toBe(200)
+
+      let permission = ""
+      await until(async () => {
+        permission = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pendingPermissions[0] ?? ""
+        return permission !== ""
+      }, "the agent lists the permission it waits on", 60_000)
+      const held = await api(daemon, "POST", `/v1/runtimes/${agentId}/collect`)
+      expect(held.body.outcome).toBe("retained")
+      expect(JSON.stringify(held.body.blockers)).toContain("pending-permission")
+
+      const answered = runCli(daemon, "permit", agentId, permission)
+      expect(answered.status, answered.stderr).toBe(0)
+      await until(() => existsSync(join(cliHome, "answer.txt")), "the permitted command ran", 60_000)
+      await until(
+        async () => (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pendingPermissions.length === 0,
+        "no permission is pending"
+      )
+      daemon.process.kill("SIGTERM")
+      expect(await exited(daemon.process)).toBe(0)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }, 180_000)
 })
