@@ -8,13 +8,15 @@ import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import type { PluginProcess } from "../plugin/PluginProcess.ts"
+import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,
   decodeRpcLine,
   decodeSessionState,
+  dialogMethods,
   encodeRpcCommand,
+  ExtensionUiRequest,
   type RpcCommand,
   type RpcResponse,
   replyText,
@@ -45,6 +47,19 @@ export interface PiProviderOptions {
 }
 
 const isAgentEnd = Schema.is(AgentEndEvent)
+const isExtensionUiRequest = Schema.is(ExtensionUiRequest)
+
+/** An extension UI request that waits for an answer (a dialog); fire-and-forget ones are only activity. */
+const extensionDialog = (line: unknown): ExtensionUiRequest | undefined =>
+  isExtensionUiRequest(line) && dialogMethods.has(line.method) ? line : undefined
+
+const stderrTailBytes = 4096
+
+/** What a dying CLI last said on stderr, shortened for an error message. */
+export const exitReason = (stderr: string): string => {
+  const lines = stderr.split("\n").map((line) => line.trim()).filter((line) => line !== "")
+  return lines.slice(-3).join(" | ").slice(-500)
+}
 
 const defaultResumeArgs = (handle: PersistenceHandle): ReadonlyArray<string> => {
   const file = handle.data?.["sessionFile"]
@@ -62,11 +77,12 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
   const scope = yield* Effect.scope
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   const closeGrace = options.closeGrace ?? "2 seconds"
-  const running = new Set<PluginProcess>()
+  /** How each live session ends its runtime; run for every one still live when the layer closes. */
+  const running = new Set<Effect.Effect<void>>()
   const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
 
   yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (cli) => cli.terminate(closeGrace), { concurrency: "unbounded", discard: true })
+    Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
   )
 
   const logProtocolError = (message: string) =>
@@ -78,11 +94,28 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         ...(options.args ?? ["--mode", "rpc"]),
         ...(resume === null ? [] : (options.resumeArgs ?? defaultResumeArgs)(resume))
       ]
+      /** The end of the CLI's stderr: why it exited, when it refuses to start. */
+      let stderrTail = ""
       const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env: options.env }, config.cwd, {
-        stripCarriageReturn: true
+        stripCarriageReturn: true,
+        onStderr: (text) => {
+          stderrTail = (stderrTail + text).slice(-stderrTailBytes)
+        }
       }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
-      running.add(cli)
       options.onSpawn?.(cli.pid)
+
+      /**
+       * Pi runs each bash command detached, in a process group of its own, so ending the CLI's
+       * group leaves a running command behind: its group is noted (while it is still the CLI's
+       * descendant) and ended after the CLI. A job backgrounded with `&` inside a command is
+       * reparented to init when its shell exits and cannot be found this way.
+       */
+      const detached = trackDetachedGroups(cli.pid, () => Deferred.isDoneUnsafe(cli.exited), (pgid) => options.onSpawn?.(pgid))
+      const shutdown = Effect.suspend(() => {
+        detached.note()
+        return cli.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
+      })
+      running.add(shutdown)
 
       const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
       let nextRequest = 0
@@ -156,8 +189,9 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
 
       const died = (code: number | null) =>
         Effect.sync(() => {
-          running.delete(cli)
-          const error = failed("process", `${provider} exited with code ${code}`)
+          running.delete(shutdown)
+          const reason = exitReason(stderrTail)
+          const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
           for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
           pending.clear()
           finishTurn(Exit.fail(error))
@@ -171,6 +205,15 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           if (isAgentEnd(line)) {
             onAgentEnd(line)
             return Effect.void
+          }
+          const dialog = extensionDialog(line)
+          if (dialog !== undefined) {
+            config.onEvent({ _tag: "Activity" })
+            // A dialog blocks the run until answered, and nobody is there to answer it: dismiss it.
+            cli.write(encodeRpcCommand({ type: "extension_ui_response", id: dialog.id, cancelled: true }))
+            return Effect.logWarning(`${provider} extension dialog cancelled: Quiesce has no one to answer ${dialog.method}`).pipe(
+              Effect.annotateLogs({ provider, agentId: config.agentId, method: dialog.method })
+            )
           }
           if ("assistantMessageEvent" in line && line.assistantMessageEvent?.type === "text_start") lastReply = ""
           if (line.type === "agent_start") {
@@ -230,9 +273,9 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       )
 
       // The session the CLI opened: its id and file are the persistence handle.
-      const opened = yield* getState.pipe(Effect.onError(() => cli.terminate(closeGrace)))
+      const opened = yield* getState.pipe(Effect.onError(() => shutdown))
       if (resume !== null && opened.sessionId !== resume.sessionId) {
-        yield* cli.terminate(closeGrace)
+        yield* shutdown
         return yield* failed("resume", `asked to resume ${resume.sessionId}, ${provider} opened ${opened.sessionId ?? "none"}`)
       }
 
@@ -263,9 +306,10 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         outOfBand: () => undefined,
         respondToPermission: () => Effect.void,
         interrupt: Effect.asVoid(command("abort", (id) => ({ type: "abort", id }))),
-        close: cli.terminate(closeGrace).pipe(
+        close: shutdown.pipe(
+          Effect.ensuring(Effect.sync(() => running.delete(shutdown))),
           Effect.catchCause((cause) =>
-            Effect.logDebug("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+            Effect.logWarning("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
           )
         ),
         canStopRuntime: Effect.suspend(() => {

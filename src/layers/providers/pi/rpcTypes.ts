@@ -52,7 +52,18 @@ export const GetStateCommand = Schema.Struct({
   type: Schema.Literal("get_state")
 })
 
-export const RpcCommand = Schema.Union([PromptCommand, SteerCommand, AbortCommand, GetStateCommand])
+/**
+ * Dismisses a dialog an extension opened (`extension_ui_request` with a dialog method): Pi 0.73
+ * `RpcExtensionUIResponse` `{ type, id, cancelled: true }` (docs/rpc.md "Extension UI Protocol");
+ * OMP 18 has the same shape (with an optional `timedOut`).
+ */
+export const ExtensionUiCancel = Schema.Struct({
+  type: Schema.Literal("extension_ui_response"),
+  id: Schema.String,
+  cancelled: Schema.Literal(true)
+})
+
+export const RpcCommand = Schema.Union([PromptCommand, SteerCommand, AbortCommand, GetStateCommand, ExtensionUiCancel])
 export type RpcCommand = typeof RpcCommand.Type
 
 export const encodeRpcCommand = Schema.encodeSync(Schema.fromJsonString(RpcCommand))
@@ -129,13 +140,35 @@ export const MessageUpdateEvent = Schema.Struct({
 })
 
 /**
+ * An extension's UI request. Dialog methods (`select`, `confirm`, `input`, `editor`) block the
+ * agent until a response with the same `id` arrives; the others (`notify`, `setStatus`,
+ * `setWidget`, `setTitle`, `set_editor_text`, and OMP's `cancel`, `open_url`, …) expect none.
+ */
+export const ExtensionUiRequest = Schema.Struct({
+  type: Schema.Literal("extension_ui_request"),
+  id: Schema.String,
+  method: Schema.String
+})
+export type ExtensionUiRequest = typeof ExtensionUiRequest.Type
+
+/** The extension UI methods that wait for an answer (docs/rpc.md: "Dialog methods"). */
+export const dialogMethods: ReadonlySet<string> = new Set(["select", "confirm", "input", "editor"])
+
+/**
  * Every other event (`turn_start`, `turn_end`, `message_start`, `tool_execution_*`,
  * `queue_update`, `compaction_*`, `auto_retry_*`, `extension_ui_request`, …): counted as activity.
  */
 export const OtherEvent = Schema.Struct({ type: Schema.String })
 
 /** One stdout line. The response is tried first so that a malformed response is not taken for an event. */
-export const RpcLine = Schema.Union([RpcResponse, AgentStartEvent, AgentEndEvent, MessageUpdateEvent, OtherEvent])
+export const RpcLine = Schema.Union([
+  RpcResponse,
+  AgentStartEvent,
+  AgentEndEvent,
+  MessageUpdateEvent,
+  ExtensionUiRequest,
+  OtherEvent
+])
 export type RpcLine = typeof RpcLine.Type
 
 export const decodeRpcLine = Schema.decodeUnknownEffect(Schema.fromJsonString(RpcLine))

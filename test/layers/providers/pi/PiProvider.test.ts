@@ -12,6 +12,7 @@ import type { SessionEvent } from "../../../../src/domain/provider.ts"
 import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
 import { missingSettlement, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { descendantGroups } from "../../../../src/layers/providers/process/detachedGroups.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
 
 const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
@@ -30,7 +31,11 @@ const eventually = (condition: () => boolean, what: string, tries = 100) =>
     assert.fail(`timed out waiting until ${what}`)
   })
 
-const setup = Effect.fnUntraced(function*(variant: PiVariant, extraArgs: ReadonlyArray<string> = []) {
+const setup = Effect.fnUntraced(function*(
+  variant: PiVariant,
+  extraArgs: ReadonlyArray<string> = [],
+  extraEnv: Readonly<Record<string, string>> = {}
+) {
   const dir = yield* tempDir
   const stateFile = join(dir, "state.json")
   const setState = (state: Record<string, unknown>) => writeFileSync(stateFile, JSON.stringify(state))
@@ -47,7 +52,8 @@ const setup = Effect.fnUntraced(function*(variant: PiVariant, extraArgs: Readonl
       FAKE_PI_STATE_FILE: stateFile,
       FAKE_PI_SESSION_DIR: dir,
       FAKE_PI_GATE: join(dir, "gate"),
-      FAKE_PI_CHILD: "1"
+      FAKE_PI_CHILD: "1",
+      ...extraEnv
     },
     requestTimeout: "1 second",
     closeGrace: "1 second",
@@ -145,6 +151,47 @@ describe("pi provider: the runtime safety probe (P5)", () => {
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
       assert.isTrue(events.some((event) => event._tag === "Activity"))
       yield* session.close
+    })))
+})
+
+describe("pi provider: extension dialogs and failures", () => {
+  it.live("an extension dialog is cancelled at once, with a warning; a notification is only activity", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, events } = yield* setup("pi")
+      const logs: Array<LogEntry> = []
+      // The session's reader logs with what its creation was given.
+      const session = yield* recordingLogs(logs)(client.create(config))
+      // The peer's run ends only once its select dialog is answered; the reply is the answer.
+      yield* Effect.flatten(session.startTurn("dialog please"))
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [
+        { _tag: "Reply", text: JSON.stringify({ type: "extension_ui_response", id: "ui-2", cancelled: true }) }
+      ])
+      assert.isTrue(logs.some((entry) => entry.level === "Warn" && entry.message.includes("select")))
+      assert.isFalse(logs.some((entry) => entry.message.includes("notify")), "a notification is not answered")
+      assert.isTrue(yield* session.canStopRuntime!)
+      yield* session.close
+    })))
+
+  it.live("a CLI that refuses to start fails the session with what it printed on stderr", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup("pi", [], { FAKE_PI_REFUSE: "Error: no model configured" })
+      const exit = yield* Effect.exit(client.create(config))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "exited with code 1: starting | Error: no model configured")
+    })))
+
+  it.live("close ends a running command's own process group too, and reports it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config, pids } = yield* setup("pi")
+      const session = yield* client.create(config)
+      const done = yield* session.startTurn("command that runs on")
+      yield* eventually(() => descendantGroups(session.pid).length === 1, "the command runs")
+      yield* session.close
+      yield* Effect.exit(done)
+      const [cli, ...commands] = pids
+      assert.strictEqual(session.pid, cli)
+      assert.strictEqual(commands.length, 1, "the command's group was noted at close and reported")
+      yield* eventually(() => !groupAlive(cli!) && !groupAlive(commands[0]!), "both groups are gone")
     })))
 })
 
