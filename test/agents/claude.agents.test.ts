@@ -4,7 +4,7 @@
  * with a bound; each test proves that no process group it started is left.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger, References } from "effect"
+import { Cause, Effect, Exit, Logger, References } from "effect"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
@@ -14,20 +14,27 @@ import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { claudeCli } from "./support/claudeCli.ts"
 import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
 
-/** Runs the probe and says why it vetoed (from its debug log), or undefined when it did not. */
-const vetoReason = (probe: Effect.Effect<boolean, unknown>) =>
+type ProbeResult =
+  | { readonly _tag: "Permit" }
+  | { readonly _tag: "Veto"; readonly reason: string }
+  /** The probe failed (RuntimeProbeFailed): neither a permit nor a veto. */
+  | { readonly _tag: "Failed"; readonly cause: string }
+
+/** Runs the probe and says what it answered: a permit, a veto with why (from its debug log), or a failure. */
+const probeResult = (probe: Effect.Effect<boolean, unknown>) =>
   Effect.gen(function*() {
     const messages: Array<unknown> = []
     const capture = Logger.make((options) => void messages.push(options.message))
-    const permitted = yield* probe.pipe(
+    const exit = yield* Effect.exit(probe.pipe(
       Effect.provide(Logger.layer([capture])),
-      Effect.provideService(References.MinimumLogLevel, "Debug"),
-      Effect.orElseSucceed(() => true)
-    )
-    if (permitted) return undefined
+      Effect.provideService(References.MinimumLogLevel, "Debug")
+    ))
+    if (Exit.isFailure(exit)) return { _tag: "Failed", cause: Cause.pretty(exit.cause) } satisfies ProbeResult
+    if (exit.value) return { _tag: "Permit" } satisfies ProbeResult
     const busy = messages.find((message) => Array.isArray(message) && message[0] === "Claude runtime is busy")
-    return Array.isArray(busy) && typeof busy[1] === "string" ? busy[1] : "vetoed"
-  })
+    const reason = Array.isArray(busy) && typeof busy[1] === "string" ? busy[1] : "vetoed"
+    return { _tag: "Veto", reason } satisfies ProbeResult
+  }).pipe(Effect.map((result): ProbeResult => result))
 
 describe("claude code (real CLI)", () => {
   it.live("a background shell vetoes the release until it ends; the session resumes", (ctx) =>
@@ -62,7 +69,7 @@ describe("claude code (real CLI)", () => {
         const made = join(agent.home, "made-by-the-tool")
         const allowed = yield* session.startTurn(`RUN: touch '${made}'`)
         yield* asked(1)
-        assert.isDefined(yield* vetoReason(session.canStopRuntime!), "the pending prompt (within its turn) vetoes")
+        assert.strictEqual((yield* probeResult(session.canStopRuntime!))._tag, "Veto", "the pending prompt (within its turn) vetoes")
         const first = events.find((e) => e._tag === "PermissionRequested")
         yield* session.respondToPermission(first?._tag === "PermissionRequested" ? first.id : "", true)
         yield* bounded(allowed, "the allowed turn's end")
@@ -128,8 +135,8 @@ describe("claude code (real CLI)", () => {
             yield* bounded(done, "the turn's end")
             // Right after the turn the CLI may still report itself running; wait for the roster's veto.
             yield* eventually(
-              vetoReason(session.canStopRuntime!).pipe(
-                Effect.map((reason) => reason?.startsWith("background tasks running") ?? false)
+              probeResult(session.canStopRuntime!).pipe(
+                Effect.map((result) => result._tag === "Veto" && result.reason.startsWith("background tasks running"))
               ),
               "the live roster vetoes",
               { tries: 40, every: "250 millis" }

@@ -185,7 +185,7 @@ describe("pi provider: extension dialogs and failures", () => {
       const { client, config, pids } = yield* setup("pi")
       const session = yield* client.create(config)
       const done = yield* session.startTurn("command that runs on")
-      yield* eventually(() => descendantGroups(session.pid).length === 1, "the command runs")
+      yield* eventually(() => descendantGroups(pids[0]!).length === 1, "the command runs")
       yield* session.close
       yield* Effect.exit(done)
       const [cli, ...commands] = pids
