@@ -5,13 +5,17 @@
  *
  * Pi reports streaming, compaction and pending messages; it has no background jobs of its own, and
  * a job a command leaves behind with `&` is invisible to it. So the veto shown here is the one Pi
- * can give — while a turn streams with a steer pending — and the second test pins down the limit.
+ * can give — while a turn streams with a steer pending. Pi runs each bash command detached, in a
+ * process group of its own: closing the agent mid-command ends that group too (the second test);
+ * a job backgrounded with `&` is reparented to init and outlives the runtime (the limit, last).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
+import { agentCliBinary } from "../../scripts/agentClis.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { makePiClient } from "../../src/layers/providers/pi/PiProvider.ts"
 import { piCli } from "./support/piCli.ts"
 import { bounded, eventually, gatedJob, type RealAgent, withRealCli } from "./support/realAgent.ts"
 
@@ -89,6 +93,40 @@ describe("pi --mode rpc (real CLI)", () => {
 
         yield* releaseAndResume(agent, created.agentId, sessionId!)
         assert.deepStrictEqual(model.unrouted, [])
+      })), 180_000)
+
+  it.live("closing the agent mid-command ends the command, which Pi ran in a process group of its own", (ctx) =>
+    withRealCli(piCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const binary = agentCliBinary("pi")
+        if ("missing" in binary) return ctx.skip(binary.missing)
+        const launch = piCli.launch({ binary: binary.path, home: agent.home, model })
+        const client = yield* makePiClient({
+          provider: "pi",
+          variant: "pi",
+          ...launch,
+          closeGrace: "3 seconds",
+          onSpawn: (pid) => agent.pids.push(pid)
+        })
+        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: () => {} })
+        // A foreground command: the turn runs until the gate opens, which it never does here.
+        const job = gatedJob(agent.home)
+        const pidFile = join(agent.home, "command.pid")
+        const done = yield* session.startTurn(`RUN: echo $BASHPID > '${pidFile}'; ${job.command}`)
+        yield* eventually(Effect.sync(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""), "the command runs")
+        const commandPid = Number(readFileSync(pidFile, "utf8").trim())
+        assert.isTrue(alive(commandPid))
+        const cliPid = agent.pids[0]!
+        yield* session.close
+        yield* Effect.exit(bounded(done, "the turn's end after close"))
+        // The command's group was noted at close and reported beside the CLI's.
+        assert.isAtLeast(agent.pids.length, 2, "the command's process group was reported")
+        yield* eventually(
+          Effect.sync(() => !alive(commandPid) && agent.pids.every((pgid) => !groupAlive(pgid))),
+          "the command and every reported group are gone",
+          { tries: 50 }
+        )
+        assert.isFalse(groupAlive(cliPid))
       })), 180_000)
 
   it.live("limit: a job left behind with `&` is invisible to Pi; it outlives the released runtime", (ctx) =>
