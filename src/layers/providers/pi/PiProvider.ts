@@ -1,6 +1,7 @@
 /**
  * The Pi coding agent (and its OMP fork) in RPC mode as a provider (P5). Each session is one
- * `pi --mode rpc` process in a process group of its own; closing the session ends the group.
+ * `pi --mode rpc` process in a process group of its own; closing the session ends the group and
+ * the groups of the bash commands still running (Pi starts each detached).
  * The wire format is described in `rpcTypes.ts`.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"

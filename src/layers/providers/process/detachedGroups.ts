@@ -1,7 +1,7 @@
 /**
  * The process groups an agent CLI's commands run in, apart from its own. Codex 0.171.0 (every
- * unified-exec command) and Claude Code 2.1.332 (every background Bash task) start commands in a
- * session and process group of their own (setsid), as children of the CLI, so ending the CLI's
+ * unified-exec command), Claude Code 2.1.332 (every background Bash task) and Pi 0.73 (every bash
+ * command) start commands in a process group of their own, as children of the CLI, so ending the CLI's
  * process group does not reach them; when the CLI is SIGKILLed or crashes they are reparented to
  * init and outlive it. Adapters therefore note these groups while they are still the CLI's
  * descendants and end them themselves.
