@@ -53,7 +53,13 @@ export const codexCli: RealCli = {
     const codexHome = join(home, "codex")
     mkdirSync(codexHome, { recursive: true })
     writeFileSync(join(codexHome, "config.toml"), configToml(model.origin))
-    return { command: binary, args: ["app-server"], env: { CODEX_HOME: codexHome, [keyVariable]: "fake-key" } }
+    return {
+      command: binary,
+      args: ["app-server"],
+      // Codex runs commands in login shells (`bash -lc`): with the machine's HOME they would source
+      // its profile (a pyenv rehash, say), which a test that ends a command group can leave locked.
+      env: { CODEX_HOME: codexHome, HOME: home, [keyVariable]: "fake-key" }
+    }
   },
   layer: (launch, onSpawn) =>
     CodexProvider.layer({
