@@ -19,21 +19,13 @@ import { ProviderFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
+import type { CliProviderOptions } from "../process/cliOptions.ts"
 
-export interface AcpProviderOptions {
-  /** The provider id agents name. */
+/** Any agent speaking ACP on stdio; `requestTimeout` bounds `initialize`, `session/new` and `session/load`. */
+export interface AcpProviderOptions extends CliProviderOptions {
   readonly provider: string
-  /** The agent executable and its arguments (it must speak ACP on stdio). */
   readonly command: string
   readonly args: ReadonlyArray<string>
-  /** Added to the daemon's environment for the agent process. */
-  readonly env?: Readonly<Record<string, string>> | undefined
-  /** How long a closing agent gets after SIGTERM before its process group is killed. Default 2 s. */
-  readonly closeGrace?: Duration.Input | undefined
-  /** How long `initialize`, `session/new` and `session/load` may take. Default 30 s. */
-  readonly requestTimeout?: Duration.Input | undefined
-  /** Told the pid (and process group id) of every agent process started, for inspection. */
-  readonly onSpawn?: ((pid: number) => void) | undefined
 }
 
 /** How a process ended: its exit code, or the signal that ended it. */

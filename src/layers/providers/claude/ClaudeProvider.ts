@@ -38,24 +38,15 @@ import {
   isTextBlock,
   userMessage
 } from "./streamTypes.ts"
+import type { CliProviderOptions } from "../process/cliOptions.ts"
 
-export interface ClaudeProviderOptions {
-  /** The provider id agents name. Default "claude". */
-  readonly provider?: string | undefined
-  /** The executable. Default "claude". */
-  readonly command?: string | undefined
-  /** Its arguments; they must select headless stream-json both ways. Default `defaultArgs`. */
-  readonly args?: ReadonlyArray<string> | undefined
-  /** Merged over the process environment, after `defaultEnv`. */
-  readonly env?: Readonly<Record<string, string>> | undefined
-  /** How long a control request may wait for its answer. Default 30 s. */
-  readonly requestTimeout?: Duration.Input | undefined
+/**
+ * Defaults: provider "claude", command "claude", args `defaultArgs` (headless stream-json both
+ * ways), env merged after `defaultEnv`.
+ */
+export interface ClaudeProviderOptions extends CliProviderOptions {
   /** How long the probe waits for the roster that follows a repeated `initialize`. Default 2 s. */
   readonly rosterTimeout?: Duration.Input | undefined
-  /** How long a closing CLI gets before its process group is SIGKILLed. Default 2 s. */
-  readonly closeGrace?: Duration.Input | undefined
-  /** Told the pid (and process group id) of every runtime process group started, for inspection. */
-  readonly onSpawn?: ((pid: number) => void) | undefined
 }
 
 /** Headless, stream-json both ways, permission prompts answered by the host over stdio. */

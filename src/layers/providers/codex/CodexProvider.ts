@@ -39,23 +39,12 @@ import {
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
+import type { CliProviderOptions } from "../process/cliOptions.ts"
 
-export interface CodexProviderOptions {
-  /** The provider id agents name. Default "codex". */
-  readonly provider?: string | undefined
-  /** The executable. Default "codex". */
-  readonly command?: string | undefined
-  /** Its arguments. Default `["app-server"]`. */
-  readonly args?: ReadonlyArray<string> | undefined
-  readonly env?: Readonly<Record<string, string>> | undefined
+/** Defaults: provider "codex", command "codex", args `["app-server"]`. */
+export interface CodexProviderOptions extends CliProviderOptions {
   /** Method names, overridable for a server that renames them. */
   readonly methods?: Partial<typeof defaultMethods> | undefined
-  /** How long a request may wait for its response. Default 30 s. */
-  readonly requestTimeout?: Duration.Input | undefined
-  /** How long a closing server gets before its process group is SIGKILLed. Default 2 s. */
-  readonly closeGrace?: Duration.Input | undefined
-  /** Told the pid (and process group id) of every server process started, for inspection. */
-  readonly onSpawn?: ((pid: number) => void) | undefined
 }
 
 export const defaultMethods = {

@@ -42,24 +42,15 @@ import { openEventStream } from "./events.ts"
 import { type BadAnswer, getJson, requestJson, requestNoContent } from "./http.ts"
 import { canStopRuntime } from "./probe.ts"
 import { type OpenCodeServer, startServer } from "./serverProcess.ts"
+import type { CliProviderOptions } from "../process/cliOptions.ts"
 
-export interface OpenCodeProviderOptions {
-  /** The provider id agents name. Default "opencode". */
-  readonly provider?: string | undefined
-  /** The CLI executable. Default "opencode". */
-  readonly command?: string | undefined
-  /** Its arguments; they must run the server on loopback. Default `serve --hostname 127.0.0.1 --port 0`. */
-  readonly args?: ReadonlyArray<string> | undefined
-  /** Merged over `process.env` (e.g. `OPENCODE_CONFIG`, `XDG_DATA_HOME`). */
-  readonly env?: Readonly<Record<string, string>> | undefined
-  /** How long one HTTP request may take. Default 30 s. */
-  readonly requestTimeout?: Duration.Input | undefined
+/**
+ * Defaults: provider "opencode", command "opencode", args `serve --hostname 127.0.0.1 --port 0`
+ * (they must run the server on loopback); useful env: `OPENCODE_CONFIG`, `XDG_DATA_HOME`.
+ */
+export interface OpenCodeProviderOptions extends CliProviderOptions {
   /** How long the server may take to start answering. Default 60 s. */
   readonly startTimeout?: Duration.Input | undefined
-  /** How long a closing server gets before its process group is SIGKILLed. Default 2 s. */
-  readonly closeGrace?: Duration.Input | undefined
-  /** Told the pid (and process group id) of every server process started. */
-  readonly onSpawn?: ((pid: number) => void) | undefined
   /** Told where each server listens once it answers, with its session id (for inspection and tests). */
   readonly onServer?: ((server: OpenCodeServerInfo) => void) | undefined
   /**

@@ -24,27 +24,18 @@ import {
   type SessionState
 } from "./rpcTypes.ts"
 import { type LocalState, localVeto, missingSettlement, type PiVariant, verdict } from "./safety.ts"
+import type { CliProviderOptions } from "../process/cliOptions.ts"
 
-export interface PiProviderOptions {
+/** Defaults: command "pi", args `["--mode", "rpc"]` (they must select RPC mode). */
+export interface PiProviderOptions extends CliProviderOptions {
   /** The provider id agents name, e.g. "pi" or "omp". */
   readonly provider: string
   readonly variant: PiVariant
-  /** The CLI executable. Default "pi". */
-  readonly command?: string | undefined
-  /** Its arguments; they must select RPC mode. Default `["--mode", "rpc"]`. */
-  readonly args?: ReadonlyArray<string> | undefined
-  readonly env?: Readonly<Record<string, string>> | undefined
   /**
    * Arguments appended to resume a saved session. Default `["--session", <sessionFile or id>]`
    * (Pi 0.73 `--session <path|id>`; OMP accepts `--session` too).
    */
   readonly resumeArgs?: ((handle: PersistenceHandle) => ReadonlyArray<string>) | undefined
-  /** How long a command may wait for its response. Default 30 s. */
-  readonly requestTimeout?: Duration.Input | undefined
-  /** How long a closing CLI gets before its process group is SIGKILLed. Default 2 s. */
-  readonly closeGrace?: Duration.Input | undefined
-  /** Told the pid (and process group id) of every CLI process started, for inspection. */
-  readonly onSpawn?: ((pid: number) => void) | undefined
 }
 
 const isAgentEnd = Schema.is(AgentEndEvent)
