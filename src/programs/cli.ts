@@ -157,6 +157,13 @@ const agents = Command.make("agents").pipe(
     ).pipe(Command.withDescription("Create an agent")),
     Command.make("list", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.list(), printJson))),
     Command.make(
+      "close",
+      { agent: Argument.String("agent") },
+      ({ agent }) => Effect.flatMap(client, (api) => api.agents.close({ params: { id: agent } }))
+    ).pipe(Command.withDescription(
+      "Release the agent's runtime now, whatever it is doing (unlike collect); the next prompt resumes its session"
+    )),
+    Command.make(
       "show",
       { agent: Argument.String("agent") },
       ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))

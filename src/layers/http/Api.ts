@@ -24,7 +24,9 @@ import {
   PermissionNotPending,
   ProviderFailed,
   ProviderNotFound,
+  RuntimeCloseFailed,
   RuntimeNotFound,
+  RuntimePersistFailed,
   ShuttingDown
 } from "../../domain/errors.ts"
 import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
@@ -45,6 +47,8 @@ export const ProviderNotFoundError = ProviderNotFound.pipe(HttpApiSchema.status(
 export const ProviderFailedError = ProviderFailed.pipe(HttpApiSchema.status(502))
 export const PermissionNotPendingError = PermissionNotPending.pipe(HttpApiSchema.status(409))
 export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(500))
+export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(HttpApiSchema.status(502))
+export const RuntimePersistFailedError = RuntimePersistFailed.pipe(HttpApiSchema.status(500))
 
 // ---- middleware --------------------------------------------------------------------------------
 
@@ -221,6 +225,11 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         ShuttingDownError
       ]
     }).middleware(AdmissionGate),
+    HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
+      params: AgentId,
+      success: HttpApiSchema.NoContent,
+      error: [AgentNotFoundError, RuntimeCloseFailedError, RuntimePersistFailedError]
+    }),
     HttpApiEndpoint.post("interrupt", "/v1/agents/:id/interrupt", {
       params: AgentId,
       success: HttpApiSchema.NoContent,

@@ -171,6 +171,7 @@ const agentsHandlers = HttpApiBuilder.group(
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
+      .handle("close", ({ params }) => registry.close(params.id))
       .handle("interrupt", ({ params }) => registry.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>
         registry.respondToPermission(params.id, params.permissionId, payload.allow))

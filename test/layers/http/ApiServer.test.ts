@@ -245,6 +245,24 @@ describe("ApiServer", () => {
     }).pipe(Effect.provide(serve(provider)))
   })
 
+  it.effect("close releases the runtime even while it is blocked; the next prompt resumes", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const id = { id: agent.agentId }
+      provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
+      assert.strictEqual((yield* client.runtimes.collect({ params: id })).outcome, "retained")
+      assert.strictEqual(yield* client.agents.close({ params: id }), undefined)
+      assert.isFalse((yield* client.agents.get({ params: id })).resident)
+      const resumed = yield* client.agents.prompt({ params: id, payload: { text: "back" } })
+      assert.isTrue(resumed.resumed)
+      assert.strictEqual(resumed.sessionId, agent.sessionId)
+      const missing = yield* raw("POST", "/v1/agents/agent-missing/close", { token })
+      assert.strictEqual(missing.status, 404)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
   it.effect("collect retains a busy runtime and names its blockers", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
