@@ -7,8 +7,9 @@
  *   background, which is how `backgroundJobScenario` runs here (the subagent runs the job);
  * - PTYs created through the API (`GET /pty`);
  * - NOT a job the model backgrounds with its `bash` tool (`cmd > /dev/null 2>&1 &`): the turn ends,
- *   no inventory lists the job, and the tool ran it in a process group (and session) of its own,
- *   so ending the runtime's group does not end it either.
+ *   no inventory lists the job, and the tool ran it in a process group (and session) of its own
+ *   that is reparented away from the server. The adapter finds it by the environment marker every
+ *   runtime is started with, and vetoes the release while it runs (it never ends it).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
@@ -244,7 +245,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
       }))
   }, 180_000)
 
-  it.live("a job the model backgrounds is not visible to the probe and leaves the runtime's process group", (ctx) => {
+  it.live("a job the model backgrounds leaves the server's tree; its marker vetoes the release until it ends; then released and resumed", (ctx) => {
     const { cli, servers } = trusting()
     return withRealCli(cli, (note) => ctx.skip(note), (agent) =>
       Effect.gen(function*() {
@@ -257,7 +258,8 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         yield* eventually(Effect.sync(() => jobPids().length > 0), "the backgrounded job runs")
         const [jobPid] = jobPids()
         assert.notStrictEqual(pgidOf(jobPid!), server.pid, "the job is not in the runtime's process group")
-        // What 1.18.33 exposes says nothing about it: the probe permits while it runs.
+        yield* bounded(agent.registry.awaitIdle(agentId), "the turn's end")
+        // What 1.18.33 exposes says nothing about it: the server's inventories are idle.
         const decision = yield* probeDecision({
           agentId,
           baseUrl: server.baseUrl,
@@ -266,8 +268,24 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
           trustMissingInventories: true
         })
         assert.deepStrictEqual(decision, { _tag: "Idle" })
+        // The job carries the runtime's environment marker, so the adapter's probe vetoes.
+        const vetoed = yield* agent.collector.collectNow(agentId)
+        assert.strictEqual(vetoed._tag, "Retained", "the escaped job keeps the runtime")
+        assert.isTrue((yield* agent.registry.get(agentId)).resident)
+
         yield* job.end
         yield* eventually(Effect.sync(() => jobPids().length === 0), "the job has ended")
+        yield* eventually(
+          agent.collector.collectNow(agentId).pipe(Effect.map((outcome) => outcome._tag === "Collected")),
+          "the probe permits the release once the job has ended",
+          { tries: 60, every: "500 millis" }
+        )
+        assert.isFalse((yield* agent.registry.get(agentId)).resident)
+        yield* eventually(Effect.sync(() => !groupAlive(server.pid)), "the released server's process group is gone")
+        const resumed = yield* agent.promptAndFinish(agentId, "again")
+        assert.isTrue(resumed.receipt.resumed, "the prompt resumed the released agent")
+        assert.strictEqual(resumed.receipt.sessionId, sessionId, "the same session")
+        assert.strictEqual(resumed.outcome.kind, "finished")
       }))
   }, 180_000)
 

@@ -4,10 +4,11 @@
  * bound; each test proves that no process group it started is left.
  *
  * Pi reports streaming, compaction and pending messages; it has no background jobs of its own, and
- * a job a command leaves behind with `&` is invisible to it. So the veto shown here is the one Pi
- * can give — while a turn streams with a steer pending. Pi runs each bash command detached, in a
- * process group of its own: closing the agent mid-command ends that group too (the second test);
- * a job backgrounded with `&` is reparented to init and outlives the runtime (the limit, last).
+ * a job a command leaves behind with `&` is invisible to it. Pi's own veto is shown while a turn
+ * streams with a steer pending. Pi runs each bash command detached, in a process group of its own:
+ * closing the agent mid-command ends that group too (the second test); a job backgrounded with `&`
+ * is reparented to init at once, and is found by the runtime's environment marker: it vetoes the
+ * release until it ends (last).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
@@ -30,6 +31,16 @@ const probe = (agent: RealAgent, agentId: string) =>
     if (check === undefined) return assert.fail("the pi runtime offers a safety probe")
     return yield* check
   })
+
+/** Field 4 of /proc/<pid>/stat; -1 once the process is gone. */
+const parentOf = (pid: number): number => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+  } catch {
+    return -1
+  }
+}
 
 const alive = (pid: number): boolean => {
   try {
@@ -129,13 +140,15 @@ describe("pi --mode rpc (real CLI)", () => {
         assert.isFalse(groupAlive(cliPid))
       })), 180_000)
 
-  it.live("limit: a job left behind with `&` is invisible to Pi; it outlives the released runtime", (ctx) =>
+  it.live("a job left behind with `&` runs outside Pi's tree: it vetoes the release until it ends; then released and resumed", (ctx) =>
     withRealCli(piCli, (note) => ctx.skip(note), (agent) =>
       Effect.gen(function*() {
         const created = yield* agent.create
         assert.strictEqual((yield* agent.promptAndFinish(created.agentId, "hello")).outcome.kind, "finished")
         const sessionId = yield* sessionOf(agent, created.agentId)
         assert.isString(sessionId)
+        const cliPid = (yield* agent.registry.get(created.agentId)).pid
+        assert.isNotNull(cliPid)
 
         const job = gatedJob(agent.home)
         const pidFile = join(agent.home, "job.pid")
@@ -147,12 +160,17 @@ describe("pi --mode rpc (real CLI)", () => {
         yield* eventually(Effect.sync(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""), "the job runs")
         const jobPid = Number(readFileSync(pidFile, "utf8").trim())
         assert.isTrue(alive(jobPid))
+        assert.notStrictEqual(parentOf(jobPid), cliPid, "the job was reparented away from Pi")
         yield* bounded(agent.registry.awaitIdle(created.agentId), "the turn's end")
 
-        // Pi's get_state says idle: nothing in it covers the job, so the release goes ahead.
-        yield* releaseAndResume(agent, created.agentId, sessionId!)
-        assert.isTrue(alive(jobPid), "the job outlived the runtime: it ran in a process group of its own")
+        // Pi's get_state says idle; the job carries the runtime's marker, so the probe vetoes.
+        assert.isFalse(yield* probe(agent, created.agentId), "the escaped job vetoes")
+        const vetoed = yield* agent.collector.collectNow(created.agentId)
+        assert.strictEqual(vetoed._tag, "Retained", "the job keeps the runtime")
+        assert.isTrue((yield* agent.registry.get(created.agentId)).resident)
+
         yield* job.end
         yield* eventually(Effect.sync(() => !alive(jobPid)), "the job ended at its gate")
+        yield* releaseAndResume(agent, created.agentId, sessionId!)
       })), 180_000)
 })

@@ -14,7 +14,9 @@
  *   session stays;
  * - `canStopRuntime`: work the adapter sees (a turn, a pending permission, a completion notice not
  *   yet run) answers `false` at once; otherwise the P4 probe reads this server's inventories for
- *   the session (`probe.ts`).
+ *   the session (`probe.ts`); last, a process the server started that runs outside its tree (a
+ *   job the `bash` tool backgrounded with `&`, found by the runtime's environment marker, see
+ *   `escapedProcesses.ts`) answers `false` while it runs. Such processes are never ended.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schedule, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
@@ -23,6 +25,7 @@ import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/p
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { readUntilDone } from "../plugin/PluginProcess.ts"
 import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
+import { escapedProcesses, escapedReason, newRuntimeMarker } from "../process/escapedProcesses.ts"
 import {
   Acknowledged,
   type EventEnvelope,
@@ -128,10 +131,12 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
+      // Marks every process the runtime starts, so jobs that leave its tree are still seen (probe).
+      const marker = newRuntimeMarker()
       const server = yield* startServer({
         command: options.command ?? "opencode",
         args: options.args ?? ["serve", "--hostname", "127.0.0.1", "--port", "0"],
-        env: options.env,
+        env: { ...options.env, ...marker.env },
         cwd: config.cwd,
         startTimeout: options.startTimeout ?? "60 seconds",
         onSpawn: options.onSpawn
@@ -536,7 +541,26 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
             trustMissingInventories: options.trustMissingInventories
           }).pipe(
             // A turn, a permission or a notice may have appeared while the server answered.
-            Effect.map((permit) => permit && turn === undefined && permissions.size === 0 && notices.size === 0)
+            Effect.map((permit) => permit && turn === undefined && permissions.size === 0 && notices.size === 0),
+            // Last: a job the bash tool left behind (`&`) runs outside the server's tree and no
+            // inventory lists it; it vetoes while it runs and is never ended by the adapter.
+            Effect.flatMap((permit) =>
+              permit
+                ? escapedProcesses(server.process.pid, marker.value).pipe(
+                  Effect.mapError((error) =>
+                    new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${error.message}` })
+                  ),
+                  Effect.flatMap((escaped) =>
+                    escaped.length === 0
+                      ? Effect.succeed(true)
+                      : Effect.logDebug("OpenCode release vetoed").pipe(
+                        Effect.annotateLogs({ provider, reason: escapedReason(escaped) }),
+                        Effect.as(false)
+                      )
+                  )
+                )
+                : Effect.succeed(false)
+            )
           )
         })
       }

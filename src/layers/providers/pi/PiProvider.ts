@@ -1,7 +1,9 @@
 /**
  * The Pi coding agent (and its OMP fork) in RPC mode as a provider (P5). Each session is one
  * `pi --mode rpc` process in a process group of its own; closing the session ends the group and
- * the groups of the bash commands still running (Pi starts each detached).
+ * the groups of the bash commands still running (Pi starts each detached). A job a command leaves
+ * behind with `&` escapes the CLI's tree; it is found by the runtime's environment marker and vetoes
+ * the release while it runs (`escapedProcesses.ts`), but is never ended.
  * The wire format is described in `rpcTypes.ts`.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
@@ -10,6 +12,7 @@ import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
+import { escapedProcesses, escapedReason, newRuntimeMarker } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,
@@ -23,7 +26,7 @@ import {
   replyText,
   type SessionState
 } from "./rpcTypes.ts"
-import { type LocalState, localVeto, missingSettlement, type PiVariant, verdict } from "./safety.ts"
+import { type LocalState, localVeto, missingSettlement, type PiVariant, type Verdict, verdict } from "./safety.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
 
 /** Defaults: command "pi", args `["--mode", "rpc"]` (they must select RPC mode). */
@@ -88,7 +91,10 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       ]
       /** The end of the CLI's stderr: why it exited, when it refuses to start. */
       let stderrTail = ""
-      const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env: options.env }, config.cwd, {
+      // Marks every process the runtime starts, so jobs that leave its tree are still seen (below).
+      const marker = newRuntimeMarker()
+      const env = { ...options.env, ...marker.env }
+      const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env }, config.cwd, {
         stripCarriageReturn: true,
         onStderr: (text) => {
           stderrTail = (stderrTail + text).slice(-stderrTailBytes)
@@ -100,7 +106,9 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
        * Pi runs each bash command detached, in a process group of its own, so ending the CLI's
        * group leaves a running command behind: its group is noted (while it is still the CLI's
        * descendant) and ended after the CLI. A job backgrounded with `&` inside a command is
-       * reparented to init when its shell exits and cannot be found this way.
+       * reparented to init when its shell exits and cannot be found this way: it is found by the
+       * runtime's marker, vetoes the release while it runs, and is never ended by the adapter (it
+       * may be a server the user meant to keep).
        */
       const detached = trackDetachedGroups(cli.pid, () => Deferred.isDoneUnsafe(cli.exited), (pgid) => options.onSpawn?.(pgid))
       const shutdown = Effect.suspend(() => {
@@ -314,7 +322,16 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
               Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
             )
             : Effect.succeed(own)
-          return Effect.flatMap(decided, (answer) => {
+          // Last: a job that left the runtime's tree (`&` in a bash command) still holds work.
+          const checked = Effect.flatMap(decided, (answer): Effect.Effect<Verdict, RuntimeProbeFailed> =>
+            answer.permit
+              ? escapedProcesses(cli.pid, marker.value).pipe(
+                Effect.map((escaped): Verdict => escaped.length === 0 ? answer : { permit: false, reason: escapedReason(escaped) }),
+                Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${error.message}` }))
+              )
+              : Effect.succeed(answer)
+          )
+          return Effect.flatMap(checked, (answer) => {
             if (answer.permit) return Effect.succeed(true)
             const log = answer.reason === missingSettlement && !warnedMissingSettlement
               ? Effect.logWarning(`${provider} runtime stays resident`)

@@ -72,24 +72,35 @@ const walkTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly 
   return found
 }
 
-/** The tree below `root`, by parent pid from a scan of every process (kernels without children files). */
-const scanTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly pgid: number }> => {
+/**
+ * Every live process, from one scan of /proc; `undefined` where /proc cannot be listed. Processes
+ * that exit between the listing and their read are left out.
+ */
+export const liveProcesses = (): ReadonlyArray<ProcStat> | undefined => {
   let names: ReadonlyArray<string>
   try {
     names = readdirSync("/proc")
   } catch {
-    return []
+    return undefined
   }
-  const children = new Map<number, Array<{ readonly pid: number; readonly pgid: number }>>()
+  const found: Array<ProcStat> = []
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue
     const stat = readStat(name)
-    if (!live(stat)) continue
+    if (live(stat)) found.push(stat)
+  }
+  return found
+}
+
+/** The descendants of `root` among `processes`, by parent pid. */
+export const descendantsIn = (root: number, processes: ReadonlyArray<ProcStat>): ReadonlyArray<ProcStat> => {
+  const children = new Map<number, Array<ProcStat>>()
+  for (const stat of processes) {
     const siblings = children.get(stat.ppid)
     if (siblings === undefined) children.set(stat.ppid, [stat])
     else siblings.push(stat)
   }
-  const found: Array<{ readonly pid: number; readonly pgid: number }> = []
+  const found: Array<ProcStat> = []
   const queue = [root]
   for (let i = 0; i < queue.length; i++) {
     for (const child of children.get(queue[i]!) ?? []) {
@@ -99,6 +110,10 @@ const scanTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly 
   }
   return found
 }
+
+/** The tree below `root`, by parent pid from a scan of every process (kernels without children files). */
+const scanTree = (root: number): ReadonlyArray<{ readonly pid: number; readonly pgid: number }> =>
+  descendantsIn(root, liveProcesses() ?? [])
 
 /**
  * The process groups, other than `root`'s own, of every descendant of `root`. Empty where /proc
