@@ -88,7 +88,6 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
-      let stderrTail = ""
       // A new conversation gets an id we choose, so it is known before the first turn.
       const requestedId = resume === null ? randomUUID() : resume.sessionId
       const args = [
@@ -98,13 +97,8 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       const cli = yield* startLineProcess(
         { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env } },
         config.cwd,
-        {
-          stripCarriageReturn: true,
-          // Kept short: a CLI that refuses to start says why on stderr (e.g. bypassPermissions as root).
-          onStderr: (text) => {
-            stderrTail = (stderrTail + text).slice(-2000)
-          }
-        }
+        // A CLI that refuses to start says why on stderr (e.g. bypassPermissions as root): see `died`.
+        { stripCarriageReturn: true }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(cli.pid)
 
@@ -258,7 +252,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       const died = (code: number | null) =>
         Effect.sync(() => {
           running.delete(shutdown)
-          const said = stderrTail.trim().split("\n").at(-1) ?? ""
+          const said = cli.stderrTail().split("\n").at(-1) ?? ""
           const error = failed("process", `${provider} exited with code ${code}${said === "" ? "" : `: ${said}`}`)
           for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
           pending.clear()

@@ -63,8 +63,6 @@ const textInput = (text: string) => [{ type: "text", text, text_elements: [] }]
 
 const requestKey = (id: RequestId) => `${typeof id}:${id}`
 
-const stderrTailBytes = 4096
-
 /**
  * The line of a dying server's stderr that says why: Codex prints `Error: …` followed by a stack
  * backtrace; otherwise the last line that is not empty.
@@ -94,16 +92,10 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
       /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
-      let stderrTail = ""
       const server = yield* startLineProcess(
         { command: options.command ?? "codex", args: options.args ?? ["app-server"], env: options.env },
         config.cwd,
-        {
-          stripCarriageReturn: true,
-          onStderr: (text) => {
-            stderrTail = (stderrTail + text).slice(-stderrTailBytes)
-          }
-        }
+        { stripCarriageReturn: true }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(server.pid)
 
@@ -241,7 +233,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 
       const died = (code: number | null) =>
         Effect.sync(() => {
-          const reason = exitReason(stderrTail)
+          const reason = exitReason(server.stderrTail())
           const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
           for (const reply of pending.values()) Deferred.doneUnsafe(reply, Exit.fail(error))
           pending.clear()

@@ -161,7 +161,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
 
       // The stream is connected (its first event seen) before any prompt, so no event is missed.
       let stream = yield* call("events", openEventStream(endpoint, config.cwd)).pipe(
-        Effect.mapError((error) => failed(error.operation, `${error.message}; server stderr: ${server.stderrTail()}`)),
+        Effect.mapError((error) => failed(error.operation, `${error.message}; server stderr: ${server.process.stderrTail()}`)),
         Effect.onError(() => stop)
       )
       const connected = Deferred.makeUnsafe<void, ProviderFailed>()

@@ -31,8 +31,6 @@ export interface OpenCodeServer {
   readonly endpoint: Endpoint
   /** The release, from `GET /global/health`. */
   readonly version: string
-  /** The end of what it wrote to stderr, for failure messages. */
-  readonly stderrTail: () => string
 }
 
 /** The server could not be started, or did not answer in time. */
@@ -45,22 +43,11 @@ const serverUser = "opencode"
 
 const listeningLine = /listening on (https?:\/\/\S+)/
 
-/** The last few KB of stderr, for the message when the server will not start. */
-const tail = () => {
-  let text = ""
-  return {
-    add: (chunk: string) => {
-      text = (text + chunk).slice(-2000)
-    },
-    get: () => text.trim()
-  }
-}
 
 /** Starts the server and waits until it answers; the process is ended on any failure. */
 export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer, OpenCodeServerFailed> =>
   Effect.gen(function*() {
     const address = Deferred.makeUnsafe<string>()
-    const stderr = tail()
     const password = randomBytes(32).toString("base64url")
     // Keep-alive to this server only: a probe makes several requests, each would pay a connect.
     const connections = new http.Agent({ keepAlive: true, maxSockets: 8 })
@@ -71,8 +58,7 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
         const match = listeningLine.exec(line)
         if (match !== null) Deferred.doneUnsafe(address, Effect.succeed(match[1]!))
       },
-      onOversizedLine: () => {},
-      onStderr: stderr.add
+      onOversizedLine: () => {}
     }).pipe(Effect.mapError((error) => new OpenCodeServerFailed({ message: `cannot start ${launch.command}: ${error.message}` }))
     )
     launch.onSpawn?.(cli.pid)
@@ -82,7 +68,7 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
         Deferred.await(address),
         Deferred.await(cli.exited).pipe(
           Effect.flatMap((code) =>
-            Effect.fail(new OpenCodeServerFailed({ message: `exited with code ${code} before listening: ${stderr.get()}` }))
+            Effect.fail(new OpenCodeServerFailed({ message: `exited with code ${code} before listening: ${cli.stderrTail()}` }))
           )
         )
       )
@@ -94,14 +80,14 @@ export const startServer = (launch: ServerLaunch): Effect.Effect<OpenCodeServer,
       )
       // The server's pooled connections go with it, so a later server on the same port never gets one.
       const process = { ...cli, terminate: (grace: Duration.Input) => Effect.ensuring(cli.terminate(grace), dropConnections) }
-      return { process, endpoint, version: health.version, stderrTail: stderr.get }
+      return { process, endpoint, version: health.version }
     })
     const timeout = Duration.fromInputUnsafe(launch.startTimeout)
     return yield* ready.pipe(
       Effect.timeoutOrElse({
         duration: timeout,
         orElse: () =>
-          Effect.fail(new OpenCodeServerFailed({ message: `not ready within ${Duration.format(timeout)}: ${stderr.get()}` }))
+          Effect.fail(new OpenCodeServerFailed({ message: `not ready within ${Duration.format(timeout)}: ${cli.stderrTail()}` }))
       }),
       Effect.onError(() => Effect.ensuring(cli.terminate("1 second"), dropConnections))
     )

@@ -48,8 +48,6 @@ const isExtensionUiRequest = Schema.is(ExtensionUiRequest)
 const extensionDialog = (line: unknown): ExtensionUiRequest | undefined =>
   isExtensionUiRequest(line) && dialogMethods.has(line.method) ? line : undefined
 
-const stderrTailBytes = 4096
-
 /** What a dying CLI last said on stderr, shortened for an error message. */
 export const exitReason = (stderr: string): string => {
   const lines = stderr.split("\n").map((line) => line.trim()).filter((line) => line !== "")
@@ -89,16 +87,11 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         ...(options.args ?? ["--mode", "rpc"]),
         ...(resume === null ? [] : (options.resumeArgs ?? defaultResumeArgs)(resume))
       ]
-      /** The end of the CLI's stderr: why it exited, when it refuses to start. */
-      let stderrTail = ""
       // Marks every process the runtime starts, so jobs that leave its tree are still seen (below).
       const marker = newRuntimeMarker()
       const env = { ...options.env, ...marker.env }
       const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env }, config.cwd, {
-        stripCarriageReturn: true,
-        onStderr: (text) => {
-          stderrTail = (stderrTail + text).slice(-stderrTailBytes)
-        }
+        stripCarriageReturn: true
       }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(cli.pid)
 
@@ -190,7 +183,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       const died = (code: number | null) =>
         Effect.sync(() => {
           running.delete(shutdown)
-          const reason = exitReason(stderrTail)
+          const reason = exitReason(cli.stderrTail())
           const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
           for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
           pending.clear()

@@ -14,7 +14,6 @@ export interface PluginProcessHandlers {
   readonly onLine: (line: string) => void
   /** A line longer than `maxLineBytes`; its content is dropped. */
   readonly onOversizedLine: (bytes: number) => void
-  readonly onStderr: (text: string) => void
 }
 
 /**
@@ -29,6 +28,8 @@ export interface PluginProcess {
   readonly exited: Deferred.Deferred<number | null>
   /** Ends the process group: SIGTERM, then SIGKILL after `grace`; waits until it has exited. */
   readonly terminate: (grace: Duration.Input) => Effect.Effect<void>
+  /** The last few KB of its stderr, trimmed: what a process that refuses to start says about why. */
+  readonly stderrTail: () => string
 }
 
 /**
@@ -141,6 +142,9 @@ export const terminateGroup = <A>(pid: number, exited: Deferred.Deferred<A>, gra
     yield* Deferred.await(exited)
   })
 
+/** How much of a process's stderr is kept. */
+const stderrTailChars = 4096
+
 /** How long an exited process's stdout may still deliver data before the exit is reported. */
 const exitDrainMillis = 200
 
@@ -173,8 +177,11 @@ export const startPluginProcess = (
     })
     child.stdout?.setEncoding("utf8")
     child.stdout?.on("data", splitLines(handlers))
+    let stderrTail = ""
     child.stderr?.setEncoding("utf8")
-    child.stderr?.on("data", handlers.onStderr)
+    child.stderr?.on("data", (text: string) => {
+      stderrTail = (stderrTail + text).slice(-stderrTailChars)
+    })
     // Writes after the plugin died fail with EPIPE; the exit is what reports it.
     child.stdin?.on("error", () => {})
     child.once("error", (error) => {
@@ -189,7 +196,8 @@ export const startPluginProcess = (
         pid,
         write: (line) => child.stdin?.write(line + "\n") ?? false,
         exited,
-        terminate: (grace) => terminateGroup(pid, exited, grace)
+        terminate: (grace) => terminateGroup(pid, exited, grace),
+        stderrTail: () => stderrTail.trim()
       }))
     })
   })

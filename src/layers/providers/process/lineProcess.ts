@@ -9,8 +9,6 @@ import { maxLineBytes } from "../../../domain/pluginProtocol.ts"
 import { type PluginCommand, type PluginProcess, readUntilDone, startPluginProcess } from "../plugin/PluginProcess.ts"
 
 export interface LineProcessOptions {
-  /** Free-form diagnostics, as they arrive; not ordered with the lines. Default: drained and dropped. */
-  readonly onStderr?: ((text: string) => void) | undefined
   /** Removes a trailing "\r" from each line before it is handled (a CLI that may write CRLF). */
   readonly stripCarriageReturn?: boolean | undefined
 }
@@ -56,8 +54,7 @@ export const startLineProcess = Effect.fnUntraced(function*(
       unread++
       Queue.offerUnsafe(inbox, { line })
     },
-    onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes }),
-    onStderr: options.onStderr ?? (() => {})
+    onOversizedLine: (bytes) => Queue.offerUnsafe(inbox, { oversized: bytes })
   })
 
   const readLines = <M, E>(scope: Scope.Scope, handlers: LineHandlers<M, E>): Effect.Effect<void> =>
