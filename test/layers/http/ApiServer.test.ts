@@ -209,12 +209,17 @@ describe("ApiServer", () => {
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
       const id = { id: agent.agentId }
       provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
-      let shown = yield* client.agents.get({ params: id })
-      for (let i = 0; i < 100 && shown.pendingPermissions.length === 0; i++) {
-        yield* Effect.yieldNow
-        shown = yield* client.agents.get({ params: id })
-      }
-      assert.deepStrictEqual(shown.pendingPermissions, ["perm-1"])
+      // The registry takes the provider's events in on a fiber of its own: let it run between looks.
+      const pendingOnceSettled = (settled: (pending: ReadonlyArray<string>) => boolean) =>
+        Effect.gen(function*() {
+          let pending = (yield* client.agents.get({ params: id })).pendingPermissions
+          for (let i = 0; i < 100 && !settled(pending); i++) {
+            yield* Effect.yieldNow
+            pending = (yield* client.agents.get({ params: id })).pendingPermissions
+          }
+          return pending
+        })
+      assert.deepStrictEqual(yield* pendingOnceSettled((pending) => pending.length > 0), ["perm-1"])
       const held = yield* client.runtimes.collect({ params: id })
       assert.strictEqual(held.outcome, "retained", "a pending permission keeps the runtime")
 
@@ -223,11 +228,11 @@ describe("ApiServer", () => {
         body: JSON.stringify({ allow: true })
       })
       assert.strictEqual(answered.status, 204)
-      for (let i = 0; i < 100 && shown.pendingPermissions.length > 0; i++) {
-        yield* Effect.yieldNow
-        shown = yield* client.agents.get({ params: id })
-      }
-      assert.deepStrictEqual(shown.pendingPermissions, [], "the provider resolved it")
+      assert.deepStrictEqual(
+        yield* pendingOnceSettled((pending) => pending.length === 0),
+        [],
+        "the provider resolved it"
+      )
       assert.strictEqual((yield* client.agents.interrupt({ params: id })), undefined)
 
       assert.strictEqual((yield* client.runtimes.collect({ params: id })).outcome, "collected")
