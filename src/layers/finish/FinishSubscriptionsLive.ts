@@ -207,7 +207,14 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
         yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(
           Effect.annotateLogs({ subscription: subscription.id, callerAgentId: subscription.callerAgentId })
         )
-        yield* store.remove(subscription.id).pipe(Effect.ignore)
+        // The stale record stays for the next recovery to drop; recovery itself goes on.
+        yield* store.remove(subscription.id).pipe(
+          Effect.catch((error) =>
+            Effect.logWarning("Could not remove the finish subscription of a missing caller").pipe(
+              Effect.annotateLogs({ subscription: subscription.id, error: error.message })
+            )
+          )
+        )
         continue
       }
       // A registration still held when the server stopped was committed: it is honoured.
