@@ -137,7 +137,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
             assert.strictEqual(started.outcome.kind, "finished", "the parent's turn ends while the child runs")
             const server = servers.at(-1)!
             assert.strictEqual(server.sessionId, sessionId)
-            const probe = { agentId: result.agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: true }
+            const probe = { agentId: result.agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: { serverVersion: server.version } }
             yield* eventually(
               probeDecision(probe).pipe(Effect.map((decision) =>
                 decision._tag === "Busy" && /session ses_\w+ is busy/.test(decision.reason) && !decision.reason.includes(sessionId)
@@ -166,7 +166,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
         assert.isTrue(model.requests.some((request) => request.lastUserText === "hello"), "the fake model answered")
         const server = servers.at(-1)!
         assert.strictEqual(server.sessionId, sessionId)
-        const probe = { agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: true }
+        const probe = { agentId, baseUrl: server.baseUrl, headers: server.headers, sessionId, trustMissingInventories: { serverVersion: server.version } }
 
         // 1. A turn running a shell command in the foreground: the server reports the session busy.
         const turnJob = gateIn(agent.home, "turn-gate")
@@ -265,7 +265,7 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
           baseUrl: server.baseUrl,
           headers: server.headers,
           sessionId,
-          trustMissingInventories: true
+          trustMissingInventories: { serverVersion: server.version }
         })
         assert.deepStrictEqual(decision, { _tag: "Idle" })
         // The job carries the runtime's environment marker, so the adapter's probe vetoes.

@@ -90,6 +90,8 @@ export interface OpenCodeServerInfo {
   readonly baseUrl: string
   readonly headers: Readonly<Record<string, string>>
   readonly sessionId: string
+  /** The server's release, from `GET /global/health` at start. */
+  readonly version: string
 }
 
 /** How often a lost event stream is reopened before the runtime is declared broken. */
@@ -474,7 +476,13 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
       )
       running.set(server, closeSession)
 
-      options.onServer?.({ pid: server.process.pid, baseUrl: endpoint.baseUrl, headers: endpoint.headers ?? {}, sessionId })
+      options.onServer?.({
+        pid: server.process.pid,
+        baseUrl: endpoint.baseUrl,
+        headers: endpoint.headers ?? {},
+        sessionId,
+        version: server.version
+      })
       const agentSession: AgentSession = {
         pid: server.process.pid,
         exited: Effect.asVoid(Deferred.await(server.process.exited)),
@@ -538,7 +546,9 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
             baseUrl: endpoint.baseUrl,
             headers: endpoint.headers,
             sessionId,
-            trustMissingInventories: options.trustMissingInventories
+            trustMissingInventories: options.trustMissingInventories === true
+              ? { serverVersion: server.version }
+              : undefined
           }).pipe(
             // A turn, a permission or a notice may have appeared while the server answered.
             Effect.map((permit) => permit && turn === undefined && permissions.size === 0 && notices.size === 0),

@@ -12,7 +12,6 @@
 import { Effect, Schema } from "effect"
 import { RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  Health,
   InboxResponse,
   PtyList,
   PtyListV2,
@@ -38,10 +37,11 @@ export interface ProbeConfig {
   readonly maxTreeSize?: number | undefined
   /**
    * Off by default: an inventory the server does not serve is an unknown, which retains. When
-   * true, the server's version is read and, for releases known to lack the v2 inbox and shell
-   * list (`releasesWithoutInboxOrShells`), their absence is read as empty. See `safety.ts`.
+   * given, with the server's version (from `GET /global/health` at start: a server's release does
+   * not change while it runs), the absence of the v2 inbox and shell list is read as empty for
+   * releases known to lack them (`releasesWithoutInboxOrShells`). See `safety.ts`.
    */
-  readonly trustMissingInventories?: boolean | undefined
+  readonly trustMissingInventories?: { readonly serverVersion: string } | undefined
 }
 
 /** An inventory the release may not serve: an HTML or 404 answer is absent; other faults fail. */
@@ -129,9 +129,9 @@ export const fetchInventories = (config: ProbeConfig): Effect.Effect<Inventories
           ),
         { concurrency: 4 }
       ),
-      trustMissingFor: config.trustMissingInventories === true
-        ? Effect.map(getJson(config, "global/health", {}, Health), ({ version }) => ({ version }))
-        : Effect.succeed(undefined)
+      trustMissingFor: Effect.succeed(
+        config.trustMissingInventories === undefined ? undefined : { version: config.trustMissingInventories.serverVersion }
+      )
     }, { concurrency: "unbounded" })
     return {
       trustMissingFor,
