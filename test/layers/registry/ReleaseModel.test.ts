@@ -46,7 +46,7 @@ interface ModelAgent {
   protected: boolean
   probe: ProbeMode
   permissions: number
-  /** The last time a sweep or collect-now ran while this family was blocked or vetoed. */
+  /** The last time a sweep or collect-now decided this agent's family while it was blocked or vetoed. */
   lastRetention: number
 }
 
@@ -164,7 +164,10 @@ const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
         assert.isFalse(blocked(member), `released ${agentId} while ${member.id} was blocked or vetoing`)
       }
       if (scheduled) {
-        const idleSince = Math.max(agent.lastActivity, ...family.map((member) => member.lastRetention))
+        // A retention restarts the idle period of the root it was decided for (C5, C7). A sweep
+        // decides every root, so an ancestor's own retention covers its descendants'; a collect-now
+        // decides only its own family and says nothing about its ancestors.
+        const idleSince = Math.max(agent.lastActivity, agent.lastRetention)
         assert.isAtLeast(at - idleSince, minutes(60), `released ${agentId} before a full idle period`)
       }
       assert.isFalse(yield* resident(agent))
