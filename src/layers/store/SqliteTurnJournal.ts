@@ -1,0 +1,246 @@
+/**
+ * The durable `TurnJournal`: a `turns` table (one row per accepted prompt) and a `turn_messages`
+ * table (the delivered messages each turn carried), normally in the daemon's one SQLite file
+ * (see `SqliteDatabase.layerStores`).
+ *
+ * `(agent_id, client_message_id)` and `(recipient_id, message_id)` are unique indexes, and
+ * `accept` reads and writes in one `BEGIN IMMEDIATE` transaction, so a client id is accepted once
+ * even by two daemons racing on one file.
+ */
+import { Effect, Layer, Option, Predicate, Result, Schema, SchemaTransformation } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql"
+import { AgentStoreError } from "../../domain/errors.ts"
+import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
+import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
+
+// --- schema -----------------------------------------------------------------------
+
+/** One row of `turns` as SQLite returns it: times are epoch ms, booleans 0/1, the error JSON. */
+export const TurnRow = Schema.Struct({
+  turn_id: Schema.String,
+  agent_id: Schema.String,
+  client_message_id: Schema.NullOr(Schema.String),
+  text: Schema.String,
+  state: TurnState,
+  disposition: Schema.NullOr(Disposition),
+  joined_turn_id: Schema.NullOr(Schema.String),
+  resumed: Schema.Literals([0, 1]),
+  reply: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.fromJsonString(TurnError)),
+  accepted_at: Schema.Number,
+  dispatched_at: Schema.NullOr(Schema.Number),
+  ended_at: Schema.NullOr(Schema.Number)
+})
+
+export const TurnRecordFromRow = TurnRow.pipe(Schema.decodeTo(
+  TurnRecord,
+  SchemaTransformation.transform({
+    decode: (row) => ({
+      turnId: row.turn_id,
+      agentId: row.agent_id,
+      clientMessageId: row.client_message_id,
+      text: row.text,
+      state: row.state,
+      disposition: row.disposition,
+      joinedTurnId: row.joined_turn_id,
+      resumed: row.resumed === 1,
+      reply: row.reply,
+      error: row.error,
+      acceptedAt: row.accepted_at,
+      dispatchedAt: row.dispatched_at,
+      endedAt: row.ended_at
+    }),
+    encode: (record) => ({
+      turn_id: record.turnId,
+      agent_id: record.agentId,
+      client_message_id: record.clientMessageId,
+      text: record.text,
+      state: record.state,
+      disposition: record.disposition,
+      joined_turn_id: record.joinedTurnId,
+      resumed: record.resumed ? 1 : 0,
+      reply: record.reply,
+      error: record.error,
+      accepted_at: record.acceptedAt,
+      dispatched_at: record.dispatchedAt,
+      ended_at: record.endedAt
+    })
+  })
+))
+
+const decodeRow = Schema.decodeUnknownResult(TurnRecordFromRow)
+const encodeRecord = Schema.encodeEffect(TurnRecordFromRow)
+
+// --- migrations -------------------------------------------------------------------
+
+/** One statement per `sql` call: node:sqlite prepares only the first of a multi-statement string. */
+export const migrations = {
+  "1_create_turns": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // `seq` is acceptance order: what a recovery dispatches first.
+    yield* sql`CREATE TABLE turns (
+      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      turn_id TEXT NOT NULL UNIQUE,
+      agent_id TEXT NOT NULL,
+      client_message_id TEXT,
+      text TEXT NOT NULL,
+      state TEXT NOT NULL,
+      disposition TEXT,
+      joined_turn_id TEXT,
+      resumed INTEGER NOT NULL,
+      reply TEXT,
+      error TEXT,
+      accepted_at INTEGER NOT NULL,
+      dispatched_at INTEGER,
+      ended_at INTEGER
+    )`
+    yield* sql`CREATE UNIQUE INDEX turns_client_message ON turns (agent_id, client_message_id)
+      WHERE client_message_id IS NOT NULL`
+    yield* sql`CREATE INDEX turns_unfinished ON turns (seq) WHERE state IN ('accepted', 'running')`
+    yield* sql`CREATE INDEX turns_agent_seq ON turns (agent_id, seq)`
+    yield* sql`CREATE TABLE turn_messages (
+      recipient_id TEXT NOT NULL,
+      message_id TEXT NOT NULL,
+      turn_id TEXT NOT NULL REFERENCES turns (turn_id) ON DELETE CASCADE,
+      PRIMARY KEY (recipient_id, message_id)
+    )`
+    yield* sql`CREATE INDEX turn_messages_turn ON turn_messages (turn_id)`
+  })
+}
+
+export const migrate = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: "turn_journal_migrations"
+})
+
+// --- journal ----------------------------------------------------------------------
+
+const columns =
+  "turn_id, agent_id, client_message_id, text, state, disposition, joined_turn_id, resumed, reply, error, accepted_at, dispatched_at, ended_at"
+
+const failure = (operation: string, agentId: string | undefined) => (error: SqlError.SqlError | Schema.SchemaError) =>
+  new AgentStoreError({
+    operation: `journal.${operation}`,
+    ...(agentId === undefined ? {} : { agentId }),
+    message: `Turn journal ${operation}${agentId === undefined ? "" : ` for ${agentId}`} failed: ${error.message}`
+  })
+
+const decodeStored = (operation: string, row: unknown): Result.Result<TurnRecord, AgentStoreError> =>
+  Result.mapError(decodeRow(row), (error) => {
+    const turnId = Predicate.hasProperty(row, "turn_id") && typeof row.turn_id === "string" ? row.turn_id : "<unknown id>"
+    return new AgentStoreError({
+      operation: `journal.${operation}`,
+      message: `Stored turn ${turnId} cannot be decoded: ${error.message}`
+    })
+  })
+
+const first = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<Option.Option<TurnRecord>, AgentStoreError> => {
+  const row = rows[0]
+  if (row === undefined) return Effect.succeedNone
+  const decoded = decodeStored(operation, row)
+  return Result.isFailure(decoded) ? Effect.fail(decoded.failure) : Effect.succeed(Option.some(decoded.success))
+}
+
+export const make: Effect.Effect<
+  TurnJournal["Service"],
+  SqlError.SqlError | Migrator.MigrationError,
+  SqlClient.SqlClient
+> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* migrate
+
+  const byClientMessageId = (agentId: string, clientMessageId: string) =>
+    sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId} AND client_message_id = ${clientMessageId}`
+      .pipe(Effect.mapError(failure("lookup", agentId)), Effect.flatMap((rows) => first("lookup", rows)))
+
+  const accept = Effect.fn("SqliteTurnJournal.accept")(function*({ messageIds = [], record }: AcceptTurn) {
+    const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("accept", record.agentId)))
+    return yield* Effect.gen(function*() {
+      if (record.clientMessageId !== null) {
+        const existing = yield* byClientMessageId(record.agentId, record.clientMessageId)
+        if (Option.isSome(existing)) return { _tag: "Existing", record: existing.value } satisfies Acceptance
+      }
+      yield* sql`INSERT INTO turns ${sql.insert(row)}`
+      // A message sent again (its earlier turn was cut by a stop) belongs to its newest turn.
+      for (const messageId of messageIds) {
+        yield* sql`INSERT INTO turn_messages ${
+          sql.insert({ recipient_id: record.agentId, message_id: messageId, turn_id: record.turnId })
+        } ON CONFLICT (recipient_id, message_id) DO UPDATE SET turn_id = excluded.turn_id`
+      }
+      return { _tag: "Accepted", record } satisfies Acceptance
+    }).pipe(
+      sql.withTransaction,
+      Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("accept", record.agentId)(error))
+    )
+  })
+
+  const update = Effect.fn("SqliteTurnJournal.update")(function*(record: TurnRecord) {
+    const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("update", record.agentId)))
+    yield* sql`UPDATE turns SET
+        state = ${row.state},
+        disposition = ${row.disposition},
+        joined_turn_id = ${row.joined_turn_id},
+        resumed = ${row.resumed},
+        reply = ${row.reply},
+        error = ${row.error},
+        dispatched_at = ${row.dispatched_at},
+        ended_at = ${row.ended_at}
+      WHERE turn_id = ${row.turn_id}`.pipe(Effect.mapError(failure("update", record.agentId)))
+  })
+
+  const get = (agentId: string, turnId: string) =>
+    sql`SELECT ${sql.literal(columns)} FROM turns WHERE turn_id = ${turnId} AND agent_id = ${agentId}`.pipe(
+      Effect.mapError(failure("get", agentId)),
+      Effect.flatMap((rows) => first("get", rows))
+    )
+
+  const byMessageId = (recipientId: string, messageId: string) =>
+    sql`SELECT ${sql.literal(columns.split(", ").map((column) => `turns.${column}`).join(", "))}
+      FROM turn_messages JOIN turns ON turns.turn_id = turn_messages.turn_id
+      WHERE turn_messages.recipient_id = ${recipientId} AND turn_messages.message_id = ${messageId}`.pipe(
+      Effect.mapError(failure("lookup", recipientId)),
+      Effect.flatMap((rows) => first("lookup", rows))
+    )
+
+  const unfinished = Effect.gen(function*() {
+    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM turns
+      WHERE state IN ('accepted', 'running') ORDER BY seq`.pipe(Effect.mapError(failure("recover", undefined)))
+    const records: Array<TurnRecord> = []
+    for (const row of rows) {
+      const decoded = decodeStored("recover", row)
+      if (Result.isFailure(decoded)) return yield* decoded.failure
+      records.push(decoded.success)
+    }
+    return records
+  })
+
+  const prune = Effect.fn("SqliteTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
+    const byAge = yield* sql`DELETE FROM turns WHERE ended_at IS NOT NULL AND ended_at < ${endedBefore}`.raw
+    // The newest `keepPerAgent` final turns of each agent stay; older final ones go.
+    const byCount = yield* sql`DELETE FROM turns WHERE seq IN (
+        SELECT seq FROM (
+          SELECT seq, ROW_NUMBER() OVER (PARTITION BY agent_id ORDER BY seq DESC) AS rank
+          FROM turns WHERE ended_at IS NOT NULL
+        ) WHERE rank > ${keepPerAgent}
+      )`.raw
+    return changes(byAge) + changes(byCount)
+  }, Effect.mapError(failure("prune", undefined)))
+
+  return TurnJournal.of({ accept, update, get, byClientMessageId, byMessageId, unfinished, prune })
+})
+
+/** The `changes` count of a raw statement result (node:sqlite's `{ changes, lastInsertRowid }`). */
+const changes = (result: unknown): number =>
+  Predicate.hasProperty(result, "changes") && typeof result.changes === "number" ? result.changes : 0
+
+/** The journal on the database of the provided `SqlClient`, migrated when the layer is built. */
+export const layerFromClient: Layer.Layer<TurnJournal, AgentStoreError, SqlClient.SqlClient> = Layer.effect(
+  TurnJournal,
+  make.pipe(Effect.catchTags({
+    SqlError: (error) =>
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open the turn journal: ${error.message}` })),
+    MigrationError: (error) =>
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate the turn journal: ${error.message}` }))
+  }))
+)

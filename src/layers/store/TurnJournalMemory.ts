@@ -1,0 +1,65 @@
+/**
+ * An in-memory `TurnJournal` for tests and throwaway runs, with the SQLite journal's rules: one
+ * record per `(agentId, clientMessageId)` and per `(recipient, messageId)`, oldest first. Each
+ * build of {@link layer} starts empty.
+ */
+import { Effect, Layer, Option } from "effect"
+import { isFinal, type TurnRecord } from "../../domain/turn.ts"
+import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
+
+const key = (agentId: string, id: string) => `${agentId}\u0000${id}`
+
+export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
+  // Insertion order is acceptance order.
+  const records = new Map<string, TurnRecord>()
+  const byClientId = new Map<string, string>()
+  const byMessage = new Map<string, string>()
+
+  const forget = (record: TurnRecord) => {
+    records.delete(record.turnId)
+    if (record.clientMessageId !== null) byClientId.delete(key(record.agentId, record.clientMessageId))
+    for (const [message, turnId] of byMessage) if (turnId === record.turnId) byMessage.delete(message)
+  }
+
+  const find = (turnId: string | undefined) => Option.fromNullishOr(turnId === undefined ? undefined : records.get(turnId))
+
+  return TurnJournal.of({
+    accept: ({ messageIds = [], record }: AcceptTurn) =>
+      Effect.sync((): Acceptance => {
+        if (record.clientMessageId !== null) {
+          const existing = find(byClientId.get(key(record.agentId, record.clientMessageId)))
+          if (Option.isSome(existing)) return { _tag: "Existing", record: existing.value }
+          byClientId.set(key(record.agentId, record.clientMessageId), record.turnId)
+        }
+        records.set(record.turnId, record)
+        for (const message of messageIds) byMessage.set(key(record.agentId, message), record.turnId)
+        return { _tag: "Accepted", record }
+      }),
+    update: (record) =>
+      Effect.sync(() => {
+        if (records.has(record.turnId)) records.set(record.turnId, record)
+      }),
+    get: (agentId, turnId) =>
+      Effect.sync(() => Option.filter(find(turnId), (record) => record.agentId === agentId)),
+    byClientMessageId: (agentId, clientMessageId) => Effect.sync(() => find(byClientId.get(key(agentId, clientMessageId)))),
+    byMessageId: (recipientId, messageId) => Effect.sync(() => find(byMessage.get(key(recipientId, messageId)))),
+    unfinished: Effect.sync(() => [...records.values()].filter((record) => !isFinal(record.state))),
+    prune: (endedBefore, keepPerAgent) =>
+      Effect.sync(() => {
+        const kept = new Map<string, number>()
+        let removed = 0
+        for (const record of [...records.values()].reverse()) {
+          if (!isFinal(record.state)) continue
+          const count = (kept.get(record.agentId) ?? 0) + 1
+          kept.set(record.agentId, count)
+          if (count > keepPerAgent || (record.endedAt ?? 0) < endedBefore) {
+            forget(record)
+            removed++
+          }
+        }
+        return removed
+      })
+  })
+})
+
+export const layer: Layer.Layer<TurnJournal> = Layer.effect(TurnJournal, make)

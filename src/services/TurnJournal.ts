@@ -1,0 +1,43 @@
+import { Context, type Effect, type Option } from "effect"
+import type { AgentStoreError } from "../domain/errors.ts"
+import type { TurnRecord } from "../domain/turn.ts"
+
+/** A prompt to accept: its record as it starts, plus the delivered messages it carries. */
+export interface AcceptTurn {
+  readonly record: TurnRecord
+  /**
+   * Ids of the delivered messages this prompt carries (message delivery): each names one turn per
+   * recipient (the newest that carried it), so a message delivered again after a crash finds it.
+   */
+  readonly messageIds?: ReadonlyArray<string> | undefined
+}
+
+/** What `accept` did: wrote the new record, or found the one a client's message id already has. */
+export type Acceptance =
+  | { readonly _tag: "Accepted"; readonly record: TurnRecord }
+  | { readonly _tag: "Existing"; readonly record: TurnRecord }
+
+/**
+ * The durable turn journal: one record per accepted prompt, written before it is dispatched.
+ * `(agentId, clientMessageId)` is unique; `accept` checks and writes in one transaction, so two
+ * acceptances of one client id can never both succeed, in one process or across a restart.
+ */
+export class TurnJournal extends Context.Service<TurnJournal, {
+  readonly accept: (input: AcceptTurn) => Effect.Effect<Acceptance, AgentStoreError>
+  /** Writes the record's state, disposition, reply, error and times (by turn id). */
+  readonly update: (record: TurnRecord) => Effect.Effect<void, AgentStoreError>
+  readonly get: (agentId: string, turnId: string) => Effect.Effect<Option.Option<TurnRecord>, AgentStoreError>
+  readonly byClientMessageId: (
+    agentId: string,
+    clientMessageId: string
+  ) => Effect.Effect<Option.Option<TurnRecord>, AgentStoreError>
+  /** The turn that carried a delivered message, if one did. */
+  readonly byMessageId: (recipientId: string, messageId: string) => Effect.Effect<Option.Option<TurnRecord>, AgentStoreError>
+  /** Every record not yet final (`accepted`, `running`), oldest first: what a start-up recovers. */
+  readonly unfinished: Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError>
+  /**
+   * Forgets final records that ended before `endedBefore`, and beyond the newest `keepPerAgent` of
+   * each agent. Returns how many were removed.
+   */
+  readonly prune: (endedBefore: number, keepPerAgent: number) => Effect.Effect<number, AgentStoreError>
+}>()("quiesce/store/TurnJournal") {}

@@ -1,0 +1,162 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Option } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { TurnRecord } from "../../../src/domain/turn.ts"
+import * as SqliteClient from "../../../src/layers/store/SqliteClient.ts"
+import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
+import * as SqliteTurnJournal from "../../../src/layers/store/SqliteTurnJournal.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
+import { TurnJournal } from "../../../src/services/TurnJournal.ts"
+
+const tempFile = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "quiesce-journal-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir) => path.join(dir, "state.sqlite")))
+
+const turn = (turnId: string, fields: Partial<TurnRecord> = {}): TurnRecord => ({
+  turnId,
+  agentId: "agent-1",
+  clientMessageId: null,
+  text: "echo \"hi\" 🚀\nsecond line",
+  state: "accepted",
+  disposition: null,
+  joinedTurnId: null,
+  resumed: false,
+  reply: null,
+  error: null,
+  acceptedAt: 1_000,
+  dispatchedAt: null,
+  endedAt: null,
+  ...fields
+})
+
+/** A journal on its own connection to `file`. */
+const sqliteJournal = (file: string) =>
+  Effect.map(
+    Layer.build(SqliteTurnJournal.layerFromClient.pipe(Layer.provide(SqliteClient.layer({ filename: file })))),
+    (context) => Context.get(context, TurnJournal)
+  )
+
+const journals = {
+  sqlite: Effect.flatMap(tempFile, sqliteJournal),
+  memory: TurnJournalMemory.make
+}
+
+for (const [name, make] of Object.entries(journals)) {
+  describe(`TurnJournal (${name})`, () => {
+    it.effect("accepts a client message id once; the repeat finds the first record", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        const first = yield* journal.accept({ record: turn("turn-1", { clientMessageId: "m-1" }) })
+        assert.strictEqual(first._tag, "Accepted")
+        const again = yield* journal.accept({ record: turn("turn-2", { clientMessageId: "m-1", text: "other" }) })
+        assert.deepStrictEqual(again, { _tag: "Existing", record: turn("turn-1", { clientMessageId: "m-1" }) })
+        // The same id for another agent is another prompt; no id at all is never a repeat.
+        assert.strictEqual((yield* journal.accept({ record: turn("turn-3", { agentId: "agent-2", clientMessageId: "m-1" }) }))._tag, "Accepted")
+        assert.strictEqual((yield* journal.accept({ record: turn("turn-4") }))._tag, "Accepted")
+        assert.strictEqual((yield* journal.accept({ record: turn("turn-5") }))._tag, "Accepted")
+        assert.isTrue(Option.isNone(yield* journal.get("agent-1", "turn-2")))
+        assert.isTrue(Option.isNone(yield* journal.get("agent-2", "turn-1")), "a turn is read through its own agent")
+      }))
+
+    it.effect("updates state, reply, error and times; lists what is unfinished in acceptance order", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        for (const id of ["turn-a", "turn-b", "turn-c"]) yield* journal.accept({ record: turn(id) })
+        yield* journal.update(turn("turn-a", { state: "running", disposition: "turn", resumed: true, dispatchedAt: 2_000 }))
+        const ended = turn("turn-b", {
+          state: "failed",
+          disposition: "turn",
+          error: { _tag: "ProviderFailed", message: "exit 3 \"quoted\"" },
+          dispatchedAt: 2_000,
+          endedAt: 3_000
+        })
+        yield* journal.update(ended)
+        assert.deepStrictEqual(Option.getOrThrow(yield* journal.get("agent-1", "turn-b")), ended)
+        assert.deepStrictEqual((yield* journal.unfinished).map((record) => [record.turnId, record.state]), [
+          ["turn-a", "running"],
+          ["turn-c", "accepted"]
+        ])
+      }))
+
+    it.effect("finds the turn that carried a delivered message, and the newest when it was sent again", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        yield* journal.accept({ record: turn("turn-1", { clientMessageId: "batch-1" }), messageIds: ["msg-a", "msg-b"] })
+        assert.strictEqual(Option.getOrThrow(yield* journal.byMessageId("agent-1", "msg-b")).turnId, "turn-1")
+        assert.isTrue(Option.isNone(yield* journal.byMessageId("agent-2", "msg-a")), "message ids are per recipient")
+        yield* journal.accept({ record: turn("turn-2", { clientMessageId: "batch-2" }), messageIds: ["msg-a"] })
+        assert.strictEqual(Option.getOrThrow(yield* journal.byMessageId("agent-1", "msg-a")).turnId, "turn-2")
+        assert.strictEqual(Option.getOrThrow(yield* journal.byMessageId("agent-1", "msg-b")).turnId, "turn-1")
+      }))
+
+    it.effect("prunes final turns by age and by count per agent, never unfinished ones", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        const final = (id: string, agentId: string, endedAt: number) =>
+          turn(id, { agentId, clientMessageId: id, state: "completed", dispatchedAt: endedAt, endedAt })
+        for (const [id, agentId, endedAt] of [
+          ["old", "agent-1", 10],
+          ["a1", "agent-1", 100],
+          ["a2", "agent-1", 200],
+          ["a3", "agent-1", 300],
+          ["b1", "agent-2", 100]
+        ] as const) {
+          yield* journal.accept({ record: final(id, agentId, endedAt), messageIds: [`msg-${id}`] })
+        }
+        yield* journal.accept({ record: turn("waiting", { acceptedAt: 0 }) })
+        assert.strictEqual(yield* journal.prune(50, 2), 2)
+        const left = (agentId: string, ids: ReadonlyArray<string>) =>
+          Effect.forEach(ids, (id) => Effect.map(journal.byClientMessageId(agentId, id), Option.isSome))
+        assert.deepStrictEqual(yield* left("agent-1", ["old", "a1", "a2", "a3"]), [false, false, true, true])
+        assert.deepStrictEqual(yield* left("agent-2", ["b1"]), [true])
+        assert.isTrue(Option.isSome(yield* journal.get("agent-1", "waiting")))
+        assert.isTrue(Option.isNone(yield* journal.byMessageId("agent-1", "msg-a1")), "its messages go with it")
+      }))
+  })
+}
+
+describe("TurnJournal (SQLite file)", () => {
+  it.effect("two connections racing to accept one client id: exactly one wins, the other finds it", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const [left, right] = yield* Effect.all([sqliteJournal(file), sqliteJournal(file)])
+      const outcomes = yield* Effect.forEach(
+        Array.from({ length: 40 }, (_, i) => i),
+        (i) => (i % 2 === 0 ? left : right).accept({ record: turn(`turn-${i}`, { clientMessageId: "contested" }) }),
+        { concurrency: "unbounded" }
+      )
+      const accepted = outcomes.filter((outcome) => outcome._tag === "Accepted")
+      assert.strictEqual(accepted.length, 1)
+      const winner = accepted[0]!.record.turnId
+      assert.isTrue(outcomes.every((outcome) => outcome.record.turnId === winner))
+    }))
+
+  it.effect("records survive reopening the file, beside the other stores", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      yield* Effect.scoped(Effect.gen(function*() {
+        const journal = Context.get(yield* Layer.build(SqliteDatabase.layerStores(file)), TurnJournal)
+        yield* journal.accept({ record: turn("turn-kept", { clientMessageId: "kept" }), messageIds: ["msg-1"] })
+      }))
+      const journal = Context.get(yield* Layer.build(SqliteDatabase.layerStores(file)), TurnJournal)
+      assert.strictEqual(Option.getOrThrow(yield* journal.byClientMessageId("agent-1", "kept")).turnId, "turn-kept")
+      assert.strictEqual(Option.getOrThrow(yield* journal.byMessageId("agent-1", "msg-1")).turnId, "turn-kept")
+    }))
+
+  it.effect("a row that no longer decodes fails the read with an error naming the turn", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const journal = yield* sqliteJournal(file)
+      yield* journal.accept({ record: turn("turn-bad") })
+      const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+      const raw = new DatabaseSync(file)
+      raw.exec("UPDATE turns SET state = 'exploded' WHERE turn_id = 'turn-bad'")
+      raw.close()
+      const error = yield* Effect.flip(journal.unfinished.pipe(Effect.andThen(journal.get("agent-1", "turn-bad"))))
+      assert.strictEqual(error._tag, "AgentStoreError")
+      assert.include(error.message, "turn-bad")
+    }))
+})
