@@ -15,7 +15,7 @@ import { ProviderRegistry } from "../src/services/ProviderRegistry.ts"
 import { scriptedPolicy } from "../test/agents/support/fakeModel/policy.ts"
 import { fakeModelServer } from "../test/agents/support/fakeModel/server.ts"
 import { realClis } from "../test/agents/support/clis.ts"
-import type { RealCli } from "../test/agents/support/realAgent.ts"
+import { type RealCli, sessionConfig } from "../test/agents/support/realAgent.ts"
 import { type BenchRow, median, printTable, run } from "./table.ts"
 
 const probes = 50
@@ -34,8 +34,8 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
       )
     )
     const client = yield* Context.get(context, ProviderRegistry).get(cli.provider)
-    const session = yield* client.create({ agentId: "bench", cwd: home, labels: {}, onEvent: () => {} })
-    const turn = yield* session.startTurn("hello")
+    const session = yield* client.create(sessionConfig(home))
+    const turn = yield* session.startTurn("hello", "turn-bench")
     yield* turn
     const probe = session.canStopRuntime
     const latencies: Array<number> = []

@@ -1,11 +1,13 @@
 /**
- * The reference provider plugin "shell" for plugin provider protocol v1.
+ * The reference provider plugin "shell" for the plugin provider protocol (versions 1 and 2).
  *
  * Run as `node plugins/shell/main.ts` (Node 24 strips the types). It speaks newline-delimited
  * JSON over stdio: daemon → plugin on stdin, plugin → daemon on stdout, one JSON object per line
  * (at most 1 MiB), diagnostics on stderr. One process hosts one session: each `turn` prompt is a
  * shell command run with `sh -c` in the session's cwd; a prompt ending in `&` (or `bg: <command>`)
- * starts a background job whose exit is reported as an autonomous `notification`.
+ * starts a background job whose exit is reported as an autonomous `notification`. A shell command
+ * reads no input while it runs, so the plugin does not offer steering: the daemon queues a prompt
+ * that arrives during a turn and sends it as the next turn.
  *
  * Self-contained on purpose (only `node:` built-ins): the protocol is language-neutral and this
  * file is its example. See src/domain/pluginProtocol.ts for the message schemas.
@@ -16,7 +18,8 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 
-const protocolVersion = 1
+/** The versions this plugin speaks; version 2 names each turn in its events. */
+const supportedVersions: ReadonlyArray<number> = [1, 2]
 const maxLineBytes = 1024 * 1024
 /** Timeline chunks stay far below the line limit even when JSON escaping inflates them. */
 const timelineChunkChars = 16 * 1024
@@ -26,7 +29,7 @@ const notificationTailChars = 2000
 const pipeGraceMs = 200
 const killGraceMs = 2000
 
-const allCapabilities = ["session.can_stop_runtime", "session.steer", "session.resume"]
+const allCapabilities = ["session.can_stop_runtime", "session.resume"]
 
 // ---- testing hook ---------------------------------------------------------------------------
 
@@ -193,12 +196,12 @@ interface Run {
 const runShell = (
   command: string,
   cwd: string,
-  stdin: "pipe" | "ignore",
   keepChars: number,
   onOutput: (text: string) => void,
   onExit: (run: Run, code: number | null, signal: NodeJS.Signals | null, error: Error | undefined) => void
 ): Run => {
-  const child = spawn("sh", ["-c", command], { cwd, stdio: [stdin, "pipe", "pipe"] })
+  // No input: a command that reads stdin sees end of file at once instead of waiting for ever.
+  const child = spawn("sh", ["-c", command], { cwd, stdio: ["ignore", "pipe", "pipe"] })
   let resolveDone = (): void => {}
   const run: Run = { child, command, done: new Promise((resolve) => (resolveDone = resolve)), exited: false, output: "" }
   let finished = false
@@ -226,8 +229,6 @@ const runShell = (
       if (openPipes === 0 && run.exited) finish(undefined)
     })
   }
-  // A turn that ended (or never read its input) makes steering writes fail with EPIPE.
-  child.stdin?.on("error", () => {})
   child.once("exit", (code, signal) => {
     run.exited = true
     exitCode = code
@@ -265,6 +266,8 @@ const capabilities = canStopOverride === "none"
   : allCapabilities
 
 let home: string | undefined
+/** The negotiated protocol version. */
+let version = 1
 let session: { readonly id: string; readonly cwd: string; readonly path: string; readonly transcript: Transcript } | undefined
 let foreground: Run | undefined
 const jobs = new Map<number, Job>()
@@ -337,15 +340,27 @@ const ourSession = (message: Message): NonNullable<typeof session> => {
   return session
 }
 
+/** The highest version both sides speak: from the daemon's offer, or its single version (older daemons). */
+const negotiate = (message: Message): number | undefined => {
+  const offered = Array.isArray(message.protocolVersions) ? message.protocolVersions : [message.protocolVersion]
+  const common = supportedVersions.filter((v) => offered.includes(v))
+  return common.length === 0 ? undefined : Math.max(...common)
+}
+
 const handleConnect = (message: Message, requestId: string): void => {
-  const version = message.protocolVersion
-  if (version !== protocolVersion) {
-    failed(requestId, `unsupported protocol version ${JSON.stringify(version)}; this plugin speaks ${protocolVersion}`)
+  const chosen = negotiate(message)
+  if (chosen === undefined) {
+    failed(requestId, `no common protocol version; this plugin speaks ${supportedVersions.join(", ")}`)
     return
   }
+  version = chosen
   home = stringField(message, "home")
-  send({ type: "connected", requestId, protocolVersion, provider: "shell", capabilities })
+  send({ type: "connected", requestId, protocolVersion: version, provider: "shell", capabilities })
 }
+
+/** The turn fields of an event: version 2 names the turn, version 1 does not. */
+const turnField = (turnId: string | undefined): { readonly turnId?: string } =>
+  version >= 2 && turnId !== undefined ? { turnId } : {}
 
 const handleOpen = (message: Message, requestId: string): void => {
   const cwd = stringField(message, "cwd")
@@ -394,49 +409,45 @@ const handlePrompt = (message: Message, requestId: string): void => {
   const current = ourSession(message)
   const prompt = stringField(message, "prompt")
   const mode = message.mode
+  // A running command reads no input: a steer would be dropped, so none is accepted.
   if (mode === "steer") {
-    const stdin = foreground?.child.stdin
-    if (foreground === undefined || foreground.exited || stdin == null || !stdin.writable) {
-      completed(requestId, { accepted: false })
-      return
-    }
-    stdin.write(prompt + "\n")
-    append("user", prompt)
-    completed(requestId, { accepted: true })
+    completed(requestId, { accepted: false })
     return
   }
   if (mode !== "turn") throw new Error(`session.prompt: unknown mode ${JSON.stringify(mode)}`)
+  const turnId = typeof message.turnId === "string" ? message.turnId : undefined
+  if (version >= 2 && turnId === undefined) throw new Error(`session.prompt: field "turnId" must be a string`)
   if (foreground !== undefined) throw new Error("a turn is already running")
   const background = backgroundCommand(prompt)
   if (background === "") throw new Error("empty background command")
   completed(requestId, { accepted: true })
   append("user", prompt)
-  if (background !== undefined) startJob(current, background)
-  else startTurn(current, prompt)
+  if (background !== undefined) startJob(current, background, turnId)
+  else startTurn(current, prompt, turnId)
 }
 
-const startTurn = (current: NonNullable<typeof session>, command: string): void => {
-  foreground = runShell(command, current.cwd, "pipe", replyTailChars, (text) => {
+const startTurn = (current: NonNullable<typeof session>, command: string, turnId: string | undefined): void => {
+  foreground = runShell(command, current.cwd, replyTailChars, (text) => {
     for (let i = 0; i < text.length; i += timelineChunkChars) {
-      send({ type: "timeline", sessionId: current.id, text: text.slice(i, i + timelineChunkChars) })
+      send({ type: "timeline", sessionId: current.id, ...turnField(turnId), text: text.slice(i, i + timelineChunkChars) })
     }
   }, (run, code, signal, error) => {
     if (foreground === run) foreground = undefined
     const reply = run.output
     if (code === 0) {
       append("agent", reply)
-      if (!closing) send({ type: "turn.completed", sessionId: current.id, reply })
+      if (!closing) send({ type: "turn.completed", sessionId: current.id, ...turnField(turnId), reply })
     } else {
       const message = `command ${describeExit(code, signal, error)}${reply === "" ? "" : `: ${tail(reply, 2000)}`}`
       append("agent", message)
-      if (!closing) send({ type: "turn.failed", sessionId: current.id, message })
+      if (!closing) send({ type: "turn.failed", sessionId: current.id, ...turnField(turnId), message })
     }
   })
 }
 
-const startJob = (current: NonNullable<typeof session>, command: string): void => {
+const startJob = (current: NonNullable<typeof session>, command: string, turnId: string | undefined): void => {
   const n = nextJob++
-  const run = runShell(command, current.cwd, "ignore", notificationTailChars, () => {}, (run, code, signal, error) => {
+  const run = runShell(command, current.cwd, notificationTailChars, () => {}, (run, code, signal, error) => {
     jobs.delete(n)
     const notificationId = `job-${n}`
     // Bounded, so the report always fits in one protocol line and can be delivered.
@@ -451,7 +462,7 @@ const startJob = (current: NonNullable<typeof session>, command: string): void =
   // A job that could not even start reports that in its notification.
   const reply = run.child.pid === undefined ? `job ${n} could not start` : `started job ${n} (pid ${run.child.pid})`
   append("agent", reply)
-  send({ type: "turn.completed", sessionId: current.id, reply })
+  send({ type: "turn.completed", sessionId: current.id, ...turnField(turnId), reply })
 }
 
 const handleInterrupt = (message: Message, requestId: string): void => {

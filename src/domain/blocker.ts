@@ -8,6 +8,7 @@ export const BlockerKind = Schema.Literals([
   "lifecycle-not-idle",
   "internal-agent",
   "foreground-turn",
+  "queued-prompt",
   "pending-replacement",
   "pending-permission",
   "permission-response-in-flight",

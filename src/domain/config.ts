@@ -1,5 +1,6 @@
 import { Duration, Effect, Schema } from "effect"
 import { GoDuration } from "./goDuration.ts"
+import { defaultTurnRetention } from "./turn.ts"
 
 /** A duration that must be more than zero (to turn collection off, use `idleRuntimeCleanup: false`). */
 const PositiveGoDuration = GoDuration.check(
@@ -28,6 +29,10 @@ export const AgentsConfig = Schema.Struct({
   probeConcurrency: PositiveInt.pipe(
     Schema.annotate({ description: "How many families are probed at once. Default 16." }),
     Schema.withDecodingDefaultKey(Effect.succeed(16))
+  ),
+  turnRetention: duration(
+    defaultTurnRetention,
+    "How long ended turns stay in the journal: a prompt repeating an older clientMessageId starts a new turn (at most 1000 ended turns are kept per agent)."
   )
 })
 

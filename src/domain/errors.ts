@@ -89,17 +89,19 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNot
   static readonly of = (agentId: string) => new AgentNotFound({ agentId, message: `No agent with id ${agentId}` })
 }
 
-/** A permission answer for an agent with no live runtime: nothing is waiting for it. */
+/** A permission answer nothing is waiting for: the runtime is gone, or never asked for it. */
 export class PermissionNotPending extends Schema.TaggedError<PermissionNotPending>()("PermissionNotPending", {
   agentId: Schema.String,
   permissionId: Schema.String,
   message: Schema.String
 }) {
-  static readonly of = (agentId: string, permissionId: string) =>
+  static readonly of = (agentId: string, permissionId: string, resident = false) =>
     new PermissionNotPending({
       agentId,
       permissionId,
-      message: `Agent ${agentId} has no live runtime, so permission ${permissionId} is not pending`
+      message: resident
+        ? `Agent ${agentId} has no pending permission ${permissionId}`
+        : `Agent ${agentId} has no live runtime, so permission ${permissionId} is not pending`
     })
 }
 
@@ -146,11 +148,49 @@ export class FinishWatchFailed extends Schema.TaggedError<FinishWatchFailed>()("
   message: Schema.String
 }) {}
 
-/** The host is shutting down and admits no new work (H3). */
+/**
+ * The host is shutting down and admits no new work (H3). `turnId` names a prompt that was accepted
+ * before the shutdown: it stays in the journal, and a repeat of its client message id after the
+ * restart returns that turn.
+ */
 export class ShuttingDown extends Schema.TaggedError<ShuttingDown>()("ShuttingDown", {
-  message: Schema.String
+  message: Schema.String,
+  turnId: Schema.optionalKey(Schema.String)
 }) {
   static readonly of = (what: string) => new ShuttingDown({ message: `Shutting down: ${what} not admitted` })
+  /** For a caller still waiting on an accepted turn when the shutdown began. */
+  static readonly waiting = (turnId: string) =>
+    new ShuttingDown({
+      message:
+        `Shutting down while turn ${turnId} was in progress; it stays recorded: repeat the prompt with the same clientMessageId to get its outcome`,
+      turnId
+    })
+}
+
+/** A prompt's text is larger than the daemon accepts (it could not reach the provider whole). */
+export class PromptTooLarge extends Schema.TaggedError<PromptTooLarge>()("PromptTooLarge", {
+  agentId: Schema.String,
+  bytes: Schema.Number,
+  limitBytes: Schema.Number,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, bytes: number, limitBytes: number) =>
+    new PromptTooLarge({
+      agentId,
+      bytes,
+      limitBytes,
+      message: `The prompt is ${bytes} bytes JSON-encoded; at most ${limitBytes} are accepted`
+    })
+}
+
+/** No turn with this id is recorded for the agent (never accepted, or past the journal's retention). */
+export class TurnNotFound extends Schema.TaggedError<TurnNotFound>()("TurnNotFound", {
+  agentId: Schema.String,
+  turnId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, turnId: string) =>
+    new TurnNotFound({ agentId, turnId, message: `Agent ${agentId} has no turn ${turnId}` })
 }
 
 /** A plugin sent something the protocol does not allow (malformed, oversized, unknown). Logged, never fatal. */

@@ -1,12 +1,17 @@
 import { Schema } from "effect"
 
 /**
- * The plugin provider protocol, version 1: newline-delimited JSON over a plugin process's stdin
+ * The plugin provider protocol: newline-delimited JSON over a plugin process's stdin
  * (daemon → plugin) and stdout (plugin → daemon). One plugin process hosts one session, so its
  * process tree is that agent's runtime. Every line is one JSON object of at most
  * `maxLineBytes`; stderr is free-form diagnostics. See docs/plugin-protocol.md.
+ *
+ * Version 2 gives every turn an id: `session.prompt` carries the daemon's `turnId`, and every
+ * event of a turn (`timeline`, `turn.completed`, `turn.failed`) names it. The version is
+ * negotiated on `connect`: the daemon lists the versions it speaks, the plugin answers one.
  */
-export const protocolVersion = 1
+export const protocolVersions: ReadonlyArray<number> = [1, 2]
+export const latestProtocolVersion = 2
 export const maxLineBytes = 1024 * 1024
 
 /** Capabilities a plugin may advertise on connect and per session. */
@@ -18,7 +23,10 @@ export type Capability = typeof Capability.Type
 export const Connect = Schema.Struct({
   type: Schema.Literal("connect"),
   requestId: Schema.String,
+  /** 1, so that a version-1 plugin (which checks it) connects; `protocolVersions` is the offer. */
   protocolVersion: Schema.Number,
+  /** Every version the daemon speaks; the plugin answers the highest it speaks too. */
+  protocolVersions: Schema.Array(Schema.Number),
   /** A directory the plugin may keep its state in (transcripts, …). */
   home: Schema.String
 })
@@ -39,7 +47,9 @@ export const SessionPrompt = Schema.Struct({
   sessionId: Schema.String,
   prompt: Schema.String,
   /** `turn` starts a turn; `steer` adds to the running turn (answered `accepted: false` if none). */
-  mode: Schema.Literals(["turn", "steer"])
+  mode: Schema.Literals(["turn", "steer"]),
+  /** Version 2: the turn this prompt starts (`turn`), or the running turn to steer into (`steer`). */
+  turnId: Schema.String
 })
 
 export const SessionInterrupt = Schema.Struct({
@@ -112,18 +122,24 @@ export const RequestFailed = Schema.Struct({
 export const Timeline = Schema.Struct({
   type: Schema.Literal("timeline"),
   sessionId: Schema.String,
+  /** Version 2: the turn the output belongs to. */
+  turnId: Schema.optionalKey(Schema.String),
   text: Schema.String
 })
 
+/** The turn ended; version 2 requires `turnId` (an event for any other turn is refused). */
 export const TurnCompleted = Schema.Struct({
   type: Schema.Literal("turn.completed"),
   sessionId: Schema.String,
+  turnId: Schema.optionalKey(Schema.String),
   reply: Schema.String
 })
 
+/** The turn ended in failure; `message` is what the caller is told. Version 2 requires `turnId`. */
 export const TurnFailed = Schema.Struct({
   type: Schema.Literal("turn.failed"),
   sessionId: Schema.String,
+  turnId: Schema.optionalKey(Schema.String),
   message: Schema.String
 })
 

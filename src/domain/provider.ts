@@ -18,6 +18,12 @@ export interface SessionConfig {
   readonly cwd: string
   readonly labels: Labels
   /**
+   * This runtime's marker: a provider that starts processes puts it in their environment as
+   * `QUIESCE_RUNTIME` (see `runtimeEnv`), so everything the runtime starts can be found again — by
+   * its veto while the runtime lives, and by the next daemon after a crash.
+   */
+  readonly runtimeMarker: string
+  /**
    * Where the session reports events. Called synchronously by the provider; the registry queues
    * them and counts them as undrained until processed (C4).
    */
@@ -36,12 +42,18 @@ export interface AgentSession {
   /** The handle to resume this conversation from, once the provider has a session. */
   readonly persistence: Effect.Effect<PersistenceHandle | null>
   /**
-   * Starts one foreground turn for the prompt. Succeeds once the provider has accepted the
-   * prompt, with an effect that waits for the turn to end.
+   * Starts one foreground turn for the prompt; `turnId` is the daemon's id for it. Succeeds once
+   * the provider has accepted the prompt, with an effect that waits for the turn to end: it
+   * succeeds with the turn's end and fails when the turn failed (with the provider's error text).
+   * The registry starts at most one turn at a time per session.
    */
-  readonly startTurn: (prompt: string) => Effect.Effect<Effect.Effect<void, ProviderFailed>, ProviderFailed>
-  /** Adds the prompt to the running turn; false when no turn is running to steer into. */
-  readonly steer: (prompt: string) => Effect.Effect<boolean, ProviderFailed>
+  readonly startTurn: (prompt: string, turnId: string) => Effect.Effect<Effect.Effect<TurnEnd, ProviderFailed>, ProviderFailed>
+  /**
+   * Adds the prompt to the running turn `turnId`. True only when the provider will act on it;
+   * false when it cannot take it now. Absent when the provider cannot steer at all. Either way the
+   * registry then queues the prompt for the next turn.
+   */
+  readonly steer?: ((prompt: string, turnId: string) => Effect.Effect<boolean, ProviderFailed>) | undefined
   /** An effect that handles the prompt as an out-of-band command (e.g. a slash command), if it is one. */
   readonly outOfBand: (prompt: string) => Effect.Effect<void, ProviderFailed> | undefined
   readonly respondToPermission: (permissionId: string, allow: boolean) => Effect.Effect<void, ProviderFailed>
@@ -50,6 +62,14 @@ export interface AgentSession {
   readonly close: Effect.Effect<void, ProviderFailed>
   /** The provider's optional veto on releasing the runtime (C6). */
   readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
+}
+
+/** How a turn ended, as the provider reports it. */
+export interface TurnEnd {
+  /** The turn's reply; null when it gave none. */
+  readonly reply: string | null
+  /** The provider reports the turn was cut short (cancelled, aborted) rather than finished. */
+  readonly interrupted?: boolean | undefined
 }
 
 /** Starts and resumes sessions of one provider. */

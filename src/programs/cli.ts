@@ -13,7 +13,7 @@ import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
-import { QuiesceApi } from "../layers/http/Api.ts"
+import { type PromptResult, QuiesceApi } from "../layers/http/Api.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
@@ -83,7 +83,8 @@ const daemon = Command.make(
         logRequests: false
       }).pipe(Layer.provideMerge(servicesLayer(homeService, config)))
       const running = yield* Layer.build(api)
-      // Registered last, so it runs first at shutdown: new work is refused (503) at once.
+      // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
+      // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
       yield* Effect.addFinalizer(() =>
         Context.get(running, ApiServer.Admission).close.pipe(
           Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
@@ -137,6 +138,24 @@ const client = Effect.gen(function*() {
 
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
+/** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
+class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
+
+/**
+ * A prompt's answer: with `--wait`, the reply of a completed turn; without, the receipt as JSON.
+ * A failed or interrupted turn is an error either way (its receipt is printed first without `--wait`).
+ */
+const reportTurn = (result: PromptResult, wait: boolean) =>
+  Effect.gen(function*() {
+    if (!wait) yield* printJson(result)
+    if (result.state === "failed" || result.state === "interrupted") {
+      return yield* new TurnUnsuccessful({
+        message: `turn ${result.turnId} ${result.state}: ${result.error?.message ?? "no reason given"}`
+      })
+    }
+    if (wait) yield* Console.log(result.output ?? "")
+  })
+
 const agents = Command.make("agents").pipe(
   Command.withDescription("Create and inspect agents"),
   Command.withSubcommands([
@@ -183,9 +202,24 @@ const prompt = Command.make(
     const api = yield* client
     const payload = Option.isSome(clientMessageId) ? { text, wait, clientMessageId: clientMessageId.value } : { text, wait }
     const result = yield* api.agents.prompt({ params: { id: agent }, payload })
-    yield* wait && typeof result.output === "string" ? Console.log(result.output) : printJson(result)
+    yield* reportTurn(result, wait)
   })
-).pipe(Command.withDescription("Send a prompt; a released agent is resumed first"))
+).pipe(Command.withDescription(
+  "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1"
+))
+
+const turns = Command.make("turns").pipe(
+  Command.withDescription("Read the turns prompts started"),
+  Command.withSubcommands([
+    Command.make(
+      "show",
+      { agent: Argument.String("agent"), turn: Argument.String("turn") },
+      ({ agent, turn }) =>
+        Effect.flatMap(client, (api) =>
+          Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+    ).pipe(Command.withDescription("One turn: its state, reply or error, and times"))
+  ])
+)
 
 const interrupt = Command.make(
   "interrupt",
@@ -268,6 +302,7 @@ export const cli = root.pipe(Command.withSubcommands([
   daemon,
   agents,
   prompt,
+  turns,
   interrupt,
   answerPermission("permit"),
   answerPermission("deny"),

@@ -21,7 +21,7 @@ import { RuntimeCollector } from "../services/RuntimeCollector.ts"
 export const servicesLayer = (home: Home["Service"], config: QuiesceConfig) => {
   const providers = providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer))
   const stores = SqliteDatabase.layerStores(home.databaseFile)
-  const registry = AgentRegistryLive.layer.pipe(
+  const registry = AgentRegistryLive.layerWith({ turnRetention: config.agents.turnRetention }).pipe(
     Layer.provideMerge(Layer.mergeAll(stores, providers, ProcessInspectionProcfs.layer()))
   )
   const delivery = MessageDeliveryLive.layer().pipe(Layer.provideMerge(registry))

@@ -1,16 +1,19 @@
 import { Context, type Effect } from "effect"
 import type { AgentRecord, Labels } from "../domain/agent.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
+import type { Disposition, TurnError, TurnRecord, TurnState } from "../domain/turn.ts"
 import type {
   AgentNotFound,
   PermissionNotPending,
   AgentNotResumable,
   AgentStoreError,
   ProviderFailed,
+  PromptTooLarge,
   ProviderNotFound,
   RuntimeCloseFailed,
   RuntimePersistFailed,
-  ShuttingDown
+  ShuttingDown,
+  TurnNotFound
 } from "../domain/errors.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
@@ -20,24 +23,38 @@ export interface CreateAgent {
   readonly labels?: Labels | undefined
 }
 
-/** How a prompt reached the provider. */
+/**
+ * The answer to an accepted prompt: its turn, as far as it got. A failed or interrupted turn is a
+ * receipt too (`state`, `error`), never a success with an older reply.
+ */
 export interface PromptReceipt {
   readonly agentId: string
+  /** This prompt's turn (its journal record); the same for every repeat of its client message id. */
+  readonly turnId: string
   readonly sessionId: string | null
-  readonly disposition: "turn" | "steer" | "out-of-band"
+  readonly state: TurnState
+  /** How it reached the provider; null while it has not (or never did). */
+  readonly disposition: Disposition | null
+  /** For a prompt steered into a running turn: that turn, whose outcome this one shares. */
+  readonly joinedTurnId: string | null
   /** True when this prompt found the runtime released and waited for it to be resumed. */
   readonly resumed: boolean
-  /** The turn the prompt started or was steered into; null for an out-of-band command. */
-  readonly turnId: string | null
-  /** With `wait`: the turn's reply once it ended (null if it gave none). */
+  /** Once the turn is final: its reply (null if it gave none). */
   readonly output?: string | null | undefined
+  /** Why it failed or was interrupted. */
+  readonly error: TurnError | null
 }
 
 export interface PromptOptions {
-  /** A second prompt with the same id for the same agent gets the first one's receipt, not a new turn. */
+  /**
+   * The client's id for this prompt: a second prompt with the same id for the same agent gets the
+   * first one's turn, never a new one — in this process, after a restart and after a crash.
+   */
   readonly clientMessageId?: string | undefined
-  /** Wait for the turn to end and return its reply. */
+  /** Wait for the turn to end and return its outcome; otherwise answer once it reached the provider. */
   readonly wait?: boolean | undefined
+  /** Delivered messages this prompt carries (message delivery), recorded with its turn. */
+  readonly messageIds?: ReadonlyArray<string> | undefined
 }
 
 export interface AgentView {
@@ -50,8 +67,17 @@ export interface AgentView {
   readonly pendingPermissions: ReadonlyArray<string>
 }
 
-/** Everything that can stop a prompt from reaching the provider. */
+/** Everything that can stop a prompt from being accepted (or a caller from hearing its outcome). */
 export type PromptError =
+  | AgentNotFound
+  | AgentNotResumable
+  | ProviderNotFound
+  | PromptTooLarge
+  | AgentStoreError
+  | ShuttingDown
+
+/** Everything that can stop a released agent's runtime from being brought back. */
+export type ResumeError =
   | AgentNotFound
   | AgentNotResumable
   | ProviderNotFound
@@ -69,10 +95,19 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
     input: CreateAgent
   ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown>
   /**
-   * Delivers a prompt exactly once: steered into a running turn, handled out of band by the
-   * adapter, or as a new turn. A released agent is resumed first, however many prompts race.
+   * Accepts a prompt durably (its turn is in the journal before anything else happens), then
+   * delivers it exactly once: handled out of band by the adapter, steered into the running turn
+   * when the provider will act on it, or as the next turn. A released agent is resumed first,
+   * however many prompts race. The caller's interruption never touches the turn.
    */
   readonly prompt: (agentId: string, text: string, options?: PromptOptions) => Effect.Effect<PromptReceipt, PromptError>
+  /** A turn as recorded: in flight here, or from the journal. */
+  readonly turn: (agentId: string, turnId: string) => Effect.Effect<TurnRecord, AgentNotFound | TurnNotFound | AgentStoreError>
+  /**
+   * Begins a shutdown: nothing new is admitted, and every caller still waiting on a turn is
+   * answered `ShuttingDown` naming it (the turn stays in the journal). Idempotent.
+   */
+  readonly stopAdmission: Effect.Effect<void>
   /** Interrupts the running turn, if any. Never resumes a released agent. */
   readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
   /** Answers a permission the runtime asked for; a released agent has none pending. */
@@ -84,7 +119,7 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   /** Releases the live runtime now; the agent stays resumable. */
   readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /** Closes the runtime and resumes the same session with fresh configuration. */
-  readonly reload: (agentId: string) => Effect.Effect<void, PromptError | RuntimeCloseFailed | RuntimePersistFailed>
+  readonly reload: (agentId: string) => Effect.Effect<void, ResumeError | RuntimeCloseFailed | RuntimePersistFailed>
   /**
    * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a
    * permission, or it is closed explicitly. A release is not a finish.

@@ -7,6 +7,12 @@ export interface AgentMessage {
   readonly text: string
   /** The sending agent, if an agent sent it; its id heads the message in the recipient's prompt. */
   readonly senderId?: string | undefined
+  /**
+   * An id unique for this recipient. Recorded in the turn journal with the turn that carries the
+   * message, so the same message enqueued again (after a restart) is acknowledged with that turn
+   * instead of being sent twice.
+   */
+  readonly id?: string | undefined
 }
 
 /**

@@ -12,7 +12,7 @@ import type { SessionEvent } from "../../src/domain/provider.ts"
 import { makeClaudeClient } from "../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { claudeCli } from "./support/claudeCli.ts"
-import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
+import { backgroundJobScenario, bounded, eventually, gatedJob, sessionConfig, withRealCli } from "./support/realAgent.ts"
 
 type ProbeResult =
   | { readonly _tag: "Permit" }
@@ -62,20 +62,21 @@ describe("claude code (real CLI)", () => {
           onSpawn: (pid) => agent.pids.push(pid)
         })
         const events: Array<SessionEvent> = []
-        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+        const session = yield* client.create(sessionConfig(agent.home, (e) => void events.push(e)))
         const asked = (n: number) =>
           eventually(Effect.sync(() => events.filter((e) => e._tag === "PermissionRequested").length === n), `permission request ${n}`)
 
         const made = join(agent.home, "made-by-the-tool")
-        const allowed = yield* session.startTurn(`RUN: touch '${made}'`)
+        const allowed = yield* session.startTurn(`RUN: touch '${made}'`, "turn-1")
         yield* asked(1)
         assert.strictEqual((yield* probeResult(session.canStopRuntime!))._tag, "Veto", "the pending prompt (within its turn) vetoes")
         const first = events.find((e) => e._tag === "PermissionRequested")
         yield* session.respondToPermission(first?._tag === "PermissionRequested" ? first.id : "", true)
-        yield* bounded(allowed, "the allowed turn's end")
+        // After the tool's result the scripted model closes the turn with "done".
+        assert.strictEqual((yield* bounded(allowed, "the allowed turn's end")).reply, "done")
         yield* eventually(Effect.sync(() => existsSync(made)), "the allowed command ran")
 
-        const withdrawn = yield* session.startTurn(`RUN: touch '${made}-2'`)
+        const withdrawn = yield* session.startTurn(`RUN: touch '${made}-2'`, "turn-2")
         yield* asked(2)
         yield* session.interrupt
         yield* bounded(withdrawn, "the interrupted turn's end")
@@ -95,7 +96,7 @@ describe("claude code (real CLI)", () => {
         })
         const missing = "11111111-2222-3333-4444-555555555555"
         const error = yield* Effect.flip(
-          client.resume({ provider: "claude", sessionId: missing }, { agentId: "a1", cwd: agent.home, labels: {}, onEvent: () => {} })
+          client.resume({ provider: "claude", sessionId: missing }, sessionConfig(agent.home))
         )
         assert.strictEqual(error._tag, "ProviderFailed")
         assert.include(error.message, `No conversation found with session ID: ${missing}`)
@@ -130,9 +131,9 @@ describe("claude code (real CLI)", () => {
               }
             })
             const events: Array<SessionEvent> = []
-            const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
-            const done = yield* session.startTurn(claudeCli.startJob(job.command))
-            yield* bounded(done, "the turn's end")
+            const session = yield* client.create(sessionConfig(agent.home, (e) => void events.push(e)))
+            const done = yield* session.startTurn(claudeCli.startJob(job.command), "turn-1")
+            assert.strictEqual((yield* bounded(done, "the turn's end")).reply, "done")
             // Right after the turn the CLI may still report itself running; wait for the roster's veto.
             yield* eventually(
               probeResult(session.canStopRuntime!).pipe(

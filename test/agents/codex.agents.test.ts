@@ -13,7 +13,7 @@ import type { SessionEvent } from "../../src/domain/provider.ts"
 import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { codexCli } from "./support/codexCli.ts"
-import { backgroundJobScenario, bounded, eventually, gatedJob, withRealCli } from "./support/realAgent.ts"
+import { backgroundJobScenario, bounded, eventually, gatedJob, sessionConfig, withRealCli } from "./support/realAgent.ts"
 
 /** The same CLI, whose scripted model asks to run each command outside the sandbox. */
 const escalatingCli = {
@@ -56,8 +56,8 @@ describe("codex app-server (real CLI)", () => {
           onSpawn: (pid) => agent.pids.push(pid)
         })
         const events: Array<SessionEvent> = []
-        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
-        const done = yield* session.startTurn(codexCli.startJob("touch approved-file"))
+        const session = yield* client.create(sessionConfig(agent.home, (e) => void events.push(e)))
+        const done = yield* session.startTurn(codexCli.startJob("touch approved-file"), "turn-1")
         yield* eventually(
           Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")),
           "the server asks for approval"
@@ -66,7 +66,7 @@ describe("codex app-server (real CLI)", () => {
         const permissionId = requested?._tag === "PermissionRequested" ? requested.id : ""
         assert.isFalse(yield* session.canStopRuntime!, "a pending approval (and the turn) vetoes")
         yield* session.respondToPermission(permissionId, true)
-        yield* bounded(done, "the turn's end")
+        assert.deepStrictEqual(yield* bounded(done, "the turn's end"), { reply: "done", interrupted: false })
         assert.isTrue(existsSync(join(agent.home, "approved-file")), "the approved command ran")
         assert.deepInclude(events, { _tag: "PermissionResolved", id: permissionId })
         yield* eventually(session.canStopRuntime!, "the probe permits once the command has ended")
@@ -98,13 +98,13 @@ describe("codex app-server (real CLI)", () => {
             }
           })
           const events: Array<SessionEvent> = []
-          const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: (e) => events.push(e) })
+          const session = yield* client.create(sessionConfig(agent.home, (e) => void events.push(e)))
           const job = gatedJob(agent.home)
           // Ends the job however the test ends, so a failure leaves nothing running either.
           yield* Effect.addFinalizer(() => job.end)
           // The loop runs in a subshell: a child of the command that outlives the command's shell.
-          const done = yield* session.startTurn(codexCli.startJob(`(${job.command}) & wait`))
-          yield* bounded(done, "the turn's end")
+          const done = yield* session.startTurn(codexCli.startJob(`(${job.command}) & wait`), "turn-1")
+          assert.strictEqual((yield* bounded(done, "the turn's end")).reply, "done")
           const logs: Array<LogEntry> = []
           assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!), "the background terminal vetoes")
           assert.match(String(logs.at(-1)?.annotations["reason"]), /^thread \S+ has a background terminal: \(until /)

@@ -18,7 +18,7 @@ import { agentCliBinary } from "../../scripts/agentClis.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { makePiClient } from "../../src/layers/providers/pi/PiProvider.ts"
 import { piCli } from "./support/piCli.ts"
-import { bounded, eventually, gatedJob, type RealAgent, withRealCli } from "./support/realAgent.ts"
+import { bounded, eventually, gatedJob, type RealAgent, sessionConfig, withRealCli } from "./support/realAgent.ts"
 
 const sessionOf = (agent: RealAgent, agentId: string) =>
   Effect.map(agent.registry.get(agentId), (view) => view.record.persistence?.sessionId)
@@ -119,11 +119,11 @@ describe("pi --mode rpc (real CLI)", () => {
           closeGrace: "3 seconds",
           onSpawn: (pid) => agent.pids.push(pid)
         })
-        const session = yield* client.create({ agentId: "a1", cwd: agent.home, labels: {}, onEvent: () => {} })
+        const session = yield* client.create(sessionConfig(agent.home))
         // A foreground command: the turn runs until the gate opens, which it never does here.
         const job = gatedJob(agent.home)
         const pidFile = join(agent.home, "command.pid")
-        const done = yield* session.startTurn(`RUN: echo $BASHPID > '${pidFile}'; ${job.command}`)
+        const done = yield* session.startTurn(`RUN: echo $BASHPID > '${pidFile}'; ${job.command}`, "turn-1")
         yield* eventually(Effect.sync(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""), "the command runs")
         const commandPid = Number(readFileSync(pidFile, "utf8").trim())
         assert.isTrue(alive(commandPid))

@@ -118,11 +118,11 @@ const withPlugins = async (body: (home: string, start: (env?: Record<string, str
 }
 
 describe("shell plugin", () => {
-  it("connects, opens a session and runs a turn", async () => {
+  it("connects, opens a session and runs a turn (protocol 1: no turn ids)", async () => {
     await withPlugins(async (home, start) => {
       const plugin = start()
       const connected = await plugin.request({ type: "connect", protocolVersion: 1, home })
-      assert.deepStrictEqual(connected.capabilities, ["session.can_stop_runtime", "session.steer", "session.resume"])
+      assert.deepStrictEqual(connected.capabilities, ["session.can_stop_runtime", "session.resume"])
       assert.strictEqual(connected.protocolVersion, 1)
       assert.strictEqual(connected.provider, "shell")
       const opened = await plugin.request({ type: "session.open", agentId: "a", cwd: home, resumeSessionId: null })
@@ -139,9 +139,11 @@ describe("shell plugin", () => {
       assert.deepStrictEqual(accepted.result, { accepted: true })
       const timeline = await plugin.next("timeline", (m) => m.type === "timeline")
       assert.include(timeline.text as string, "hi")
+      assert.notProperty(timeline, "turnId")
       const done = await plugin.next("turn end", (m) => m.type === "turn.completed" || m.type === "turn.failed")
       assert.strictEqual(done.type, "turn.completed")
       assert.strictEqual(done.sessionId, sessionId)
+      assert.notProperty(done, "turnId")
       assert.strictEqual((done.reply as string).trim(), "hi")
 
       await plugin.request({ type: "session.prompt", sessionId, prompt: "exit 3", mode: "turn" })
@@ -151,23 +153,50 @@ describe("shell plugin", () => {
     })
   })
 
-  it("steers and interrupts the running turn; refuses a second turn", async () => {
+  it("negotiates protocol 2 and names every turn in its events; refuses versions it does not speak", async () => {
+    await withPlugins(async (home, start) => {
+      const plugin = start()
+      const connected = await plugin.request({ type: "connect", protocolVersion: 1, protocolVersions: [1, 2, 3], home })
+      assert.strictEqual(connected.protocolVersion, 2)
+      const opened = await plugin.request({ type: "session.open", agentId: "a", cwd: home, resumeSessionId: null })
+      const sessionId = opened.sessionId as string
+      const missing = await plugin.request({ type: "session.prompt", sessionId, prompt: "echo x", mode: "turn" })
+      assert.strictEqual(missing.type, "request.failed", "protocol 2 needs the turn id")
+      await plugin.request({ type: "session.prompt", sessionId, prompt: "echo two", mode: "turn", turnId: "turn-a" })
+      const timeline = await plugin.next("timeline", (m) => m.type === "timeline")
+      assert.strictEqual(timeline.turnId, "turn-a")
+      const done = await plugin.next("turn end", (m) => m.type === "turn.completed")
+      assert.strictEqual(done.turnId, "turn-a")
+      await plugin.request({ type: "session.prompt", sessionId, prompt: "sleep 1 &", mode: "turn", turnId: "turn-b" })
+      const started = await plugin.next("job turn end", (m) => m.type === "turn.completed")
+      assert.strictEqual(started.turnId, "turn-b")
+
+      const other = start()
+      const refused = await other.request({ type: "connect", protocolVersion: 3, protocolVersions: [3, 4], home })
+      assert.strictEqual(refused.type, "request.failed")
+      assert.include(refused.message as string, "1, 2")
+    })
+  })
+
+  it("never pretends to steer; interrupts the running turn; refuses a second turn", async () => {
     await withPlugins(async (home, start) => {
       const plugin = start()
       const sessionId = await plugin.open(home)
       const steerIdle = await plugin.request({ type: "session.prompt", sessionId, prompt: "x", mode: "steer" })
       assert.deepStrictEqual(steerIdle.result, { accepted: false })
 
-      await plugin.request({ type: "session.prompt", sessionId, prompt: "read line; echo got $line", mode: "turn" })
+      // A command reads no input: stdin is closed, so `read` sees end of file instead of waiting.
+      await plugin.request({ type: "session.prompt", sessionId, prompt: "read line; echo got:$line", mode: "turn" })
+      const read = await plugin.next("turn end", (m) => m.type === "turn.completed" || m.type === "turn.failed")
+      assert.strictEqual((read.reply as string).trim(), "got:")
+
+      await plugin.request({ type: "session.prompt", sessionId, prompt: "sleep 30", mode: "turn" })
       assert.isFalse(await plugin.canStop(sessionId))
       const second = await plugin.request({ type: "session.prompt", sessionId, prompt: "echo 2", mode: "turn" })
       assert.strictEqual(second.type, "request.failed")
       const steer = await plugin.request({ type: "session.prompt", sessionId, prompt: "more", mode: "steer" })
-      assert.deepStrictEqual(steer.result, { accepted: true })
-      const done = await plugin.next("turn end", (m) => m.type === "turn.completed" || m.type === "turn.failed")
-      assert.strictEqual((done.reply as string).trim(), "got more")
+      assert.deepStrictEqual(steer.result, { accepted: false }, "a running command cannot take input")
 
-      await plugin.request({ type: "session.prompt", sessionId, prompt: "sleep 30", mode: "turn" })
       const interrupted = await plugin.request({ type: "session.interrupt", sessionId })
       assert.strictEqual(interrupted.type, "request.completed")
       const ended = await plugin.next("turn end", (m) => m.type === "turn.completed" || m.type === "turn.failed")

@@ -1,13 +1,16 @@
-import { Deferred, Duration, Effect, Fiber, Layer, Schedule, Semaphore } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer, Option, Schedule, Semaphore } from "effect"
 import { DeliveryClosed, DeliveryFailed } from "../../domain/errors.ts"
+import type { TurnRecord } from "../../domain/turn.ts"
 import { AgentRegistry, type PromptError, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { type AgentMessage, MessageDelivery } from "../../services/MessageDelivery.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
+import { randomId } from "../registry/ids.ts"
 
 export interface MessageDeliveryOptions {
   /** Messages to one recipient arriving within this window are dispatched together. Default 2 s. */
   readonly batchWindow?: Duration.Input | undefined
   /** Backoff between dispatch attempts that failed for a reason that may pass. Default 1 s, doubling, at most 8 tries. */
-  readonly retry?: Schedule.Schedule<unknown, PromptError> | undefined
+  readonly retry?: Schedule.Schedule<unknown, DispatchError> | undefined
   /** How long shutdown waits for acknowledgements before giving up on them. Default 30 s. */
   readonly closeTimeout?: Duration.Input | undefined
 }
@@ -28,9 +31,20 @@ interface Recipient {
   readonly lane: Semaphore.Semaphore
 }
 
-/** Failures that will not pass by retrying. */
-const isPermanent = (error: PromptError) =>
-  error._tag === "AgentNotFound" || error._tag === "AgentNotResumable" || error._tag === "ProviderNotFound"
+/** A dispatch that did not reach the provider: a refusal of the prompt, or its turn failing before it ran. */
+type DispatchError = PromptError | { readonly _tag: string; readonly message: string }
+
+/** Failures that will not pass by retrying (a shutdown: durable senders deliver again after the restart). */
+const isPermanent = (error: DispatchError) =>
+  error._tag === "AgentNotFound" || error._tag === "AgentNotResumable" || error._tag === "ProviderNotFound" ||
+  error._tag === "PromptTooLarge" || error._tag === "ShuttingDown"
+
+/**
+ * A turn the daemon was handing to the provider when it stopped (a crash, or a shutdown while the
+ * provider had not yet taken it): whether the message arrived is unknown. A message is then sent
+ * again — a duplicate notification is better than a lost one.
+ */
+const cutByStop = (record: TurnRecord) => record.state === "interrupted" && record.error?._tag === "DaemonStopped"
 
 /** One prompt for a batch: each message headed by its sender, in arrival order. */
 export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>
@@ -40,6 +54,7 @@ export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>
 
 export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageDeliveryOptions = {}) {
   const registry = yield* AgentRegistry
+  const journal = yield* TurnJournal
   const scope = yield* Effect.scope
   const batchWindow = Duration.fromInputUnsafe(options.batchWindow ?? "2 seconds")
   const retry = options.retry ?? Schedule.max([Schedule.exponential("1 second"), Schedule.recurs(7)])
@@ -67,6 +82,80 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
     }
   }
 
+  /**
+   * Dispatches one prompt through the registry, until the provider has it. The client message id
+   * is the batch's own, so a retry re-runs the same turn (only if it never reached the provider).
+   */
+  const dispatch = (recipientId: string, text: string, clientMessageId: string, messageIds: ReadonlyArray<string>) =>
+    registry.prompt(recipientId, text, { clientMessageId, messageIds }).pipe(
+      Effect.flatMap((receipt): Effect.Effect<PromptReceipt, DispatchError> =>
+        receipt.state === "failed" && receipt.disposition === null
+          ? Effect.fail(receipt.error ?? { _tag: "DispatchFailed", message: "the prompt did not reach the provider" })
+          : Effect.succeed(receipt)
+      ),
+      Effect.retry({ schedule: retry, while: (error) => !isPermanent(error) })
+    )
+
+  const acknowledge = (recipientId: string, batch: ReadonlyArray<Queued>) =>
+    Effect.matchEffect({
+      onSuccess: (receipt: PromptReceipt) => Effect.forEach(batch, (queued) => Deferred.succeed(queued.acknowledged, receipt)),
+      onFailure: (error: DispatchError) =>
+        Effect.logWarning("Message dispatch failed").pipe(
+          Effect.annotateLogs({ recipientId, error: error.message }),
+          Effect.andThen(Effect.forEach(batch, (queued) =>
+            Deferred.fail(
+              queued.acknowledged,
+              new DeliveryFailed({ recipientId, message: `Dispatch to ${recipientId} failed: ${error.message}` })
+            )))
+        )
+    })
+
+  /**
+   * The turn that already carried a message, if one did: delivered before a restart (the record
+   * that queued it was not yet cleared), it is acknowledged with that turn, never sent twice.
+   */
+  const deliveredIn = (recipientId: string, queued: Queued) =>
+    queued.message.id === undefined
+      ? Effect.succeed(Option.none<TurnRecord>())
+      : journal.byMessageId(recipientId, queued.message.id).pipe(
+        Effect.catch((error) =>
+          Effect.logWarning("Reading the turn journal for a delivered message failed; sending it").pipe(
+            Effect.annotateLogs({ recipientId, messageId: queued.message.id, error: error.message }),
+            Effect.as(Option.none<TurnRecord>())
+          )
+        )
+      )
+
+  const flushBatch = (recipientId: string, batch: ReadonlyArray<Queued>) =>
+    Effect.gen(function*() {
+      const fresh: Array<Queued> = []
+      const earlier = new Map<string, { readonly record: TurnRecord; readonly batch: Array<Queued> }>()
+      for (const queued of batch) {
+        const found = yield* deliveredIn(recipientId, queued)
+        if (Option.isNone(found)) fresh.push(queued)
+        else if (cutByStop(found.value)) {
+          yield* Effect.logWarning("A message the daemon was delivering when it stopped is sent again").pipe(
+            Effect.annotateLogs({ recipientId, messageId: queued.message.id, turnId: found.value.turnId })
+          )
+          fresh.push(queued)
+        } else {
+          const entry = earlier.get(found.value.turnId) ?? { record: found.value, batch: [] }
+          entry.batch.push(queued)
+          earlier.set(found.value.turnId, entry)
+        }
+      }
+      for (const { batch: again, record } of earlier.values()) {
+        // Delivery always names its batches, so the turn is found again by that name.
+        if (record.clientMessageId === null) return yield* Effect.die(new Error(`delivered turn ${record.turnId} has no client message id`))
+        yield* dispatch(recipientId, record.text, record.clientMessageId, []).pipe(acknowledge(recipientId, again))
+      }
+      if (fresh.length === 0) return
+      const messageIds = fresh.flatMap((queued) => queued.message.id === undefined ? [] : [queued.message.id])
+      const clientMessageId = yield* randomId("delivery")
+      const text = formatBatch(fresh.map((queued) => queued.message))
+      yield* dispatch(recipientId, text, clientMessageId, messageIds).pipe(acknowledge(recipientId, fresh))
+    })
+
   /** Dispatches everything queued for the recipient as one prompt. */
   const flush = (recipientId: string, recipient: Recipient): Effect.Effect<void> =>
     Effect.suspend(() => {
@@ -74,24 +163,7 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
       if (batch.length === 0) return Effect.void
       recipient.queued = []
       recipient.dispatching++
-      const text = formatBatch(batch.map((queued) => queued.message))
-      return recipient.lane.withPermits(1)(
-        registry.prompt(recipientId, text).pipe(
-          Effect.retry({ schedule: retry, while: (error) => !isPermanent(error) }),
-          Effect.matchEffect({
-            onSuccess: (receipt) => Effect.forEach(batch, (queued) => Deferred.succeed(queued.acknowledged, receipt)),
-            onFailure: (error) =>
-              Effect.logWarning("Message dispatch failed").pipe(
-                Effect.annotateLogs({ recipientId, error: error.message }),
-                Effect.andThen(Effect.forEach(batch, (queued) =>
-                  Deferred.fail(
-                    queued.acknowledged,
-                    new DeliveryFailed({ recipientId, message: `Dispatch to ${recipientId} failed: ${error.message}` })
-                  )))
-              )
-          })
-        )
-      ).pipe(
+      return recipient.lane.withPermits(1)(flushBatch(recipientId, batch)).pipe(
         Effect.ensuring(Effect.sync(() => {
           recipient.dispatching--
           forget(recipientId, recipient)
@@ -167,5 +239,5 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
   return MessageDelivery.of({ enqueue, hasPending, close })
 })
 
-export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentRegistry> =>
+export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentRegistry | TurnJournal> =>
   Layer.effect(MessageDelivery, makeMessageDelivery(options))

@@ -89,7 +89,9 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
       const acknowledged = yield* delivery.enqueue({
         recipientId: subscription.callerAgentId,
         text: notification,
-        senderId: subscription.targetAgentId
+        senderId: subscription.targetAgentId,
+        // A notification delivered before a restart (whose record was not yet removed) is not sent again.
+        id: `finish-${subscription.id}`
       })
       return yield* acknowledged
     }).pipe(

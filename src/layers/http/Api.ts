@@ -22,14 +22,17 @@ import {
   AgentNotResumable,
   AgentStoreError,
   PermissionNotPending,
+  PromptTooLarge,
   ProviderFailed,
   ProviderNotFound,
   RuntimeCloseFailed,
   RuntimeNotFound,
   RuntimePersistFailed,
-  ShuttingDown
+  ShuttingDown,
+  TurnNotFound
 } from "../../domain/errors.ts"
 import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
+import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 
 // ---- errors ------------------------------------------------------------------------------------
 
@@ -49,6 +52,8 @@ export const PermissionNotPendingError = PermissionNotPending.pipe(HttpApiSchema
 export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(500))
 export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(HttpApiSchema.status(502))
 export const RuntimePersistFailedError = RuntimePersistFailed.pipe(HttpApiSchema.status(500))
+export const PromptTooLargeError = PromptTooLarge.pipe(HttpApiSchema.status(413))
+export const TurnNotFoundError = TurnNotFound.pipe(HttpApiSchema.status(404))
 
 // ---- middleware --------------------------------------------------------------------------------
 
@@ -118,9 +123,12 @@ export type AgentSummary = typeof AgentSummary.Type
 
 export const PromptRequest = Schema.Struct({
   text: NonEmptyString,
-  /** A retry with the same id gets the first receipt instead of a second turn. */
-  clientMessageId: Schema.optionalKey(NonEmptyString),
-  /** Wait for the turn to end and return its reply as `output`. */
+  /**
+   * The client's id for this prompt: a repeat with the same id gets the same turn, never a second
+   * one — also after a restart or a crash of the daemon.
+   */
+  clientMessageId: Schema.optionalKey(NonEmptyString.check(Schema.isMaxLength(256))),
+  /** Wait for the turn to end and return its outcome (`state`, `output`, `error`). */
   wait: Schema.optionalKey(Schema.Boolean)
 })
 export type PromptRequest = typeof PromptRequest.Type
@@ -133,13 +141,21 @@ export type PermissionAnswer = typeof PermissionAnswer.Type
 
 export const PromptResult = Schema.Struct({
   agentId: Schema.String,
+  /** This prompt's turn; read it later at `/v1/agents/{id}/turns/{turnId}`. */
+  turnId: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
-  disposition: Schema.Literals(["turn", "steer", "out-of-band"]),
-  turnId: Schema.NullOr(Schema.String),
+  /** `running` once the provider has it; `completed`, `failed` or `interrupted` once it ended. */
+  state: TurnState,
+  /** How it reached the provider; null when it never did (see `error`). */
+  disposition: Schema.NullOr(Disposition),
+  /** For a prompt steered into a running turn: that turn, whose outcome it shares. */
+  joinedTurnId: Schema.NullOr(Schema.String),
   /** The runtime had been released and was resumed for this prompt. */
   resumed: Schema.Boolean,
-  /** With `wait`: the turn's reply (null when it gave none). */
-  output: Schema.optionalKey(Schema.NullOr(Schema.String))
+  /** Once the turn ended: its reply (null when it gave none). */
+  output: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  /** Why it failed or was interrupted; null otherwise. */
+  error: Schema.NullOr(TurnError)
 })
 export type PromptResult = typeof PromptResult.Type
 
@@ -191,6 +207,10 @@ export const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 const AgentId = { id: Schema.String }
 
+/** One turn as the journal holds it. */
+export const TurnView = TurnRecord
+export type TurnView = typeof TurnView.Type
+
 /** Health, metrics: no token. The client calls them as `client.health()`, `client.metrics()`. */
 export class SystemGroup extends HttpApiGroup.make("system", { topLevel: true }).add(
   HttpApiEndpoint.get("health", "/v1/health", { success: Health }),
@@ -212,6 +232,8 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: AgentSummary,
       error: AgentNotFoundError
     }),
+    // No admission gate: the journal answers a repeated client message id even during a shutdown;
+    // the registry refuses new prompts itself.
     HttpApiEndpoint.post("prompt", "/v1/agents/:id/prompts", {
       params: AgentId,
       payload: PromptRequest,
@@ -220,11 +242,16 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         AgentNotFoundError,
         AgentNotResumableError,
         ProviderNotFoundError,
-        ProviderFailedError,
+        PromptTooLargeError,
         AgentStoreFailedError,
         ShuttingDownError
       ]
-    }).middleware(AdmissionGate),
+    }),
+    HttpApiEndpoint.get("turn", "/v1/agents/:id/turns/:turnId", {
+      params: { id: Schema.String, turnId: Schema.String },
+      success: TurnView,
+      error: [AgentNotFoundError, TurnNotFoundError, AgentStoreFailedError]
+    }),
     HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
       params: AgentId,
       success: HttpApiSchema.NoContent,

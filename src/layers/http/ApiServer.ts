@@ -18,7 +18,7 @@ import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { ShuttingDown } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
-import { AgentRegistry, type AgentView } from "../../services/AgentRegistry.ts"
+import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import {
@@ -28,6 +28,7 @@ import {
   type CollectResult,
   type ErrorSummary,
   openapiPath,
+  type PromptResult,
   QuiesceApi,
   type RuntimeRow,
   type SweepResult,
@@ -38,7 +39,8 @@ import {
 
 /**
  * Whether the API still admits mutating requests. Closing it at shutdown makes every POST answer
- * 503 `ShuttingDown`; reads keep working.
+ * 503 `ShuttingDown` (a prompt repeating a recorded client message id still gets its turn), stops
+ * the registry's admission and answers every caller still waiting on a turn; reads keep working.
  */
 export class Admission extends Context.Service<Admission, {
   readonly close: Effect.Effect<void>
@@ -46,11 +48,14 @@ export class Admission extends Context.Service<Admission, {
 }>()("quiesce/http/Admission") {
   static readonly layer = Layer.effect(
     Admission,
-    Effect.map(Ref.make(true), (open) =>
-      Admission.of({
-        close: Ref.set(open, false),
+    Effect.gen(function*() {
+      const registry = yield* AgentRegistry
+      const open = yield* Ref.make(true)
+      return Admission.of({
+        close: Ref.set(open, false).pipe(Effect.andThen(registry.stopAdmission)),
         isOpen: Ref.get(open)
-      }))
+      })
+    })
   )
 }
 
@@ -104,6 +109,18 @@ const agentSummary = ({ pendingPermissions, pid, record, resident }: AgentView):
   parentAgentId: parentAgentIdOf(record.labels) ?? null,
   pendingPermissions,
   pid
+})
+
+const promptResult = (receipt: PromptReceipt): PromptResult => ({
+  agentId: receipt.agentId,
+  turnId: receipt.turnId,
+  sessionId: receipt.sessionId,
+  state: receipt.state,
+  disposition: receipt.disposition,
+  joinedTurnId: receipt.joinedTurnId,
+  resumed: receipt.resumed,
+  ...(receipt.output === undefined ? {} : { output: receipt.output }),
+  error: receipt.error
 })
 
 const errorSummary = (error: { readonly _tag: string; readonly message: string }): ErrorSummary => ({
@@ -179,14 +196,8 @@ const agentsHandlers = HttpApiBuilder.group(
         registry.prompt(params.id, payload.text, {
           clientMessageId: payload.clientMessageId,
           wait: payload.wait
-        }).pipe(Effect.map((receipt) => ({
-          agentId: receipt.agentId,
-          sessionId: receipt.sessionId,
-          disposition: receipt.disposition,
-          turnId: receipt.turnId,
-          resumed: receipt.resumed,
-          ...(receipt.output === undefined ? {} : { output: receipt.output })
-        }))))
+        }).pipe(Effect.map(promptResult)))
+      .handle("turn", ({ params }) => registry.turn(params.id, params.turnId))
   })
 )
 

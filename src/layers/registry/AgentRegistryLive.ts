@@ -1,11 +1,11 @@
-import { Cause, Clock, Deferred, Effect, Layer, Option, Queue, Random, type Scope, Semaphore } from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Scope, Semaphore } from "effect"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentNotFound,
-  PermissionNotPending,
   AgentNotResumable,
   type AgentStoreError,
+  PermissionNotPending,
   type ProviderFailed,
   RuntimeCloseFailed,
   RuntimePersistFailed,
@@ -13,18 +13,29 @@ import {
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
 import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
-import {
-  AgentRegistry,
-  type AgentView,
-  type PromptError,
-  type PromptOptions,
-  type PromptReceipt
-} from "../../services/AgentRegistry.ts"
+import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
+import { AgentRegistry, type AgentView, type ResumeError } from "../../services/AgentRegistry.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
+import { randomId } from "./ids.ts"
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
+import { makePrompts } from "./prompts.ts"
+
+export interface AgentRegistryOptions {
+  /**
+   * The largest prompt accepted, JSON-encoded, in bytes. Default 512 KiB: well below the 1 MiB
+   * line the plugin protocol allows, so an accepted prompt always reaches its provider whole.
+   */
+  readonly maxPromptBytes?: number | undefined
+  /** How long ended turns stay in the journal (a repeat of an older client id is a new turn). Default 168h. */
+  readonly turnRetention?: Duration.Input | undefined
+}
+
+/** The default bound on a prompt, JSON-encoded. */
+export const defaultMaxPromptBytes = 512 * 1024
 
 interface Lane {
   readonly semaphore: Semaphore.Semaphore
@@ -37,18 +48,23 @@ interface QueuedEvent {
   readonly event: SessionEvent
 }
 
-const hex = Effect.map(Random.nextIntBetween(0, 0xffff_ffff), (n) => n.toString(16).padStart(8, "0"))
-
-export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return<
+export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegistryOptions = {}): Effect.fn.Return<
   AgentRegistry["Service"],
   AgentStoreError,
-  AgentStore | ProviderRegistry | Scope.Scope
+  AgentStore | TurnJournal | ProviderRegistry | Scope.Scope
 > {
   const store = yield* AgentStore
+  const journal = yield* TurnJournal
   const providers = yield* ProviderRegistry
   // Optional: hosts that can read process memory report what each release gives back.
   const inspection = yield* Effect.serviceOption(ProcessInspection)
   const scope = yield* Effect.scope
+  // The fibers that carry prompts to their runtimes, and those that wait for running turns, live in
+  // scopes of their own: at shutdown the carriers stop first (a prompt not yet handed over stays
+  // `accepted` for the next start), the runtimes close, and the turns they cut short are recorded
+  // by this process before the waiters' scope closes.
+  const carryScope = yield* Scope.fork(scope)
+  const turnScope = yield* Scope.fork(scope)
 
   const records = new Map<string, AgentRecord>()
   for (const record of yield* store.list) records.set(record.agentId, record)
@@ -57,7 +73,6 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
   let shuttingDown = false
-  let turnCount = 0
   // Keyed by agent, not runtime: a watch outlives releases and resumes.
   const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
   const lastReplies = new Map<string, string>()
@@ -172,6 +187,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       if (siblings?.size === 0) liveChildren.delete(agent.parentAgentId)
     }
     // Whoever waits for this runtime's turn or events will never be answered by it.
+    Deferred.doneUnsafe(agent.gone, Effect.void)
+    prompts.wake(agent)
     settleWaiters(agent.turnWaiters)
     settleWaiters(agent.drainWaiters)
   }
@@ -188,10 +205,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   }
 
   /** The session config for one runtime; its events land in the shared queue. */
-  const sessionConfig = (record: AgentRecord, target: Target): SessionConfig => ({
+  const sessionConfig = (record: AgentRecord, target: Target, runtimeMarker: string): SessionConfig => ({
     agentId: record.agentId,
     cwd: record.cwd,
     labels: record.labels,
+    runtimeMarker,
     onEvent: (event) => {
       if (target.agent === undefined) target.early.push(event)
       else enqueueEvent(target.agent, event)
@@ -239,7 +257,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
     open: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
   ) {
     const target: Target = { agent: undefined, early: [] }
-    const session = yield* open(sessionConfig(record, target))
+    const marker = yield* randomId("runtime")
+    const session = yield* open(sessionConfig(record, target, marker))
     const persistence = (yield* session.persistence) ?? record.persistence
     const agent: LiveAgent = {
       agentId: record.agentId,
@@ -248,22 +267,27 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       parentAgentId: parentAgentIdOf(record.labels),
       internal: record.labels[internalAgentLabel] === "true",
       provider: record.provider,
+      marker,
       sessionId: persistence?.sessionId ?? null,
       dispatch: Semaphore.makeUnsafe(1),
       lastActivityAt: yield* Clock.currentTimeMillis,
       activityCount: 0,
-      activeTurns: 0,
+      turn: undefined,
+      queued: 0,
+      wake: Deferred.makeUnsafe(),
+      gone: Deferred.makeUnsafe(),
       foregroundMutations: 0,
       releasing: false,
       barred: false,
+      takingDown: false,
+      closedByDaemon: false,
       pendingReplacement: false,
       pendingEvents: 0,
       drainWaiters: undefined,
       permissions: undefined,
       permissionResponses: 0,
       subagents: undefined,
-      turnWaiters: undefined,
-      currentTurn: undefined
+      turnWaiters: undefined
     }
     target.agent = agent
     register(agent)
@@ -309,9 +333,15 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const takeDown = (agent: LiveAgent) =>
     Effect.suspend(() => {
       agent.barred = true
+      agent.takingDown = true
+      // Prompts queued behind the running turn let go of the dispatch permit; they resume it later.
+      prompts.wake(agent)
       return agent.dispatch.withPermits(1)(
         drainEvents(agent).pipe(Effect.andThen(closeRuntime(agent)))
-      ).pipe(Effect.ensuring(Effect.sync(() => (agent.barred = false))))
+      ).pipe(Effect.ensuring(Effect.sync(() => {
+        agent.barred = false
+        agent.takingDown = false
+      })))
     })
 
   /**
@@ -322,8 +352,10 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const closeRuntime = (agent: LiveAgent): Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed> =>
     Effect.uninterruptible(Effect.gen(function*() {
       const persistence = yield* agent.session.persistence
+      agent.closedByDaemon = true
       const closed = yield* Effect.result(agent.session.close)
       if (closed._tag === "Failure") {
+        agent.closedByDaemon = false
         return yield* new RuntimeCloseFailed({ agentId: agent.agentId, message: closed.failure.message })
       }
       unregister(agent)
@@ -367,7 +399,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const ensureResident = (agentId: string) =>
     inLane(
       agentId,
-      Effect.suspend((): Effect.Effect<void, PromptError> =>
+      Effect.suspend((): Effect.Effect<void, ResumeError> =>
         shuttingDown
           ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}`))
           : live.has(agentId)
@@ -378,121 +410,29 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
 
   // ---- prompts -----------------------------------------------------------------------------
 
-  /**
-   * Admission is one synchronous step: a prompt either finds a live runtime that is not being
-   * released and marks it busy, or it does not touch it at all (C9).
-   */
-  const tryAdmit = (agentId: string, now: number): LiveAgent | undefined => {
-    const agent = live.get(agentId)
-    if (agent === undefined || agent.barred || shuttingDown) return undefined
-    touch(agent, now)
-    agent.foregroundMutations++
-    return agent
-  }
-
-  /** Starts a turn; the wait for its end runs in the registry's scope. */
-  const startTurn = (agent: LiveAgent, text: string) =>
-    Effect.gen(function*() {
-      const turn = yield* agent.session.startTurn(text)
-      agent.activeTurns++
-      const current = { id: `${agent.agentId}/turn-${++turnCount}`, done: Deferred.makeUnsafe<string | null>() }
-      agent.currentTurn = current
-      yield* turn.pipe(
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.gen(function*() {
-            touch(agent, yield* Clock.currentTimeMillis)
-            yield* refreshPersistence(agent)
-            // Events the turn reported (its reply) are applied before anyone hears it ended.
-            yield* drainEvents(agent)
-            if (agent.currentTurn === current) agent.currentTurn = undefined
-            if (--agent.activeTurns === 0) {
-              const waiters = agent.turnWaiters
-              agent.turnWaiters = undefined
-              settleWaiters(waiters)
-            }
-            Deferred.doneUnsafe(current.done, Effect.succeed(lastReplies.get(agent.agentId) ?? null))
-            if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) return
-            announceFinish(agent.agentId, exit._tag === "Success" ? "finished" : "errored")
-            if (exit._tag === "Failure") {
-              yield* Effect.logWarning("Agent turn failed").pipe(
-                Effect.annotateLogs({ agentId: agent.agentId, cause: Cause.pretty(exit.cause) })
-              )
-            }
-          })
-        ),
-        Effect.forkIn(scope)
-      )
-      return current
-    })
-
-  /**
-   * Hands an admitted prompt to the provider, in admission order. Undefined when the runtime was
-   * closed while the prompt waited its turn (an explicit close or reload): the caller resumes it.
-   */
-  type Dispatched = {
-    readonly disposition: PromptReceipt["disposition"]
-    readonly turn: LiveAgent["currentTurn"]
-  }
-
-  const dispatch = (
-    agent: LiveAgent,
-    text: string
-  ): Effect.Effect<Dispatched | undefined, ProviderFailed> =>
-    agent.dispatch.withPermits(1)(Effect.gen(function*() {
-      if (!isLive(agent)) return undefined
-      const command = agent.session.outOfBand(text)
-      if (command !== undefined) {
-        yield* command
-        return { disposition: "out-of-band" as const, turn: undefined }
-      }
-      if (agent.activeTurns > 0 && (yield* agent.session.steer(text))) {
-        return { disposition: "steer" as const, turn: agent.currentTurn }
-      }
-      return { disposition: "turn" as const, turn: yield* startTurn(agent, text) }
-    })).pipe(Effect.ensuring(Effect.sync(() => {
-      agent.foregroundMutations--
-    })))
-
-  const deliver = Effect.fnUntraced(function*(agentId: string, text: string, wait: boolean) {
-    let resumed = false
-    while (true) {
-      const agent = tryAdmit(agentId, yield* Clock.currentTimeMillis)
-      if (agent !== undefined) {
-        const dispatched = yield* dispatch(agent, text)
-        if (dispatched !== undefined) {
-          const turn = dispatched.turn
-          const receipt: PromptReceipt = {
-            agentId,
-            sessionId: agent.sessionId,
-            disposition: dispatched.disposition,
-            resumed,
-            turnId: turn?.id ?? null
-          }
-          if (!wait) return receipt
-          return { ...receipt, output: turn === undefined ? null : yield* Deferred.await(turn.done) }
-        }
-      }
-      yield* ensureResident(agentId)
-      resumed = true
-    }
-  })
-
-  // Receipts by client message id, so a retried request never starts a second turn.
-  const submitted = new Map<string, Deferred.Deferred<PromptReceipt, PromptError>>()
-  const maxRemembered = 10_000
-
-  const prompt = Effect.fn("AgentRegistry.prompt")(function*(agentId: string, text: string, options?: PromptOptions) {
-    const wait = options?.wait === true
-    const clientMessageId = options?.clientMessageId
-    if (clientMessageId === undefined) return yield* deliver(agentId, text, wait)
-    const key = `${agentId}\u0000${clientMessageId}`
-    const earlier = submitted.get(key)
-    if (earlier !== undefined) return yield* Deferred.await(earlier)
-    const receipt = Deferred.makeUnsafe<PromptReceipt, PromptError>()
-    submitted.set(key, receipt)
-    if (submitted.size > maxRemembered) submitted.delete(submitted.keys().next().value!)
-    return yield* deliver(agentId, text, wait).pipe(Effect.onExit((exit) => Deferred.done(receipt, exit)))
+  const prompts = makePrompts({
+    journal,
+    carryScope,
+    turnScope,
+    maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes,
+    recordOf: (agentId) => records.get(agentId),
+    liveOf: (agentId) => live.get(agentId),
+    isLive,
+    isShuttingDown: () => shuttingDown,
+    requireProvider: (provider) => Effect.asVoid(providers.get(provider)),
+    // One synchronous step: a prompt either finds a live runtime that is not being released and
+    // marks it busy, or it does not touch it at all (C9).
+    admit: (agentId, now) => {
+      const agent = live.get(agentId)
+      if (agent === undefined || agent.barred || shuttingDown) return undefined
+      touch(agent, now)
+      agent.foregroundMutations++
+      return agent
+    },
+    ensureResident,
+    touch,
+    afterTurn: (agent) => refreshPersistence(agent).pipe(Effect.andThen(drainEvents(agent))),
+    announceFinish
   })
 
   // ---- lifecycle ---------------------------------------------------------------------------
@@ -504,7 +444,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   }) {
     if (shuttingDown) return yield* ShuttingDown.of("creating an agent")
     const client = yield* providers.get(input.provider)
-    const agentId = `agent-${yield* hex}${yield* hex}`
+    const agentId = yield* randomId("agent")
     const now = yield* Clock.currentTimeMillis
     const draft: AgentRecord = {
       agentId,
@@ -567,7 +507,10 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const interrupt = Effect.fn("AgentRegistry.interrupt")(function*(agentId: string) {
     yield* requireKnown(agentId)
     const agent = live.get(agentId)
-    if (agent !== undefined && agent.activeTurns > 0) yield* agent.session.interrupt
+    if (agent?.turn === undefined) return
+    // A failure the turn ends with from now on is the interruption, not the turn's own error.
+    agent.turn.interruptRequested = true
+    yield* agent.session.interrupt
   })
 
   const respondToPermission = Effect.fn("AgentRegistry.respondToPermission")(
@@ -575,6 +518,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       yield* requireKnown(agentId)
       const agent = live.get(agentId)
       if (agent === undefined) return yield* PermissionNotPending.of(agentId, permissionId)
+      // Events already reported are applied first, so a request that just arrived is known.
+      yield* drainEvents(agent)
+      if (agent.permissions?.has(permissionId) !== true) {
+        return yield* PermissionNotPending.of(agentId, permissionId, true)
+      }
       agent.permissionResponses++
       touch(agent, yield* Clock.currentTimeMillis)
       yield* agent.session.respondToPermission(permissionId, allow).pipe(
@@ -602,10 +550,13 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   const awaitIdle = (agentId: string): Effect.Effect<void> =>
     Effect.suspend(() => {
       const agent = live.get(agentId)
-      if (agent === undefined || agent.activeTurns === 0) return Effect.void
+      if (agent === undefined || (agent.turn === undefined && agent.queued === 0 && agent.foregroundMutations === 0)) {
+        return Effect.void
+      }
       const waiter = Deferred.makeUnsafe<void>()
       ;(agent.turnWaiters ??= []).push(waiter)
-      return Deferred.await(waiter)
+      // The slot freed; a queued prompt may take it next, so look again.
+      return Deferred.await(waiter).pipe(Effect.andThen(Effect.yieldNow), Effect.andThen(awaitIdle(agentId)))
     })
 
   const view = (record: AgentRecord): AgentView => {
@@ -685,12 +636,36 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
       })
   })
 
-  // On shutdown admission closes first; then every live runtime is closed in its lane and saved
-  // as resumable. Failures are logged.
+  const stopAdmission = Effect.suspend(() => {
+    shuttingDown = true
+    return prompts.stopWaiting
+  })
+
+  // Before anything is admitted: the previous process's journal is taken over.
+  yield* prompts.recover
+
+  // Ended turns are kept for the retention, and at most so many per agent.
+  const retention = Duration.toMillis(Duration.fromInputUnsafe(options.turnRetention ?? Duration.hours(168)))
+  const pruneJournal = Effect.gen(function*() {
+    const removed = yield* journal.prune((yield* Clock.currentTimeMillis) - retention, maxEndedTurnsPerAgent)
+    if (removed > 0) yield* Effect.logDebug("Pruned the turn journal").pipe(Effect.annotateLogs({ removed }))
+  }).pipe(Effect.catch((error) => Effect.logWarning("Pruning the turn journal failed").pipe(
+    Effect.annotateLogs({ error: error.message })
+  )))
+  yield* pruneJournal.pipe(
+    Effect.andThen(Effect.sleep("1 hour")),
+    Effect.forever,
+    Effect.forkIn(scope)
+  )
+
+  // On shutdown admission closes first (and every waiting caller is answered); then every live
+  // runtime is closed in its lane and saved as resumable, and the turns they ran are recorded.
+  // Failures are logged.
   yield* Effect.addFinalizer(() =>
-    Effect.suspend(() => {
-      shuttingDown = true
-      return Effect.forEach([...live.keys()], (agentId) =>
+    Effect.gen(function*() {
+      yield* stopAdmission
+      yield* Scope.close(carryScope, Exit.void)
+      yield* Effect.forEach([...live.keys()], (agentId) =>
         inLane(
           agentId,
           Effect.suspend(() => {
@@ -704,12 +679,18 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
             )
           )
         ), { discard: true })
+      // Closing the runtimes ended their turns; their outcomes are written before the store closes.
+      yield* Effect.forEach(prompts.running(), (handle) => Deferred.await(handle.ended), { discard: true }).pipe(
+        Effect.timeoutOption("5 seconds")
+      )
     })
   )
 
   return AgentRegistry.of({
     create,
-    prompt,
+    prompt: prompts.prompt,
+    turn: prompts.turn,
+    stopAdmission,
     interrupt,
     respondToPermission,
     close,
@@ -726,11 +707,17 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(): Effect.fn.Return
   })
 })
 
-/** The registry over the store and the providers. */
-export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | ProviderRegistry> = Layer.effect(
+/** The registry over the store, the turn journal and the providers. */
+export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | ProviderRegistry> = Layer.effect(
   AgentRegistry,
   makeAgentRegistry()
 )
+
+/** The registry with options (prompt bound, journal retention). */
+export const layerWith = (
+  options: AgentRegistryOptions
+): Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | ProviderRegistry> =>
+  Layer.effect(AgentRegistry, makeAgentRegistry(options))
 
 /** The registry's live runtimes as the collector's candidates. */
 export const candidatesLayer: Layer.Layer<RuntimeCandidates, never, AgentRegistry> = Layer.effect(

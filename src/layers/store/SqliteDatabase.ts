@@ -1,6 +1,6 @@
 /**
- * The project's one SQLite state database: a `SqlClient` on a file, and both durable stores
- * (`AgentStore`, `FinishStore`) over that single connection. Each store migrates its own
+ * The project's one SQLite state database: a `SqlClient` on a file, and the durable stores
+ * (`AgentStore`, `FinishStore`, `TurnJournal`) over that single connection. Each store migrates its own
  * tables with its own migrations table, so they share the file without coordinating.
  */
 import { Context, Effect, Layer } from "effect"
@@ -9,9 +9,11 @@ import { AgentStoreError } from "../../domain/errors.ts"
 import type { FinishStoreError } from "../../domain/errors.ts"
 import type { AgentStore } from "../../services/AgentStore.ts"
 import type { FinishStore } from "../../services/FinishStore.ts"
+import type { TurnJournal } from "../../services/TurnJournal.ts"
 import * as SqliteAgentStore from "./SqliteAgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqliteFinishStore from "./SqliteFinishStore.ts"
+import * as SqliteTurnJournal from "./SqliteTurnJournal.ts"
 
 /**
  * A `SqlClient` on the SQLite file `filename`, created (with its parent directory) if
@@ -33,12 +35,12 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
   )
 
 /**
- * `AgentStore` and `FinishStore` over ONE connection to the SQLite file `filename`
- * (created and migrated as needed).
+ * `AgentStore`, `FinishStore` and `TurnJournal` over ONE connection to the SQLite file
+ * `filename` (created and migrated as needed).
  */
 export const layerStores = (
   filename: string
-): Layer.Layer<AgentStore | FinishStore, AgentStoreError | FinishStoreError> =>
-  Layer.mergeAll(SqliteAgentStore.layerFromClient, SqliteFinishStore.layerFromClient).pipe(
+): Layer.Layer<AgentStore | FinishStore | TurnJournal, AgentStoreError | FinishStoreError> =>
+  Layer.mergeAll(SqliteAgentStore.layerFromClient, SqliteFinishStore.layerFromClient, SqliteTurnJournal.layerFromClient).pipe(
     Layer.provide(layer(filename))
   )

@@ -5,13 +5,15 @@ import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDelive
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
 
 const setup = Effect.fnUntraced(function*() {
   const provider = new MemoryProvider("codex")
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)])
+    Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)]),
+    Layer.provideMerge(TurnJournalMemory.layer)
   )
   const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(registryLayer)))
   const registry = Context.get(context, AgentRegistry)

@@ -6,9 +6,11 @@ import * as CallerProtectionLive from "../../../src/layers/collector/CallerProte
 import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../../../src/layers/finish/FinishSubscriptionsLive.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as FinishStoreMemory from "../../../src/layers/store/FinishStoreMemory.ts"
+import { TurnJournal } from "../../../src/services/TurnJournal.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
@@ -35,10 +37,11 @@ class RemoteStub {
 interface Stores {
   readonly agents: AgentStore["Service"]
   readonly finish: FinishStore["Service"]
+  readonly journal: TurnJournal["Service"]
 }
 
 const makeStores = Effect.gen(function*(): Effect.fn.Return<Stores> {
-  return { agents: yield* AgentStoreMemory.make, finish: yield* FinishStoreMemory.make }
+  return { agents: yield* AgentStoreMemory.make, finish: yield* FinishStoreMemory.make, journal: yield* TurnJournalMemory.make }
 })
 
 /** One server: registry, delivery, finish subscriptions, caller protection and a collector. */
@@ -49,7 +52,8 @@ const server = Effect.fnUntraced(function*(options: {
   readonly deliveryRetry?: Schedule.Schedule<unknown, unknown>
 }) {
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([Layer.succeed(AgentStore, options.stores.agents), providerRegistryWith(options.provider)])
+    Layer.provide([Layer.succeed(AgentStore, options.stores.agents), providerRegistryWith(options.provider)]),
+    Layer.provideMerge(Layer.succeed(TurnJournal, options.stores.journal))
   )
   const deliveryLayer = MessageDeliveryLive.layer(
     options.deliveryRetry === undefined ? {} : { retry: options.deliveryRetry }

@@ -10,6 +10,7 @@ import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProcessInspection } from "../../../src/services/ProcessInspection.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
@@ -32,7 +33,7 @@ const noInspection = Layer.succeed(
  */
 const serve = (provider: MemoryProvider) => {
   const registry = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, providerRegistryWith(provider)])
   )
   const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
@@ -149,9 +150,16 @@ describe("ApiServer", () => {
     return Effect.gen(function*() {
       const client = yield* apiClient
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
-      provider.turnGate = Effect.sync(() => provider.emit(agent.agentId, { _tag: "Reply", text: "done!" }))
+      provider.turnEnd = () => Effect.succeed({ reply: "done!" })
       const receipt = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "work", wait: true } })
+      assert.strictEqual(receipt.state, "completed")
       assert.strictEqual(receipt.output, "done!")
+      assert.deepStrictEqual(yield* client.agents.turn({ params: { id: agent.agentId, turnId: receipt.turnId } }), {
+        ...(yield* client.agents.turn({ params: { id: agent.agentId, turnId: receipt.turnId } })),
+        state: "completed",
+        reply: "done!",
+        text: "work"
+      })
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -439,9 +447,8 @@ describe("ApiServer", () => {
       const client = yield* apiClient
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
       const release = yield* Deferred.make<void>()
-      provider.turnGate = Deferred.await(release).pipe(
-        Effect.andThen(Effect.sync(() => provider.emit(agent.agentId, { _tag: "Reply", text: "late" })))
-      )
+      provider.turnGate = Deferred.await(release)
+      provider.turnEnd = () => Effect.succeed({ reply: "late" })
       const waiting = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "w", wait: true } })
         .pipe(Effect.forkChild)
       // Other requests are served while it waits.

@@ -13,9 +13,11 @@ import * as AcpProvider from "../../../src/layers/providers/acp/AcpProvider.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+import { freshMarker, markerOf } from "./runtimeMarker.ts"
 
 const acpAgent = join(import.meta.dirname, "../../fixtures/acpAgent.mjs")
 
@@ -57,7 +59,7 @@ const setup = Effect.fnUntraced(function*(options: {
     onSpawn: (pid) => pids.push(pid)
   })
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
@@ -114,6 +116,9 @@ describe("ACP provider (P6)", () => {
       assert.strictEqual(hello.receipt.disposition, "turn")
       assert.strictEqual(hello.outcome.kind, "finished")
       assert.strictEqual(hello.outcome.lastReply, "echo: hello", "the reply is put together from its chunks")
+      const helloTurn = yield* s.registry.turn(agent.agentId, hello.receipt.turnId)
+      assert.strictEqual(helloTurn.state, "completed")
+      assert.strictEqual(helloTurn.reply, "echo: hello", "the turn's reply is the one its end reported")
 
       // Baseline only: nothing is asked of the agent, and the idle runtime is released.
       const released = yield* s.collector.collectNow(agent.agentId)
@@ -139,13 +144,16 @@ describe("ACP provider (P6)", () => {
       const agent = yield* s.create
       const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
       const started = Date.now()
-      yield* s.registry.prompt(agent.agentId, "slow")
+      const receipt = yield* s.registry.prompt(agent.agentId, "slow")
       yield* s.registry.interrupt(agent.agentId)
       const outcome = yield* bounded(Fiber.join(finish), "the interrupted turn's finish")
       assert.isBelow(Date.now() - started, 1500, "the turn did not run its 2 s")
       assert.strictEqual(outcome.kind, "finished")
       assert.strictEqual(outcome.lastReply, "slow cancelled")
       yield* s.registry.awaitIdle(agent.agentId)
+      const turn = yield* s.registry.turn(agent.agentId, receipt.turnId)
+      assert.strictEqual(turn.state, "interrupted")
+      assert.strictEqual(turn.reply, "slow cancelled")
       assert.include(transcript(home, agent.persistence!.sessionId), "slow cancelled")
     })), 30_000)
 
@@ -173,6 +181,7 @@ describe("ACP provider (P6)", () => {
         agentId: "agent-direct",
         cwd: home,
         labels: {},
+        runtimeMarker: freshMarker(),
         onEvent: () => {}
       }))
       assert.strictEqual(error._tag, "ProviderFailed")
@@ -180,6 +189,21 @@ describe("ACP provider (P6)", () => {
       assert.strictEqual(s.pids.length, 2)
       yield* eventually(() => !groupAlive(s.pids[1]!), "the failed resume's process group is gone")
     }), { ACP_FIXTURE_NO_LOAD: "1" }), 30_000)
+
+  it.live("a session cannot steer; a turn succeeds with its reply, and a cancelled one says it was cut short", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const client = yield* s.providers.get("acp")
+      const runtimeMarker = freshMarker()
+      const session = yield* client.create({ agentId: "agent-direct", cwd: home, labels: {}, runtimeMarker, onEvent: () => {} })
+      assert.isUndefined(session.steer, "ACP has no way to add input to a running turn")
+      assert.strictEqual(markerOf(session.pid!), runtimeMarker, "the agent process carries the runtime's marker")
+      const hi = yield* bounded(Effect.flatten(session.startTurn("hi", "turn-1")), "the turn's end")
+      assert.deepStrictEqual(hi, { reply: "echo: hi", interrupted: false })
+      const slow = yield* session.startTurn("slow", "turn-2")
+      yield* session.interrupt
+      assert.deepStrictEqual(yield* bounded(slow, "the cancelled turn's end"), { reply: "slow cancelled", interrupted: true })
+      yield* session.close
+    })), 30_000)
 
   it.live("a failing agent start is a typed error, with the agent's last words, and leaves no process", () =>
     withAcp((s) => Effect.gen(function*() {

@@ -3,19 +3,22 @@
  * misbehaving fixture. Time is real here (processes run), so waits poll with a bound.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type { SessionConfig, SessionEvent } from "../../../src/domain/provider.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
+import { freshMarker, markerOf } from "./runtimeMarker.ts"
 
 const shellPlugin = join(import.meta.dirname, "../../../plugins/shell/main.ts")
 const misbehavingPlugin = join(import.meta.dirname, "../../fixtures/misbehavingPlugin.mjs")
@@ -53,7 +56,7 @@ const setup = Effect.fnUntraced(function*(options: {
     onSpawn: (pid) => pids.push(pid)
   })
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, plugin.pipe(Layer.provideMerge(ProviderRegistry.layer))])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, plugin.pipe(Layer.provideMerge(ProviderRegistry.layer))])
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
@@ -64,6 +67,41 @@ const setup = Effect.fnUntraced(function*(options: {
   const create = registry.create({ provider, cwd: options.home })
   return { registry, collector, create, pids }
 })
+
+/** A session config of its own (a fresh marker), its events recorded into `events`. */
+const directConfig = (cwd: string, events: Array<SessionEvent> = []): SessionConfig => ({
+  agentId: "direct",
+  cwd,
+  labels: {},
+  runtimeMarker: freshMarker(),
+  onEvent: (event) => void events.push(event)
+})
+
+/** A client of the misbehaving plugin answering `version` on connect, its received lines logged to `log`. */
+const misbehavingClient = (home: string, version: number, log: string, pids: Array<number> = []) =>
+  PluginProvider.makePluginClient({
+    provider: "misbehaving",
+    plugin: {
+      command: process.execPath,
+      args: [misbehavingPlugin],
+      env: { MISBEHAVING_PROTOCOL: String(version), MISBEHAVING_LOG: log }
+    },
+    home,
+    closeGrace: "1 second",
+    onSpawn: (pid) => pids.push(pid)
+  })
+
+/** The JSON lines the plugin received, decoded far enough to read a field. */
+const receivedLines = (log: string): ReadonlyArray<Readonly<Record<string, unknown>>> =>
+  readFileSync(log, "utf8").split("\n").filter((line) => line !== "").map((line): Readonly<Record<string, unknown>> => {
+    const value: unknown = JSON.parse(line)
+    return typeof value === "object" && value !== null ? { ...value } : {}
+  })
+
+const protocolErrors = (entries: ReadonlyArray<LogEntry>) =>
+  entries.filter((entry) => entry.message === "Plugin protocol error").map((entry) => String(entry.annotations["error"]))
+
+const replies = (events: ReadonlyArray<SessionEvent>) => events.flatMap((event) => event._tag === "Reply" ? [event.text] : [])
 
 describe("plugin provider: the runtime safety query (P7)", () => {
   for (
@@ -98,12 +136,14 @@ describe("plugin provider: the runtime safety query (P7)", () => {
         home,
         closeGrace: "1 second"
       })
-      const session = yield* client.create({ agentId: "direct", cwd: home, labels: {}, onEvent: () => {} })
+      const config = directConfig(home)
+      const session = yield* client.create(config)
+      assert.strictEqual(markerOf(session.pid!), config.runtimeMarker, "the plugin carries the runtime's marker")
       const probe = session.canStopRuntime!
       assert.isTrue(yield* probe, "idle: the plugin is asked and permits")
-      const turn = yield* session.startTurn("sleep 1")
+      const turn = yield* session.startTurn("sleep 1; echo done", "turn-1")
       assert.isFalse(yield* probe, "a turn in flight answers false locally")
-      yield* turn
+      assert.deepStrictEqual(yield* turn, { reply: "done\n" }, "the turn succeeds with the command's output")
       assert.isTrue(yield* probe)
       yield* session.close
     })), 20_000)
@@ -117,6 +157,90 @@ describe("plugin provider: the runtime safety query (P7)", () => {
       yield* s.registry.prompt(agent.agentId, "sleep 2")
       const outcome = yield* s.collector.collectNow(agent.agentId)
       assert.strictEqual(outcome._tag, "Retained")
+    })), 20_000)
+})
+
+describe("plugin provider: turns", () => {
+  it.live("the shell plugin does not steer: its sessions have no steer; a failed command fails the turn", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const client = yield* PluginProvider.makePluginClient({
+        provider: "shell",
+        plugin: { command: process.execPath, args: [shellPlugin] },
+        home,
+        closeGrace: "1 second"
+      })
+      const events: Array<SessionEvent> = []
+      const session = yield* client.create(directConfig(home, events))
+      assert.isUndefined(session.steer, "no session.steer capability, so nothing to steer with")
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("echo one", "turn-1")), { reply: "one\n" })
+      const failed = yield* Effect.exit(Effect.flatten(session.startTurn("echo oops; exit 3", "turn-2")))
+      assert.isTrue(Exit.isFailure(failed))
+      assert.include(Exit.isFailure(failed) ? String(failed.cause) : "", "exited with code 3")
+      // The session goes on, and no event of its turns was refused.
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("echo two", "turn-3")), { reply: "two\n" })
+      assert.deepStrictEqual(replies(events), ["one\n", "two\n"])
+      assert.deepStrictEqual(protocolErrors(entries), [])
+      yield* session.close
+    })).pipe(recordingLogs(entries))
+  }, 20_000)
+
+  it.live("version 2: a turn event naming a turn that is not running, or none, is a protocol error and ignored", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const log = join(home, "received.log")
+      const client = yield* misbehavingClient(home, 2, log)
+      const events: Array<SessionEvent> = []
+      const session = yield* client.create(directConfig(home, events))
+      assert.isUndefined(session.steer)
+      // The plugin sends another turn's completion and failure and a completion naming no turn first.
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("anything", "turn-7")), { reply: "still fine" })
+      assert.deepStrictEqual(replies(events), ["still fine"], "no ignored completion was reported as a reply")
+      const errors = protocolErrors(entries)
+      assert.include(errors, "turn.completed for turn turn-nobody-runs, which is not running")
+      assert.include(errors, "turn.failed for turn turn-nobody-runs, which is not running")
+      assert.include(errors, "turn.completed without a turnId (protocol 2 requires one)")
+
+      const received = receivedLines(log)
+      const connect = received.find((line) => line["type"] === "connect")
+      assert.strictEqual(connect?.["protocolVersion"], 1, "a version-1 plugin still finds the version it checks")
+      assert.deepStrictEqual(connect?.["protocolVersions"], [1, 2])
+      const prompt = received.find((line) => line["type"] === "session.prompt")
+      assert.strictEqual(prompt?.["turnId"], "turn-7", "the prompt names the daemon's turn")
+      assert.strictEqual(prompt?.["mode"], "turn")
+      yield* session.close
+    })).pipe(recordingLogs(entries))
+  }, 20_000)
+
+  it.live("a version-1 plugin (no turn ids in its events) still runs turns", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const client = yield* misbehavingClient(home, 1, join(home, "received.log"))
+      const events: Array<SessionEvent> = []
+      const session = yield* client.create(directConfig(home, events))
+      assert.isUndefined(session.steer, "no session.steer capability")
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("anything", "turn-1")), { reply: "still fine" })
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("again", "turn-2")), { reply: "still fine" })
+      assert.deepStrictEqual(replies(events), ["still fine", "still fine"])
+      // Only the connect-time garbage is refused; no turn event is.
+      assert.isFalse(protocolErrors(entries).some((error) => error.startsWith("turn.")), "its turn events are taken")
+      yield* session.close
+    })).pipe(recordingLogs(entries))
+  }, 20_000)
+
+  it.live("a plugin answering a version the daemon does not speak fails the session, and its process ends", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const pids: Array<number> = []
+      const client = yield* misbehavingClient(home, 3, join(home, "received.log"), pids)
+      const error = yield* Effect.flip(client.create(directConfig(home)))
+      assert.strictEqual(error._tag, "ProviderFailed")
+      assert.include(error.message, "plugin speaks protocol 3; this daemon speaks 1, 2")
+      assert.strictEqual(pids.length, 1)
+      yield* eventually(() => !groupAlive(pids[0]!), "the plugin's process group is gone")
     })), 20_000)
 })
 

@@ -48,10 +48,14 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
       assert.deepStrictEqual(receipt, {
         agentId: agent.agentId,
         sessionId,
+        state: "running",
         disposition: "turn",
+        joinedTurnId: null,
         resumed: true,
-        turnId: `${agent.agentId}/turn-1`
+        turnId: receipt.turnId,
+        error: null
       })
+      assert.match(receipt.turnId, /^turn-[0-9a-f]{16}$/)
       assert.strictEqual(h.provider.resumes, 1)
       assert.deepStrictEqual(h.provider.deliveredTo(sessionId), ["Continue the saved conversation"])
       const resumed = yield* h.registry.get(agent.agentId)
@@ -157,8 +161,11 @@ describe("AgentRegistry: exactly once, in order", () => {
       assert.deepStrictEqual(h.provider.deliveredTo(sessionId), prompts)
       assert.deepStrictEqual(receipts.map((receipt) => receipt.disposition), [
         "turn",
-        ...prompts.slice(1).map(() => "steer")
+        ...prompts.slice(1).map(() => "steer" as const)
       ])
+      // Each prompt is its own turn record; the steered ones joined the first.
+      assert.strictEqual(new Set(receipts.map((receipt) => receipt.turnId)).size, prompts.length)
+      assert.isTrue(receipts.slice(1).every((receipt) => receipt.joinedTurnId === receipts[0]!.turnId))
       assert.isTrue(receipts.every((receipt) => receipt.sessionId === sessionId))
     }))
 
@@ -329,13 +336,17 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.notStrictEqual(other.turnId, null)
     }))
 
-  it.effect("a waiting prompt returns the turn's reply", () =>
+  it.effect("a waiting prompt returns its own turn's reply, not the last one reported", () =>
     Effect.gen(function*() {
       const h = yield* harness()
       const agent = yield* h.create()
-      h.provider.turnGate = Effect.sync(() => h.provider.emit(agent.agentId, { _tag: "Reply", text: "done!" }))
+      h.provider.turnEnd = (prompt) => Effect.succeed({ reply: `done: ${prompt}` })
+      // A later reply (an autonomous notification, say) is not this turn's.
+      h.provider.turnGate = Effect.sync(() => h.provider.emit(agent.agentId, { _tag: "Reply", text: "something else" }))
       const receipt = yield* h.registry.prompt(agent.agentId, "work", { wait: true })
-      assert.strictEqual(receipt.output, "done!")
+      assert.strictEqual(receipt.state, "completed")
+      assert.strictEqual(receipt.output, "done: work")
+      assert.isNull(receipt.error)
     }))
 })
 

@@ -20,7 +20,7 @@ const detachedTurns = () => {
         providerTurn = true
         deliveries.push(prompt)
         const done = turnDone
-        return Deferred.await(done)
+        return Effect.as(Deferred.await(done), { reply: null })
       }),
     steer: (prompt) => Effect.sync(() => providerTurn && (deliveries.push(prompt), true)),
     outOfBand: () => undefined,

@@ -5,9 +5,11 @@ import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvi
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
+import type { TurnJournal } from "../../../src/services/TurnJournal.ts"
 
 export const minutes = (n: number) => n * 60_000
 
@@ -15,6 +17,8 @@ export interface HarnessOptions {
   readonly provider?: MemoryProvider
   readonly protection?: FakeCallerProtection
   readonly store?: Layer.Layer<AgentStore, unknown>
+  /** The turn journal; in memory by default. */
+  readonly journal?: Layer.Layer<TurnJournal, unknown>
   readonly collector?: RuntimeCollectorOptions
   /** More providers, each a layer that registers itself. */
   readonly extraProviders?: Layer.Layer<never, never, ProviderRegistry>
@@ -30,6 +34,7 @@ export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {})
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([
       options.store ?? AgentStoreMemory.layer,
+      options.journal ?? TurnJournalMemory.layer,
       Layer.mergeAll(provider.layer, options.extraProviders ?? Layer.empty).pipe(Layer.provideMerge(ProviderRegistry.layer))
     ])
   )

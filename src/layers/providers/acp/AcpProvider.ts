@@ -16,8 +16,9 @@ import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
 
@@ -185,7 +186,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
   /** One agent process and its ACP session. `resumeSessionId` null creates a new session. */
   const open = (config: SessionConfig, resumeSessionId: string | null): Effect.Effect<AgentSession, ProviderFailed> =>
     Effect.gen(function*() {
-      const agent = yield* startAgentProcess(options, config.cwd).pipe(
+      const marked = { ...options, env: { ...options.env, ...runtimeEnv(config.runtimeMarker) } }
+      const agent = yield* startAgentProcess(marked, config.cwd).pipe(
         Effect.mapError((error) => failed("spawn", `Cannot start ACP agent: ${error.message}`))
       )
       running.add(agent)
@@ -324,7 +326,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
       let lastTurn: Deferred.Deferred<void> | undefined
 
       /** Sends one prompt; the effect waits for its response (the end of the turn). */
-      const sendPrompt = (text: string): Effect.Effect<void, ProviderFailed> => {
+      const sendPrompt = (text: string): Effect.Effect<TurnEnd, ProviderFailed> => {
         const cancel = new AbortController()
         reply = { text: "" }
         const response = connection.agent.request(Acp.methods.agent.session.prompt, {
@@ -335,12 +337,14 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         response.catch(() => {})
         return Effect.tryPromise({ try: () => response, catch: (error) => failure("session/prompt", error) }).pipe(
           Effect.onInterrupt(() => Effect.sync(() => cancel.abort())),
-          Effect.andThen(settled),
-          Effect.andThen(Effect.sync(() => {
-            // Every stop reason (end_turn, cancelled, refusal, limits) ends the turn normally.
+          Effect.tap(() => settled),
+          Effect.map((response): TurnEnd => {
+            // Every stop reason (end_turn, cancelled, refusal, limits) ends the turn; `cancelled`
+            // is an interruption.
             const text = reply?.text ?? ""
             if (text !== "") config.onEvent({ _tag: "Reply", text })
-          })),
+            return { reply: text === "" ? null : text, interrupted: response.stopReason === "cancelled" }
+          }),
           Effect.ensuring(Effect.sync(() => {
             reply = undefined
           }))
@@ -365,7 +369,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
             return Effect.succeed(turn.pipe(Effect.ensuring(Deferred.done(done, Exit.void))))
           }),
         // ACP has no way to add input to a running turn.
-        steer: () => Effect.succeed(false),
+        steer: undefined,
         outOfBand: () => undefined,
         // Permission requests are answered automatically (see the module comment).
         respondToPermission: () => Effect.void,

@@ -13,9 +13,10 @@ import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
+import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe, rosterSupport } from "./safety.ts"
 import {
@@ -95,7 +96,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         ...(resume === null ? ["--session-id", requestedId] : ["--resume", requestedId])
       ]
       const cli = yield* startLineProcess(
-        { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env } },
+        { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env, ...runtimeEnv(config.runtimeMarker) } },
         config.cwd,
         // A CLI that refuses to start says why on stderr (e.g. bypassPermissions as root): see `died`.
         { stripCarriageReturn: true }
@@ -119,7 +120,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       let rosterWaiters: Array<Deferred.Deferred<void, ProviderFailed>> = []
       const permissions = new Map<string, ControlRequest>()
       let nextRequest = 0
-      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
       let autonomousTurn = false
       /** An interrupt was asked for since the current turn started: its error result is expected. */
       let interruptRequested = false
@@ -143,7 +144,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         work = observe(work, observation)
       }
 
-      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+      const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
         const current = turn
         turn = undefined
         if (current !== undefined) Deferred.doneUnsafe(current, exit)
@@ -242,7 +243,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
             // e.g. the model endpoint refused; an interrupted turn ends in an error result too, but that is no failure.
             const detail = message.result ?? message.errors?.join("; ") ?? "no detail"
             finishTurn(Exit.fail(failed("turn", `${message.subtype}: ${detail}`)))
-          } else finishTurn(Exit.void)
+          } else finishTurn(Exit.succeed({ reply: reply === "" ? null : reply, interrupted: message.is_error === true }))
         } else if (!isEnvelope(message)) {
           return logProtocolError("a line without a type")
         }
@@ -353,11 +354,11 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         ),
         startTurn: (text) =>
           Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
             turn = done
             interruptRequested = false
             lastReply = ""
-            yield* send("prompt", text).pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
+            yield* send("prompt", text).pipe(Effect.onError(() => Effect.sync(() => (turn = undefined))))
             return Deferred.await(done)
           }),
         steer: (text) => turn === undefined ? Effect.succeed(false) : Effect.as(send("steer", text), true),

@@ -11,7 +11,7 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import {
   approvalMethods,
@@ -37,6 +37,7 @@ import {
   unsupportedRequestError
 } from "./rpcTypes.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
+import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
@@ -93,7 +94,11 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
     Effect.gen(function*() {
       /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
       const server = yield* startLineProcess(
-        { command: options.command ?? "codex", args: options.args ?? ["app-server"], env: options.env },
+        {
+          command: options.command ?? "codex",
+          args: options.args ?? ["app-server"],
+          env: { ...options.env, ...runtimeEnv(config.runtimeMarker) }
+        },
         config.cwd,
         { stripCarriageReturn: true }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
@@ -123,7 +128,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       let nextRequest = 0
       let requestsInFlight = 0
       let turnStarting = false
-      let turn: { id: string | undefined; readonly done: Deferred.Deferred<void, ProviderFailed> } | undefined
+      let turn: { id: string | undefined; readonly done: Deferred.Deferred<TurnEnd, ProviderFailed> } | undefined
       let threadId: string | undefined
       let lastReply = ""
 
@@ -136,7 +141,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         subagentsPending: subagents.size
       })
 
-      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+      const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
         const current = turn
         turn = undefined
         if (current?.id !== undefined) earlierTurns.add(current.id)
@@ -184,7 +189,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
               finishTurn(
                 params.turn.status === "failed"
                   ? Exit.fail(failed("turn", params.turn.error?.message ?? "the turn failed"))
-                  : Exit.void
+                  : Exit.succeed({ reply: lastReply === "" ? null : lastReply, interrupted: params.turn.status === "interrupted" })
               )
             }
             break
@@ -339,14 +344,14 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         persistence: Effect.succeed({ provider, sessionId: thread }),
         startTurn: (text) =>
           Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
             turn = { id: undefined, done }
             lastReply = ""
             turnStarting = true
             const result = yield* command(methods.turnStart, { threadId: thread, input: textInput(text) }).pipe(
               Effect.flatMap((result) => decodeTurnStart(result).pipe(Effect.mapError(malformed(methods.turnStart)))),
               Effect.ensuring(Effect.sync(() => (turnStarting = false))),
-              Effect.onError(() => Effect.sync(() => finishTurn(Exit.void)))
+              Effect.onError(() => Effect.sync(() => (turn = undefined)))
             )
             if (turn !== undefined && turn.done === done) turn.id = result.turn.id
             return Deferred.await(done)

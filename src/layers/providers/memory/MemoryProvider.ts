@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, SessionEvent } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, SessionEvent, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 
 export interface Delivery {
@@ -41,6 +41,10 @@ export class MemoryProvider {
   failingTurnStarts = 0
   /** Holds every turn open until it completes; undefined ends turns at once. */
   turnGate: Effect.Effect<void> | undefined = undefined
+  /** How a turn ends once its gate opens: by default it completes with no reply. */
+  turnEnd: (prompt: string) => Effect.Effect<TurnEnd, ProviderFailed> = () => Effect.succeed({ reply: null })
+  /** Whether sessions can steer a prompt into a running turn (set before they open). */
+  steers = true
   /** Runs at the start of every close, before it completes. */
   closeGate: Effect.Effect<void> = Effect.void
   /** When set, closes fail with it and the session stays live. */
@@ -114,18 +118,23 @@ export class MemoryProvider {
           state.turnRunning = true
           deliver(prompt, "turn")
           return Effect.succeed(
-            (this.turnGate ?? Effect.void).pipe(Effect.ensuring(Effect.sync(() => {
-              state.turnRunning = false
-              sessionKnown = true
-            })))
+            (this.turnGate ?? Effect.void).pipe(
+              Effect.andThen(Effect.suspend(() => this.turnEnd(prompt))),
+              Effect.ensuring(Effect.sync(() => {
+                state.turnRunning = false
+                sessionKnown = true
+              }))
+            )
           )
         }),
-      steer: (prompt) =>
-        Effect.andThen(this.dispatchGate, Effect.sync(() => {
-          if (!state.turnRunning) return false
-          deliver(prompt, "steer")
-          return true
-        })),
+      steer: this.steers
+        ? (prompt) =>
+          Effect.andThen(this.dispatchGate, Effect.sync(() => {
+            if (!state.turnRunning) return false
+            deliver(prompt, "steer")
+            return true
+          }))
+        : undefined,
       outOfBand: (prompt) => this.commands.has(prompt) ? Effect.sync(() => deliver(prompt, "out-of-band")) : undefined,
       respondToPermission: (permissionId) =>
         Effect.sync(() => config.onEvent({ _tag: "PermissionResolved", id: permissionId })),

@@ -21,11 +21,11 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schedule, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { readUntilDone } from "../plugin/PluginProcess.ts"
 import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
-import { escapedProcesses, escapedReason, newRuntimeMarker } from "../process/escapedProcesses.ts"
+import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
 import {
   Acknowledged,
   type EventEnvelope,
@@ -109,7 +109,7 @@ interface Notice {
 
 /** The turn in flight: it ends at the first `idle` after the session was seen `busy`. */
 interface Turn {
-  readonly done: Deferred.Deferred<void, ProviderFailed>
+  readonly done: Deferred.Deferred<TurnEnd, ProviderFailed>
   sawBusy: boolean
   error: string | undefined
 }
@@ -134,11 +134,10 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
     Effect.gen(function*() {
       // Marks every process the runtime starts, so jobs that leave its tree are still seen (probe).
-      const marker = newRuntimeMarker()
       const server = yield* startServer({
         command: options.command ?? "opencode",
         args: options.args ?? ["serve", "--hostname", "127.0.0.1", "--port", "0"],
-        env: { ...options.env, ...marker.env },
+        env: { ...options.env, ...runtimeEnv(config.runtimeMarker) },
         cwd: config.cwd,
         startTimeout: options.startTimeout ?? "60 seconds",
         onSpawn: options.onSpawn
@@ -211,7 +210,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         }
       }
 
-      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+      const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
         const current = turn
         turn = undefined
         if (current !== undefined) Deferred.doneUnsafe(current.done, exit)
@@ -226,7 +225,11 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         "reply",
         requestJson(endpoint, { method: "GET", path: sessionPath("/message"), query: { ...where, limit: "4" } }, MessageList)
       ).pipe(Effect.map((messages) => {
-        const last = [...messages].reverse().find((message) => message.info.role === "assistant")
+        // Only an answer to this turn's prompt (after the newest user message) is its reply: an
+        // aborted turn that never answered has none, not the previous turn's.
+        const prompted = messages.findLastIndex((message) => message.info.role === "user")
+        const answers = messages.slice(prompted + 1)
+        const last = [...answers].reverse().find((message) => message.info.role === "assistant")
         return (last?.parts ?? [])
           .filter((part) => part.type === "text" && part.synthetic !== true)
           .map((part) => part.text ?? "")
@@ -238,9 +241,13 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           Effect.tap((text) => Effect.sync(() => config.onEvent({ _tag: "Reply", text }))),
           Effect.matchEffect({
             onFailure: (error) => Effect.sync(() => finishTurn(Exit.fail(error))),
-            onSuccess: () =>
+            onSuccess: (text) =>
               Effect.sync(() =>
-                finishTurn(current.error === undefined ? Exit.void : Exit.fail(failed("turn", current.error)))
+                finishTurn(
+                  current.error === undefined
+                    ? Exit.succeed({ reply: text === "" ? null : text })
+                    : Exit.fail(failed("turn", current.error))
+                )
               )
           })
         )
@@ -491,7 +498,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           Effect.gen(function*() {
             if (broken !== undefined) return yield* failed("prompt", `${provider} event stream is gone: ${broken}`)
             if (turn !== undefined) return yield* failed("prompt", "a turn is already running")
-            const current: Turn = { done: Deferred.makeUnsafe<void, ProviderFailed>(), sawBusy: false, error: undefined }
+            const current: Turn = { done: Deferred.makeUnsafe<TurnEnd, ProviderFailed>(), sawBusy: false, error: undefined }
             turn = current
             yield* call(
               "prompt",
@@ -508,7 +515,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           }),
         // Not offered: how 1.18.33 folds a prompt into a busy session (and which `idle` then ends
         // which prompt) is not verified, so the registry delivers the prompt after this turn.
-        steer: () => Effect.succeed(false),
+        steer: undefined,
         outOfBand: () => undefined,
         respondToPermission: (id, allow) =>
           call(
@@ -556,7 +563,7 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
             // inventory lists it; it vetoes while it runs and is never ended by the adapter.
             Effect.flatMap((permit) =>
               permit
-                ? escapedProcesses(server.process.pid, marker.value).pipe(
+                ? escapedProcesses(server.process.pid, config.runtimeMarker).pipe(
                   Effect.mapError((error) =>
                     new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${error.message}` })
                   ),

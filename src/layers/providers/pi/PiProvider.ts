@@ -9,10 +9,10 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
-import { escapedProcesses, escapedReason, newRuntimeMarker } from "../process/escapedProcesses.ts"
+import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,
@@ -88,8 +88,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         ...(resume === null ? [] : (options.resumeArgs ?? defaultResumeArgs)(resume))
       ]
       // Marks every process the runtime starts, so jobs that leave its tree are still seen (below).
-      const marker = newRuntimeMarker()
-      const env = { ...options.env, ...marker.env }
+      const env = { ...options.env, ...runtimeEnv(config.runtimeMarker) }
       const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env }, config.cwd, {
         stripCarriageReturn: true
       }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
@@ -112,7 +111,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
 
       const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
       let nextRequest = 0
-      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
       /** The id of the `prompt` that started the turn: OMP may answer it twice, success then failure. */
       let turnPromptId: string | undefined
       /** OMP ended a run non-terminally: it will continue on its own (see `LocalState`). */
@@ -134,7 +133,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         autonomousRun
       })
 
-      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
+      const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
         const current = turn
         turn = undefined
         turnPromptId = undefined
@@ -177,7 +176,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         continuationPending = event.isTerminal === false
         config.onEvent({ _tag: "Activity" })
         config.onEvent({ _tag: "Reply", text: lastReply })
-        finishTurn(Exit.void)
+        finishTurn(Exit.succeed({ reply: lastReply === "" ? null : lastReply }))
       }
 
       const died = (code: number | null) =>
@@ -279,7 +278,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         persistence: Effect.sync(() => handleFor(provider, state)),
         startTurn: (text) =>
           Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<void, ProviderFailed>()
+            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
             turn = done
             // While the CLI runs a continuation of its own it rejects a plain prompt; queued as a
             // follow-up, the prompt runs next, and this turn ends with the run now streaming.
@@ -289,7 +288,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
               return busy
                 ? { type: "prompt", id, message: text, streamingBehavior: "followUp" }
                 : { type: "prompt", id, message: text }
-            }).pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
+            }).pipe(Effect.onError(() => Effect.sync(() => (turn = undefined))))
             return Deferred.await(done)
           }),
         steer: (text) =>
@@ -318,7 +317,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           // Last: a job that left the runtime's tree (`&` in a bash command) still holds work.
           const checked = Effect.flatMap(decided, (answer): Effect.Effect<Verdict, RuntimeProbeFailed> =>
             answer.permit
-              ? escapedProcesses(cli.pid, marker.value).pipe(
+              ? escapedProcesses(cli.pid, config.runtimeMarker).pipe(
                 Effect.map((escaped): Verdict => escaped.length === 0 ? answer : { permit: false, reason: escapedReason(escaped) }),
                 Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${error.message}` }))
               )

@@ -8,10 +8,11 @@ import {
   encodeDaemonMessage,
   type PluginMessage,
   PromptAccepted,
-  protocolVersion
+  protocolVersions
 } from "../../../domain/pluginProtocol.ts"
-import type { AgentClient, AgentSession, SessionConfig } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"
 
@@ -61,7 +62,8 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
   /** One plugin process and its session: requests by id, events to the registry. */
   const open = (config: SessionConfig, resumeSessionId: string | null) =>
     Effect.gen(function*() {
-      const plugin = yield* startLineProcess(options.plugin, config.cwd).pipe(
+      const command = { ...options.plugin, env: { ...options.plugin.env, ...runtimeEnv(config.runtimeMarker) } }
+      const plugin = yield* startLineProcess(command, config.cwd).pipe(
         Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`))
       )
       running.add(plugin)
@@ -70,13 +72,29 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       const pending = new Map<string, Deferred.Deferred<Reply, ProviderFailed>>()
       let nextRequest = 0
       let sessionId: string | undefined
-      let turn: Deferred.Deferred<void, ProviderFailed> | undefined
+      /** The negotiated protocol version; until then, the oldest. */
+      let version = 1
+      /** Turns started and not ended, by the daemon's turn id (the registry runs one at a time). */
+      const turns = new Map<string, Deferred.Deferred<TurnEnd, ProviderFailed>>()
       let promptsInFlight = 0
 
-      const finishTurn = (exit: Exit.Exit<void, ProviderFailed>) => {
-        const current = turn
-        turn = undefined
-        if (current !== undefined) Deferred.doneUnsafe(current, exit)
+      const finishTurn = (turnId: string, exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
+        const turn = turns.get(turnId)
+        turns.delete(turnId)
+        if (turn !== undefined) Deferred.doneUnsafe(turn, exit)
+      }
+
+      /**
+       * The turn a turn event ends. Version 2 names it and anything else is refused; version 1 names
+       * none, and ends the one turn running.
+       */
+      const turnOf = (event: { readonly type: string; readonly turnId?: string | undefined }): string | string[] => {
+        if (version >= 2) {
+          if (event.turnId === undefined) return [`${event.type} without a turnId (protocol ${version} requires one)`]
+          return turns.has(event.turnId) ? event.turnId : [`${event.type} for turn ${event.turnId}, which is not running`]
+        }
+        const running = [...turns.keys()]
+        return running.length === 1 ? running[0]! : [`${event.type} while ${running.length} turns run`]
       }
 
       const handle = (message: PluginMessage): Effect.Effect<void> => {
@@ -92,15 +110,25 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         }
         switch (message.type) {
           case "timeline":
+            // Version 2: output must belong to the running turn; a chunk for any other is refused.
+            if (version >= 2 && (message.turnId === undefined || !turns.has(message.turnId))) {
+              return logProtocolError(`timeline for turn ${message.turnId ?? "(none)"}, which is not running`)
+            }
             config.onEvent({ _tag: "Activity" })
             return Effect.void
-          case "turn.completed":
+          case "turn.completed": {
+            const turnId = turnOf(message)
+            if (typeof turnId !== "string") return logProtocolError(turnId[0]!)
             config.onEvent({ _tag: "Reply", text: message.reply })
-            finishTurn(Exit.void)
+            finishTurn(turnId, Exit.succeed({ reply: message.reply === "" ? null : message.reply }))
             return Effect.void
-          case "turn.failed":
-            finishTurn(Exit.fail(failed("turn", message.message)))
+          }
+          case "turn.failed": {
+            const turnId = turnOf(message)
+            if (typeof turnId !== "string") return logProtocolError(turnId[0]!)
+            finishTurn(turnId, Exit.fail(failed("turn", message.message)))
             return Effect.void
+          }
           case "notification":
             // Handed to the registry, which counts it as the agent's own activity.
             config.onEvent({ _tag: "Reply", text: message.text })
@@ -121,7 +149,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
           const error = failed("process", `plugin exited with code ${code}`)
           for (const waiter of pending.values()) Deferred.doneUnsafe(waiter, Exit.fail(error))
           pending.clear()
-          finishTurn(Exit.fail(error))
+          for (const turnId of [...turns.keys()]) finishTurn(turnId, Exit.fail(error))
         })
 
       // The reader lives as long as the process: a bad line is logged and skipped, never fatal.
@@ -161,11 +189,20 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         )
 
       const setup = Effect.gen(function*() {
-        const connected = yield* request("connect", { type: "connect", protocolVersion, home: options.home })
+        const connected = yield* request("connect", {
+          type: "connect",
+          protocolVersion: 1,
+          protocolVersions,
+          home: options.home
+        })
         if (connected.type !== "connected") return yield* failed("connect", `expected connected, got ${connected.type}`)
-        if (connected.protocolVersion !== protocolVersion) {
-          return yield* failed("connect", `plugin speaks protocol ${connected.protocolVersion}, not ${protocolVersion}`)
+        if (!protocolVersions.includes(connected.protocolVersion)) {
+          return yield* failed(
+            "connect",
+            `plugin speaks protocol ${connected.protocolVersion}; this daemon speaks ${protocolVersions.join(", ")}`
+          )
         }
+        version = connected.protocolVersion
         const opened = yield* request("session.open", {
           type: "session.open",
           agentId: config.agentId,
@@ -192,10 +229,10 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       // A session the plugin cannot reopen has no handle, so it is never released (C5).
       const handleValue: PersistenceHandle | null = session.canResume ? { provider, sessionId: session.sessionId } : null
 
-      const prompt = (text: string, mode: "turn" | "steer") =>
+      const prompt = (text: string, mode: "turn" | "steer", turnId: string) =>
         Effect.suspend(() => {
           promptsInFlight++
-          return request("session.prompt", { type: "session.prompt", sessionId: session.sessionId, prompt: text, mode })
+          return request("session.prompt", { type: "session.prompt", sessionId: session.sessionId, prompt: text, mode, turnId })
             .pipe(
               Effect.flatMap(resultOf(decodePromptAccepted, "session.prompt")),
               Effect.ensuring(Effect.sync(() => promptsInFlight--))
@@ -206,19 +243,22 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         pid: plugin.pid,
         exited: Effect.asVoid(Deferred.await(plugin.exited)),
         persistence: Effect.succeed(handleValue),
-        startTurn: (text) =>
+        startTurn: (text, turnId) =>
           Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<void, ProviderFailed>()
-            turn = done
-            const { accepted } = yield* prompt(text, "turn").pipe(Effect.onError(() => Effect.sync(() => finishTurn(Exit.void))))
+            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
+            turns.set(turnId, done)
+            const { accepted } = yield* prompt(text, "turn", turnId).pipe(
+              Effect.onError(() => Effect.sync(() => turns.delete(turnId)))
+            )
             if (!accepted) {
-              finishTurn(Exit.void)
+              turns.delete(turnId)
               return yield* failed("session.prompt", "plugin did not accept the turn")
             }
             return Deferred.await(done)
           }),
-        steer: (text) =>
-          session.canSteer ? Effect.map(prompt(text, "steer"), ({ accepted }) => accepted) : Effect.succeed(false),
+        steer: session.canSteer
+          ? (text, turnId) => Effect.map(prompt(text, "steer", turnId), ({ accepted }) => accepted)
+          : undefined,
         outOfBand: () => undefined,
         respondToPermission: () => Effect.void,
         interrupt: Effect.asVoid(request("session.interrupt", { type: "session.interrupt", sessionId: session.sessionId })),
@@ -235,7 +275,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         canStopRuntime: session.canStop
           ? Effect.suspend(() => {
             // A turn or prompt in flight is an answer already; the plugin is not asked.
-            if (turn !== undefined || promptsInFlight > 0) return Effect.succeed(false)
+            if (turns.size > 0 || promptsInFlight > 0) return Effect.succeed(false)
             return request("session.can_stop_runtime", {
               type: "session.can_stop_runtime",
               sessionId: session.sessionId

@@ -14,7 +14,6 @@
  * skipped. /proc/<pid>/environ is the environment the process was exec'd with: a process started
  * with a scrubbed environment (`env -i`, a sandbox) carries no marker and is not seen.
  */
-import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { Effect, Schema } from "effect"
 import { descendantsIn, liveProcesses } from "./detachedGroups.ts"
@@ -22,11 +21,8 @@ import { descendantsIn, liveProcesses } from "./detachedGroups.ts"
 /** The environment variable that marks a runtime's processes. */
 export const runtimeMarkerName = "QUIESCE_RUNTIME"
 
-/** A fresh marker for one runtime: merge `env` into the CLI's environment. */
-export const newRuntimeMarker = () => {
-  const value = randomBytes(12).toString("hex")
-  return { value, env: { [runtimeMarkerName]: value } }
-}
+/** The environment that marks a runtime's processes with its marker (`SessionConfig.runtimeMarker`). */
+export const runtimeEnv = (marker: string): Readonly<Record<string, string>> => ({ [runtimeMarkerName]: marker })
 
 export interface EscapedProcess {
   readonly pid: number

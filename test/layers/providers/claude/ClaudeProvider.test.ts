@@ -8,10 +8,11 @@ import { Effect, Exit, Layer, Logger, References } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
 import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
+import { freshMarker, markerOf } from "../runtimeMarker.ts"
 
 const fakeClaude = join(import.meta.dirname, "../../../fixtures/fakeClaude.mjs")
 
@@ -79,7 +80,13 @@ const setup = Effect.fnUntraced(function*(env: Readonly<Record<string, string>> 
     onSpawn: (pid) => pids.push(pid)
   }
   const client = yield* ClaudeProvider.makeClaudeClient(options)
-  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  const config: SessionConfig = {
+    agentId: "a1",
+    cwd: dir,
+    labels: {},
+    runtimeMarker: freshMarker(),
+    onEvent: (event) => void events.push(event)
+  }
   /** Each start's argv, then the lines it was sent, in order. */
   const received = () => existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").filter((line) => line !== "") : []
   return { client, config, options, pids, events, received, dir }
@@ -97,7 +104,7 @@ describe("claude provider: sessions and turns", () => {
       const requested = argv[argv.indexOf("--session-id") + 1]
       assert.isString(requested)
       assert.isNull(yield* session.persistence, "nothing is saved before the first turn")
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       assert.deepStrictEqual(yield* session.persistence, { provider: "claude", sessionId: String(requested) })
       yield* session.close
     })))
@@ -106,8 +113,10 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup()
       const session = yield* client.create(config)
-      assert.isFalse(yield* session.steer("nothing to steer into"))
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.isDefined(session.steer, "Claude can steer")
+      assert.isFalse(yield* session.steer("nothing to steer into", "turn-0"))
+      const end = yield* Effect.flatten(session.startTurn("hello", "turn-1"))
+      assert.deepStrictEqual(end, { reply: "echo: hello", interrupted: false }, "the turn succeeds with its reply")
       assert.deepStrictEqual(replies(events), ["echo: hello"])
       assert.isTrue(events.some((event) => event._tag === "Activity"))
       yield* session.close
@@ -117,11 +126,14 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, received } = yield* setup()
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("hold")
+      const done = yield* session.startTurn("hold", "turn-1")
       assert.isFalse(yield* session.canStopRuntime!)
-      assert.isTrue(yield* session.steer("and this"))
+      assert.isDefined(session.steer)
+      assert.isTrue(yield* session.steer("and this", "turn-1"))
+      yield* eventually(Effect.sync(() => received().some((line) => line.includes("and this"))), "the steer reaches the CLI")
       yield* session.interrupt
-      yield* done
+      // The CLI ends an interrupted turn with an error result: the turn ends, cut short, with what it said so far.
+      assert.deepStrictEqual(yield* done, { reply: "working", interrupted: true })
       assert.isTrue(received().some((line) => line.includes(`"subtype":"interrupt"`)))
       yield* session.close
     })))
@@ -130,9 +142,9 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup()
       const session = yield* client.create(config)
-      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail")))
+      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail", "turn-1")))
       assert.strictEqual(failureTag(exit), "ProviderFailed: success: API Error: 500 overloaded")
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("hello", "turn-2")), { reply: "echo: hello", interrupted: false })
       assert.deepStrictEqual(replies(events), ["API Error: 500 overloaded", "echo: hello"])
       yield* session.close
     })))
@@ -141,13 +153,13 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, received } = yield* setup()
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       const handle = yield* session.persistence
       assert.isNotNull(handle)
       yield* session.close
       const resumed = yield* client.resume(handle!, config)
       assert.deepStrictEqual(yield* resumed.persistence, handle, "known before any turn")
-      yield* Effect.flatten(resumed.startTurn("again"))
+      assert.strictEqual((yield* Effect.flatten(resumed.startTurn("again", "turn-2"))).reply, "echo: again")
       assert.deepStrictEqual(yield* resumed.persistence, handle)
       const starts = received().filter((line) => line.startsWith("["))
       assert.strictEqual(starts.length, 2)
@@ -161,12 +173,12 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, received } = yield* setup()
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("permission")
+      const done = yield* session.startTurn("permission", "turn-1")
       yield* eventually(Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")), "the request")
       const requested = events.find((event) => event._tag === "PermissionRequested")
       assert.isFalse(yield* session.canStopRuntime!)
       yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", true)
-      yield* done
+      assert.deepStrictEqual(yield* done, { reply: "allowed", interrupted: false })
       assert.deepStrictEqual(replies(events), ["allowed"])
       assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
       assert.isTrue(received().some((line) => line.includes(`"behavior":"allow"`)))
@@ -177,7 +189,7 @@ describe("claude provider: sessions and turns", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup()
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("permission")
+      const done = yield* session.startTurn("permission", "turn-1")
       yield* eventually(Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")), "the request")
       yield* session.interrupt
       yield* done
@@ -192,7 +204,7 @@ describe("claude provider: sessions and turns", () => {
       const lines: Array<string> = []
       // The line reader is forked by create; it logs where create was told to.
       const session = yield* logInto(lines)(client.create(config))
-      yield* Effect.flatten(session.startTurn("garbage"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("garbage", "turn-1"))).reply, "echo: garbage")
       assert.isAtLeast(lines.filter((line) => line.includes("Claude stream-json protocol error")).length, 1)
       assert.deepStrictEqual(replies(events), ["echo: garbage"])
       yield* eventually(session.canStopRuntime!, "the probe permits")
@@ -221,9 +233,9 @@ describe("claude provider: the runtime safety probe (P2)", () => {
       const { client, config, events } = yield* setup({ FAKE_CLAUDE_WAKE_MS: "800" })
       const session = yield* client.create(config)
       const probe = session.canStopRuntime!
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       yield* eventually(probe, "an idle runtime is permitted")
-      yield* Effect.flatten(session.startTurn("job t1 500"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("job t1 500", "turn-2"))).reply, "started t1")
       const reasons = new Set<string>()
       // Poll through the job's end, its report and the turn the report wakes, collecting reasons.
       yield* eventually(
@@ -245,7 +257,7 @@ describe("claude provider: the runtime safety probe (P2)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config } = yield* setup({ FAKE_CLAUDE_VERSION: "none", FAKE_CLAUDE_NO_ROSTER: "1" })
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       assert.include(yield* probeFailure(session.canStopRuntime!), "RuntimeProbeFailed: the CLI has not reported its version yet")
       yield* session.close
     })))
@@ -255,7 +267,7 @@ describe("claude provider: the runtime safety probe (P2)", () => {
       // 2.1.332 is known to report its roster, and none was ever seen: the cached roster is the empty fresh one.
       const { client, config } = yield* setup({ FAKE_CLAUDE_NO_ROSTER: "1" })
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       assert.include(yield* probeFailure(session.canStopRuntime!), "RuntimeProbeFailed: no roster within")
       yield* session.close
     })))
@@ -264,14 +276,14 @@ describe("claude provider: the runtime safety probe (P2)", () => {
     Effect.scoped(Effect.gen(function*() {
       const silent = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220", FAKE_CLAUDE_NO_ROSTER: "1" })
       const old = yield* silent.client.create(silent.config)
-      yield* Effect.flatten(old.startTurn("hello"))
+      yield* Effect.flatten(old.startTurn("hello", "turn-1"))
       assert.include(yield* probeFailure(old.canStopRuntime!), "predates 2.1.292 and has sent no roster")
       yield* old.close
 
       // The same version that answers the probe's initialize with a roster is believed.
       const reporting = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220" })
       const session = yield* reporting.client.create(reporting.config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       yield* eventually(session.canStopRuntime!, "the probe permits")
       yield* session.close
     })))
@@ -280,7 +292,7 @@ describe("claude provider: the runtime safety probe (P2)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config } = yield* setup({ FAKE_CLAUDE_VERSION: "nightly", FAKE_CLAUDE_NO_ROSTER: "1" })
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      yield* Effect.flatten(session.startTurn("hello", "turn-1"))
       assert.include(yield* probeFailure(session.canStopRuntime!), `unparseable CLI version "nightly"`)
       yield* session.close
     })))
@@ -291,12 +303,15 @@ describe("claude provider: processes", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, pids } = yield* setup()
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("job long 60000"))
+      yield* Effect.flatten(session.startTurn("job long 60000", "turn-1"))
       assert.isFalse(yield* session.canStopRuntime!)
       const [cli, ...shells] = pids
       assert.strictEqual(session.pid, cli)
       assert.strictEqual(shells.length, 1, "the job's group was reported")
       assert.isTrue(groupAlive(shells[0]!))
+      // Everything the runtime starts carries its marker, the CLI and the shells it detached alike.
+      assert.strictEqual(markerOf(cli!), config.runtimeMarker)
+      assert.strictEqual(markerOf(shells[0]!), config.runtimeMarker)
       yield* session.close
       yield* eventually(Effect.sync(() => !groupAlive(cli!) && !groupAlive(shells[0]!)), "both groups are gone")
     })))
@@ -307,11 +322,11 @@ describe("claude provider: processes", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const { client, config, pids: started } = yield* setup()
         const dying = yield* client.create(config)
-        yield* Effect.flatten(dying.startTurn("job one 60000"))
+        yield* Effect.flatten(dying.startTurn("job one 60000", "turn-1"))
         process.kill(-dying.pid!, "SIGKILL")
         yield* dying.exited!
         const kept = yield* client.create(config)
-        yield* Effect.flatten(kept.startTurn("job two 60000"))
+        yield* Effect.flatten(kept.startTurn("job two 60000", "turn-1"))
         pids.push(...started)
       }))
       assert.strictEqual(pids.length, 4, "two CLIs and two job groups")

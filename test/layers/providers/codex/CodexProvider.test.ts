@@ -9,9 +9,10 @@ import { Effect, Exit, Logger } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
 import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { freshMarker, markerOf } from "../runtimeMarker.ts"
 
 const fakeCodex = join(import.meta.dirname, "../../../fixtures/fakeCodexAppServer.mjs")
 
@@ -46,7 +47,13 @@ const setup = Effect.fnUntraced(function*(extraEnv: Readonly<Record<string, stri
     closeGrace: "1 second",
     onSpawn: (pid) => pids.push(pid)
   })
-  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  const config: SessionConfig = {
+    agentId: "a1",
+    cwd: dir,
+    labels: {},
+    runtimeMarker: freshMarker(),
+    onEvent: (event) => void events.push(event)
+  }
   return { client, config, setState, methodsSeen, pids, events }
 })
 
@@ -103,7 +110,7 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, methodsSeen } = yield* setup()
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("ask to run a command"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("ask to run a command", "turn-1"))).reply, "asked")
       const requested = events.find((event) => event._tag === "PermissionRequested")
       assert.isDefined(requested)
       const before = methodsSeen().length
@@ -135,7 +142,7 @@ describe("codex provider: the runtime safety probe (P3)", () => {
         const { client, config, events, methodsSeen } = yield* setup()
         const session = yield* client.create(config)
         for (const [allow, expected, n] of [[true, allowed, 1], [false, denied, 2]] as const) {
-          yield* Effect.flatten(session.startTurn(`ask-${method} please`))
+          yield* Effect.flatten(session.startTurn(`ask-${method} please`, `turn-${n}`))
           const requested = events.filter((event) => event._tag === "PermissionRequested").at(-1)
           assert.isFalse(yield* session.canStopRuntime!)
           yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", allow)
@@ -160,7 +167,8 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       const session = yield* client.create(config).pipe(Effect.provide(capture))
       for (const [n, method] of ["item/tool/requestUserInput", "mcpServer/elicitation/request", "item/tool/call"].entries()) {
         // The peer ends the turn only once its request is answered.
-        yield* Effect.flatten(session.startTurn(`request-${method} now`))
+        const end = yield* Effect.flatten(session.startTurn(`request-${method} now`, `turn-${n + 1}`))
+        assert.deepStrictEqual(end, { reply: "answered", interrupted: false })
         assert.include(
           methodsSeen(),
           `response:srv-${n + 1}:{"error":{"code":-32601,"message":"not supported by Quiesce"}}`
@@ -175,12 +183,12 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, methodsSeen } = yield* setup()
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("spawn a helper"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("spawn a helper", "turn-1"))).reply, "spawned")
       assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentStarted"), [{ _tag: "SubagentStarted", id: "agent-1" }])
       const before = methodsSeen().length
       assert.isFalse(yield* session.canStopRuntime!)
       assert.strictEqual(methodsSeen().length, before)
-      yield* Effect.flatten(session.startTurn("reap it"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("reap it", "turn-2"))).reply, "reaped")
       assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentFinished"), [{ _tag: "SubagentFinished", id: "agent-1" }])
       assert.isTrue(yield* session.canStopRuntime!)
       yield* session.close
@@ -190,13 +198,15 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, methodsSeen } = yield* setup()
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("hold on")
+      const done = yield* session.startTurn("hold on", "turn-1")
       const before = methodsSeen().length
       assert.isFalse(yield* session.canStopRuntime!)
       assert.strictEqual(methodsSeen().length, before)
-      assert.isTrue(yield* session.steer("also this"))
+      assert.isDefined(session.steer, "Codex can steer")
+      assert.isTrue(yield* session.steer("also this", "turn-1"))
+      assert.include(methodsSeen(), "turn/steer")
       yield* session.interrupt
-      yield* done
+      assert.deepStrictEqual(yield* done, { reply: "interrupted", interrupted: true }, "Codex reports the turn cut short")
       assert.isTrue(yield* session.canStopRuntime!)
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "interrupted" })
       yield* session.close
@@ -206,19 +216,22 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup()
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("hello", "turn-1"))).reply, "echo: hello")
       const replied = events.filter((event) => event._tag === "Reply").length
       // The peer completes turn-1 again, before and after answering turn/start for turn-2, which runs on.
-      const done = yield* session.startTurn("stale completions arrive")
+      const done = yield* session.startTurn("stale completions arrive", "turn-2")
+      const steer = session.steer
+      assert.isDefined(steer)
       // Steering needs the turn's id, and its response follows both stale completions on the wire.
       let steered = false
       yield* eventually(() => steered, "the turn can be steered", 40).pipe(
-        Effect.raceFirst(Effect.forever(Effect.tap(session.steer("go on"), (ok) => Effect.sync(() => (steered = ok)))))
+        Effect.raceFirst(Effect.forever(Effect.tap(steer("go on", "turn-2"), (ok) => Effect.sync(() => (steered = ok)))))
       )
       assert.strictEqual(events.filter((event) => event._tag === "Reply").length, replied, "no completion was taken for this turn")
       assert.isFalse(yield* session.canStopRuntime!, "the current turn still runs")
       yield* session.interrupt
-      yield* done
+      // Its own end, not a stale one: the reply it gave and the interruption.
+      assert.deepStrictEqual(yield* done, { reply: "interrupted", interrupted: true })
       assert.isTrue(yield* session.canStopRuntime!)
       yield* session.close
     })))
@@ -227,8 +240,10 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup()
       const session = yield* client.create(config)
-      assert.isFalse(yield* session.steer("nothing to steer into"))
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.isDefined(session.steer)
+      assert.isFalse(yield* session.steer("nothing to steer into", "turn-0"))
+      const end = yield* Effect.flatten(session.startTurn("hello", "turn-1"))
+      assert.deepStrictEqual(end, { reply: "echo: hello", interrupted: false })
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "echo: hello" })
       yield* session.close
     })))
@@ -237,10 +252,10 @@ describe("codex provider: the runtime safety probe (P3)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config } = yield* setup()
       const session = yield* client.create(config)
-      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail please")))
+      const exit = yield* Effect.exit(Effect.flatten(session.startTurn("fail please", "turn-1")))
       assert.strictEqual(probeFailure(exit), "ProviderFailed")
       assert.include(Exit.isFailure(exit) ? String(exit.cause) : "", "model refused")
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("hello", "turn-2"))).reply, "echo: hello")
       assert.isTrue(yield* session.canStopRuntime!)
       yield* session.close
     })))
@@ -275,6 +290,7 @@ describe("codex provider: persistence and processes", () => {
       assert.strictEqual(pids.length, 1)
       assert.strictEqual(session.pid, pids[0])
       assert.isTrue(groupAlive(pids[0]!))
+      assert.strictEqual(markerOf(pids[0]!), config.runtimeMarker, "the server carries the runtime's marker")
       yield* session.close
       yield* eventually(() => !groupAlive(pids[0]!), "the group is gone")
     })))
@@ -291,7 +307,7 @@ describe("codex provider: persistence and processes", () => {
       Effect.scoped(Effect.gen(function*() {
         const { client, config, pids } = yield* setup()
         const session = yield* client.create(config)
-        yield* Effect.flatten(session.startTurn("detach a dev server"))
+        assert.strictEqual((yield* Effect.flatten(session.startTurn("detach a dev server", "turn-1"))).reply, "detached")
         assert.strictEqual(pids.length, 2, "the command's group was reported")
         const [server, command] = pids
         assert.notStrictEqual(command, server)

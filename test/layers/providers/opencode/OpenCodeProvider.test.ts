@@ -9,13 +9,15 @@ import { Deferred, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
 import {
   makeOpenCodeClient,
   type OpenCodeProviderOptions,
   type OpenCodeServerInfo
 } from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
+import { freshMarker, markedStray, markerOf } from "../runtimeMarker.ts"
 
 const fakeServer = join(import.meta.dirname, "../../../fixtures/fakeOpencodeServer.mjs")
 
@@ -30,7 +32,7 @@ const eventually = (condition: () => boolean, what: string, tries = 100) =>
 
 interface Harness {
   readonly client: Effect.Success<ReturnType<typeof makeOpenCodeClient>>
-  readonly config: { readonly agentId: string; readonly cwd: string; readonly labels: {}; readonly onEvent: (event: SessionEvent) => void }
+  readonly config: SessionConfig
   readonly events: Array<SessionEvent>
   readonly servers: Array<OpenCodeServerInfo>
   /** Merges state into the newest server's scripted inventories; its JSON answer. */
@@ -76,7 +78,13 @@ const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness
               post(`/session?directory=${encodeURIComponent(dir)}`, { parentID }).pipe(
                 Effect.map((created) => Schema.decodeUnknownSync(Schema.Struct({ id: Schema.String }))(created).id)
               )
-            const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+            const config: SessionConfig = {
+              agentId: "a1",
+              cwd: dir,
+              labels: {},
+              runtimeMarker: freshMarker(),
+              onEvent: (event) => void events.push(event)
+            }
             yield* body({ client, config, events, servers, control, createSession })
           }))
           yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no server process group is left")
@@ -112,8 +120,10 @@ describe("opencode provider", () => {
         assert.strictEqual(handle?.provider, "opencode")
         assert.match(handle?.sessionId ?? "", /^ses_/)
         assert.strictEqual(handle?.sessionId, servers[0]!.sessionId)
-        const done = yield* session.startTurn("hello")
-        yield* done
+        assert.strictEqual(markerOf(session.pid!), config.runtimeMarker, "the server carries the runtime's marker")
+        assert.isUndefined(session.steer, "OpenCode does not steer: the registry queues the prompt instead")
+        const done = yield* session.startTurn("hello", "turn-1")
+        assert.deepStrictEqual(yield* done, { reply: "echo: hello" }, "the turn succeeds with its reply")
         assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
         assert.isTrue(events.some((event) => event._tag === "Activity"))
         assert.isTrue(yield* session.canStopRuntime!)
@@ -125,14 +135,14 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config, servers }) =>
       Effect.gen(function*() {
         const first = yield* client.create(config)
-        yield* Effect.flatten(first.startTurn("one"))
+        assert.strictEqual((yield* Effect.flatten(first.startTurn("one", "turn-1"))).reply, "echo: one")
         const handle = (yield* first.persistence)!
         yield* first.close
         const resumed = yield* client.resume(handle, config)
         assert.strictEqual((yield* resumed.persistence)?.sessionId, handle.sessionId)
         assert.notStrictEqual(resumed.pid, first.pid)
         assert.strictEqual(servers[1]!.sessionId, handle.sessionId)
-        yield* Effect.flatten(resumed.startTurn("two"))
+        assert.strictEqual((yield* Effect.flatten(resumed.startTurn("two", "turn-2"))).reply, "echo: two")
         yield* resumed.close
 
         const missing = yield* Effect.exit(client.resume({ ...handle, sessionId: "ses_missing" }, config))
@@ -144,20 +154,46 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        const done = yield* session.startTurn("HANG")
+        assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("one", "turn-0")), { reply: "echo: one" })
+        const done = yield* session.startTurn("HANG", "turn-1")
         const waiting = yield* Effect.forkChild(done)
         assert.isFalse(yield* session.canStopRuntime!)
         yield* session.interrupt
         const exit = yield* Fiber.await(waiting)
         assert.isTrue(Exit.isSuccess(exit), "an aborted turn ends, it does not fail")
+        // It never answered: its reply is none, never the previous turn's.
+        if (Exit.isSuccess(exit)) assert.isNull(exit.value.reply)
         assert.isTrue(yield* session.canStopRuntime!)
+      })))
+
+  it.live("a process carrying the runtime's marker outside the server's tree vetoes; another runtime's does not", () =>
+    withClient(trusting, ({ client, config }) =>
+      Effect.gen(function*() {
+        const session = yield* client.create(config)
+        const probe = session.canStopRuntime!
+        assert.isTrue(yield* probe)
+        const other = yield* markedStray(freshMarker())
+        assert.isTrue(yield* probe, "a process of another runtime is none of this one's")
+        other.kill()
+        const stray = yield* markedStray(config.runtimeMarker)
+        const logs: Array<LogEntry> = []
+        assert.isFalse(yield* recordingLogs(logs)(probe), "the config's marker is what the probe looks for")
+        assert.isTrue(
+          logs.some((entry) => String(entry.annotations["reason"]).includes(`(pid ${stray.pid})`)),
+          "the veto names the escaped process"
+        )
+        stray.kill()
+        let permitted = false
+        yield* eventually(() => permitted, "the ended process no longer vetoes").pipe(
+          Effect.raceFirst(Effect.forever(Effect.tap(probe, (ok) => Effect.sync(() => (permitted = ok)))))
+        )
       })))
 
   it.live("a session error fails the turn", () =>
     withClient(trusting, ({ client, config }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        const exit = yield* Effect.exit(Effect.flatten(session.startTurn("FAIL please")))
+        const exit = yield* Effect.exit(Effect.flatten(session.startTurn("FAIL please", "turn-1")))
         assert.isTrue(Exit.isFailure(exit))
         if (Exit.isFailure(exit)) assert.include(String(exit.cause), "UnknownError")
       })))
@@ -166,14 +202,14 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config, events }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        const done = yield* session.startTurn("PERMISSION")
+        const done = yield* session.startTurn("PERMISSION", "turn-1")
         yield* eventually(() => events.some((event) => event._tag === "PermissionRequested"), "the permission is asked")
         const asked = events.find((event) => event._tag === "PermissionRequested")
         const id = asked?._tag === "PermissionRequested" ? asked.id : ""
         assert.match(id, /^per_/)
         assert.isFalse(yield* session.canStopRuntime!)
         yield* session.respondToPermission(id, true)
-        yield* done
+        assert.strictEqual((yield* done).reply, "echo: PERMISSION")
         assert.isTrue(events.some((event) => event._tag === "PermissionResolved" && event.id === id))
         assert.strictEqual(events.filter((event) => event._tag === "PermissionResolved").length, 1)
         assert.isTrue(yield* session.canStopRuntime!)
@@ -262,7 +298,7 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config, control }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        const done = yield* session.startTurn("HANG")
+        const done = yield* session.startTurn("HANG", "turn-1")
         yield* control({ exit: true })
         const exit = yield* Effect.exit(done)
         assert.isTrue(Exit.isFailure(exit))
@@ -361,12 +397,13 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config, control }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        yield* Effect.flatten(session.startTurn("one"))
+        yield* Effect.flatten(session.startTurn("one", "turn-1"))
         yield* control({ dropEvents: true })
         yield* Effect.sleep("100 millis")
-        yield* Effect.flatten(session.startTurn("two")).pipe(
+        const two = yield* Effect.flatten(session.startTurn("two", "turn-2")).pipe(
           Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.die("the turn hung after the stream ended") })
         )
+        assert.strictEqual(two.reply, "echo: two")
         assert.isTrue(yield* session.canStopRuntime!)
       })))
 
@@ -374,7 +411,7 @@ describe("opencode provider", () => {
     withClient(trusting, ({ client, config, control }) =>
       Effect.gen(function*() {
         const session = yield* client.create(config)
-        const done = yield* session.startTurn("HANG")
+        const done = yield* session.startTurn("HANG", "turn-1")
         yield* control({ refuseEvents: true })
         yield* control({ dropEvents: true })
         const exit = yield* Effect.exit(done).pipe(
@@ -382,7 +419,7 @@ describe("opencode provider", () => {
         )
         assert.isTrue(Exit.isFailure(exit))
         if (Exit.isFailure(exit)) assert.include(String(exit.cause), "ProviderFailed")
-        const next = yield* Effect.exit(session.startTurn("again"))
+        const next = yield* Effect.exit(session.startTurn("again", "turn-2"))
         assert.isTrue(Exit.isFailure(next))
         const probe = yield* Effect.exit(session.canStopRuntime!)
         assert.isTrue(Exit.isFailure(probe))

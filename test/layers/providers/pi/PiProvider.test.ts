@@ -8,12 +8,13 @@ import { Effect, Exit } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
 import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
 import { missingSettlement, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { descendantGroups } from "../../../../src/layers/providers/process/detachedGroups.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
+import { freshMarker, markedStray, markerOf } from "../runtimeMarker.ts"
 
 const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
 
@@ -21,6 +22,15 @@ const tempDir = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-pi-"))),
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
+
+const eventuallyEffect = <E>(condition: Effect.Effect<boolean, E>, what: string, tries = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < tries; i++) {
+      if (yield* condition) return
+      yield* Effect.sleep("50 millis")
+    }
+    assert.fail(`timed out waiting until ${what}`)
+  })
 
 const eventually = (condition: () => boolean, what: string, tries = 100) =>
   Effect.gen(function*() {
@@ -59,7 +69,13 @@ const setup = Effect.fnUntraced(function*(
     closeGrace: "1 second",
     onSpawn: (pid) => pids.push(pid)
   })
-  const config = { agentId: "a1", cwd: dir, labels: {}, onEvent: (event: SessionEvent) => events.push(event) }
+  const config: SessionConfig = {
+    agentId: "a1",
+    cwd: dir,
+    labels: {},
+    runtimeMarker: freshMarker(),
+    onEvent: (event) => void events.push(event)
+  }
   return { client, config, setState, pids, events, dir }
 })
 
@@ -129,13 +145,14 @@ describe("pi provider: the runtime safety probe (P5)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events, setState } = yield* setup("pi")
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("hold on")
+      const done = yield* session.startTurn("hold on", "turn-1")
       // Even a CLI claiming idle is not believed while the adapter's turn runs.
       setState({ isStreaming: false })
       assert.isFalse(yield* session.canStopRuntime!)
-      assert.isTrue(yield* session.steer("also this"))
+      assert.isDefined(session.steer, "Pi can steer")
+      assert.isTrue(yield* session.steer("also this", "turn-1"))
       yield* session.interrupt
-      yield* done
+      assert.strictEqual((yield* done).reply, "aborted", "the aborted turn ends with what it said")
       setState({})
       assert.isTrue(yield* session.canStopRuntime!)
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "aborted" }])
@@ -146,8 +163,9 @@ describe("pi provider: the runtime safety probe (P5)", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, events } = yield* setup("pi")
       const session = yield* client.create(config)
-      assert.isFalse(yield* session.steer("nothing to steer into"))
-      yield* Effect.flatten(session.startTurn("hello"))
+      assert.isDefined(session.steer)
+      assert.isFalse(yield* session.steer("nothing to steer into", "turn-0"))
+      assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("hello", "turn-1")), { reply: "echo: hello" })
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
       assert.isTrue(events.some((event) => event._tag === "Activity"))
       yield* session.close
@@ -162,10 +180,9 @@ describe("pi provider: extension dialogs and failures", () => {
       // The session's reader logs with what its creation was given.
       const session = yield* recordingLogs(logs)(client.create(config))
       // The peer's run ends only once its select dialog is answered; the reply is the answer.
-      yield* Effect.flatten(session.startTurn("dialog please"))
-      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [
-        { _tag: "Reply", text: JSON.stringify({ type: "extension_ui_response", id: "ui-2", cancelled: true }) }
-      ])
+      const answer = JSON.stringify({ type: "extension_ui_response", id: "ui-2", cancelled: true })
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("dialog please", "turn-1"))).reply, answer)
+      assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: answer }])
       assert.isTrue(logs.some((entry) => entry.level === "Warn" && entry.message.includes("select")))
       assert.isFalse(logs.some((entry) => entry.message.includes("notify")), "a notification is not answered")
       assert.isTrue(yield* session.canStopRuntime!)
@@ -184,7 +201,7 @@ describe("pi provider: extension dialogs and failures", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, pids } = yield* setup("pi")
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("command that runs on")
+      const done = yield* session.startTurn("command that runs on", "turn-1")
       yield* eventually(() => descendantGroups(pids[0]!).length === 1, "the command runs")
       yield* session.close
       yield* Effect.exit(done)
@@ -202,7 +219,7 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
       const session = yield* client.create(config)
       const replies = () => events.filter((event) => event._tag === "Reply")
       // The foreground turn ends with the run, though OMP still owes the job's result.
-      yield* Effect.flatten(session.startTurn("async job"))
+      assert.strictEqual((yield* Effect.flatten(session.startTurn("async job", "turn-1"))).reply, "started: async job")
       assert.deepStrictEqual(replies(), [{ _tag: "Reply", text: "started: async job" }])
       assert.isFalse(yield* session.canStopRuntime!, "a scheduled continuation vetoes")
       // The job ends: OMP starts a run of its own to deliver the result.
@@ -221,11 +238,11 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config, dir, events } = yield* setup("omp")
       const session = yield* client.create(config)
-      yield* Effect.flatten(session.startTurn("async job"))
+      yield* Effect.flatten(session.startTurn("async job", "turn-1"))
       const before = events.length
       writeFileSync(join(dir, "gate"), "")
       yield* eventually(() => events.length > before, "OMP's own run starts")
-      const done = yield* session.startTurn("next")
+      const done = yield* session.startTurn("next", "turn-2")
       writeFileSync(join(dir, "gate.2"), "")
       yield* done
       yield* eventually(
@@ -240,7 +257,7 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
     Effect.scoped(Effect.gen(function*() {
       const { client, config } = yield* setup("omp")
       const session = yield* client.create(config)
-      const done = yield* session.startTurn("late-fail please")
+      const done = yield* session.startTurn("late-fail please", "turn-1")
       const exit = yield* Effect.exit(done)
       assert.isTrue(Exit.isFailure(exit))
       assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "the model is unavailable")
@@ -293,8 +310,30 @@ describe("pi provider: persistence and processes", () => {
       assert.strictEqual(pids.length, 1)
       assert.strictEqual(session.pid, pids[0])
       assert.isTrue(groupAlive(pids[0]!))
+      assert.strictEqual(markerOf(pids[0]!), config.runtimeMarker, "the CLI carries the runtime's marker")
       yield* session.close
       yield* eventually(() => !groupAlive(pids[0]!), "the group is gone")
+    })))
+
+  it.live("a process carrying the runtime's marker outside its tree vetoes; another runtime's does not", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { client, config } = yield* setup("pi")
+      const session = yield* client.create(config)
+      const probe = session.canStopRuntime!
+      assert.isTrue(yield* probe)
+      const other = yield* markedStray(freshMarker())
+      assert.isTrue(yield* probe, "a process of another runtime is none of this one's")
+      other.kill()
+      const stray = yield* markedStray(config.runtimeMarker)
+      const logs: Array<LogEntry> = []
+      assert.isFalse(yield* recordingLogs(logs)(probe), "the config's marker is what the probe looks for")
+      assert.isTrue(
+        logs.some((entry) => String(entry.annotations["reason"]).includes(`(pid ${stray.pid})`)),
+        "the veto names the escaped process"
+      )
+      stray.kill()
+      yield* eventuallyEffect(probe, "the ended process no longer vetoes")
+      yield* session.close
     })))
 
   it.live("the provider's scope ends every process it started", () =>

@@ -11,9 +11,11 @@ import { groupAlive, signalGroup } from "../../../../src/layers/providers/plugin
 import {
   escapedProcesses,
   escapedReason,
-  newRuntimeMarker
+  runtimeEnv,
+  runtimeMarkerName
 } from "../../../../src/layers/providers/process/escapedProcesses.ts"
 import { startLineProcess } from "../../../../src/layers/providers/process/lineProcess.ts"
+import { freshMarker, markerOf } from "../runtimeMarker.ts"
 
 /** The orphan: `( … & )` forks twice, so it is reparented as soon as the subshell exits. */
 const script = [
@@ -48,8 +50,8 @@ describe("escapedProcesses", () => {
   it.live("finds a marked orphan while it runs, never the runtime's own tree, and nothing once it has ended", () =>
     Effect.gen(function*() {
       const scope = yield* Effect.scope
-      const marker = newRuntimeMarker()
-      const tree = yield* startLineProcess({ command: "sh", args: ["-c", script], env: marker.env }, process.cwd())
+      const marker = freshMarker()
+      const tree = yield* startLineProcess({ command: "sh", args: ["-c", script], env: runtimeEnv(marker) }, process.cwd())
       const pids = new Map<string, number>()
       yield* tree.readLines(scope, {
         decode: (line) => Effect.succeed(line.split(" ")),
@@ -69,18 +71,19 @@ describe("escapedProcesses", () => {
       const orphan = pids.get("orphan")!
       const child = pids.get("child")!
       assert.isTrue(alive(orphan) && alive(child))
+      assert.strictEqual(markerOf(tree.pid), marker, "runtimeEnv marks the process it is given to")
 
-      const escaped = yield* escapedProcesses(tree.pid, marker.value)
+      const escaped = yield* escapedProcesses(tree.pid, marker)
       assert.deepStrictEqual(escaped.map((one) => one.pid), [orphan], "only the orphan is outside the tree")
       assert.include(escaped[0]!.command, "sleep 30")
       assert.match(escapedReason(escaped), /^1 process started by the runtime run outside it: sleep 30 \(pid \d+\)$/)
-      assert.deepStrictEqual(yield* escapedProcesses(tree.pid, newRuntimeMarker().value), [], "another runtime's marker")
+      assert.deepStrictEqual(yield* escapedProcesses(tree.pid, freshMarker()), [], "another runtime's marker")
 
       // The orphan ran in a session of its own: it is ended by its group, which it leads.
       signalGroup(orphan, "SIGKILL")
       // An ended process not yet reaped (by init, here) runs nothing and is not counted.
       yield* eventuallyEffect(
-        Effect.map(escapedProcesses(tree.pid, marker.value), (escaped) => escaped.length === 0),
+        Effect.map(escapedProcesses(tree.pid, marker), (escaped) => escaped.length === 0),
         "the ended orphan is no longer found"
       )
       assert.isTrue(alive(child), "the runtime's own child still runs and is not counted")
@@ -91,6 +94,11 @@ describe("escapedProcesses", () => {
         "the tree and the orphan are gone (reaped)"
       )
     }).pipe(Effect.scoped), 20_000)
+
+  it("runtimeEnv is exactly the marker variable", () => {
+    assert.deepStrictEqual(runtimeEnv("abc123"), { [runtimeMarkerName]: "abc123" })
+    assert.strictEqual(runtimeMarkerName, "QUIESCE_RUNTIME")
+  })
 
   it("names at most three processes in a reason", () => {
     const escaped = [1, 2, 3, 4, 5].map((pid) => ({ pid, command: `job ${pid}` }))
