@@ -6,10 +6,11 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
 import {
   type Etag,
+  FetchHttpClient,
   type HttpClient,
   type HttpPlatform,
   HttpRouter,
-  type HttpServer,
+  HttpServer,
   type HttpServerError
 } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
@@ -283,9 +284,15 @@ export const layer = (
     Layer.provideMerge(Admission.layer)
   )
 
+/** `NodeHttpServer.layerTest`, but listening on loopback only (that one listens on every interface). */
+const testServer = HttpServer.layerTestClient.pipe(
+  Layer.provide(FetchHttpClient.layer),
+  Layer.provideMerge(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 }))
+)
+
 /**
- * The API on an ephemeral 127.0.0.1 port (`NodeHttpServer.layerTest`), for tests: also provides
- * an `HttpClient` whose relative URLs reach it, and the `Admission`.
+ * The API on an ephemeral 127.0.0.1 port, for tests: also provides an `HttpClient` whose relative
+ * URLs reach it, and the `Admission`.
  */
 export const layerTest = (options: RouteOptions): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
@@ -293,6 +300,6 @@ export const layerTest = (options: RouteOptions): Layer.Layer<
   AgentRegistry | RuntimeCollector | ProcessInspection
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.provideMerge(testServer),
     Layer.provideMerge(Admission.layer)
   )
