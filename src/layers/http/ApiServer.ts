@@ -62,13 +62,18 @@ const digest = (value: string) => createHash("sha256").update(value).digest()
 /** Compares in constant time (over digests, so the length does not leak either). */
 const tokenMatches = (expected: Buffer, candidate: string) => timingSafeEqual(expected, digest(candidate))
 
+/**
+ * The bearer check. An empty credential (what a missing header decodes to) never matches, and an
+ * empty configured token matches nothing: a server given no token refuses every request.
+ */
 const authorizationLayer = (token: string) => {
   const expected = digest(token)
+  const accepts = (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
   return Layer.succeed(
     Authorization,
     Authorization.of({
       bearer: (httpEffect, { credential }) =>
-        tokenMatches(expected, Redacted.value(credential))
+        accepts(Redacted.value(credential))
           ? httpEffect
           : Effect.fail(new Unauthorized({ message: "Missing or invalid bearer token" }))
     })
@@ -230,7 +235,7 @@ const runtimesHandlers = HttpApiBuilder.group(
 // ---- layers ------------------------------------------------------------------------------------
 
 export interface RouteOptions {
-  /** The bearer token every route but health, metrics and the OpenAPI document requires. */
+  /** The bearer token every route but health, metrics and the OpenAPI document requires; never empty. */
   readonly token: string
   /** Renders the Prometheus text served at `GET /metrics`. */
   readonly renderMetrics: Effect.Effect<string>

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as HomeLive from "../../../src/layers/host/Home.ts"
@@ -60,6 +60,46 @@ describe("Home (H2)", () => {
       assert.match(first, /^[0-9a-f]{64}$/)
       assert.strictEqual(second, first)
       assert.strictEqual(statSync(join(root, "token")).mode & 0o777, 0o600)
+    }))
+})
+
+describe("Home on hostile input", () => {
+  for (
+    const [kind, content, words] of [
+      ["an empty", "", "is empty"],
+      ["a whitespace-only", "  \n\t\n", "is empty"],
+      ["a two-line", "abc\ndef\n", "does not hold a usable token"]
+    ] as const
+  ) {
+    it.effect(`${kind} token file stops the start, naming the file and the way out`, () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir
+        const tokenFile = join(root, "token")
+        writeFileSync(tokenFile, content, { mode: 0o600 })
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+        assert.instanceOf(error, HomeLive.HomeUnavailable)
+        assert.include(error.message, `The API token file ${tokenFile} ${words}`)
+        assert.include(error.message, "Delete it to have a new one made at the next start")
+        assert.strictEqual(readFileSync(tokenFile, "utf8"), content, "left as it was")
+        assert.isFalse(existsSync(join(root, "daemon.lock")), "the lock is released")
+      }))
+  }
+
+  it.effect("an unreadable token file stops the start, naming the file", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      const tokenFile = join(root, "token")
+      mkdirSync(tokenFile)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+      assert.include(error.message, `Cannot read the API token file ${tokenFile}`)
+      assert.include(error.message, "delete it to have a new one made")
+    }))
+
+  it.effect("tokenProblem accepts what the daemon makes and nothing a bearer header cannot carry", () =>
+    Effect.sync(() => {
+      assert.isUndefined(HomeLive.tokenProblem("0123abcdef"))
+      assert.isUndefined(HomeLive.tokenProblem("a-b_c.d~e+f/g=="))
+      for (const bad of ["", " ", "a b", "a\nb", "tök"]) assert.isString(HomeLive.tokenProblem(bad), JSON.stringify(bad))
     }))
 })
 

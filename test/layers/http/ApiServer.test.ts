@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
+import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
+import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
@@ -30,7 +32,7 @@ const noInspection = Layer.succeed(
  * The API on an ephemeral port over the real registry and collector, with the in-memory
  * provider. Scheduled sweeps are out of reach; a test sweeps through the API.
  */
-const serve = (provider: MemoryProvider) => {
+const serve = (provider: MemoryProvider, options: { readonly token?: string } = {}) => {
   const registry = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)])
   )
@@ -38,7 +40,10 @@ const serve = (provider: MemoryProvider) => {
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const services = collector.pipe(Layer.provideMerge(registry), Layer.provideMerge(noInspection))
-  return ApiServer.layerTest({ token, renderMetrics: Effect.succeed(metricsText) }).pipe(
+  return ApiServer.layerTest({
+    token: options.token ?? token,
+    renderMetrics: Effect.succeed(metricsText)
+  }).pipe(
     Layer.provideMerge(services)
   )
 }
@@ -452,6 +457,67 @@ describe("ApiServer", () => {
     }).pipe(Effect.provide(serve(provider)))
   })
 })
+
+describe("ApiServer on hostile input", () => {
+  it.effect("an empty token authenticates nobody, not even a request without a token", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      assert.strictEqual((yield* raw("GET", "/v1/agents")).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { token: "" })).status, 401)
+      assert.strictEqual((yield* raw("POST", "/v1/sweep")).status, 401)
+      assert.strictEqual((yield* plainRequest({ method: "GET", path: "/v1/agents", headers: { authorization: "Bearer" } })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/health")).status, 200)
+    }).pipe(Effect.provide(serve(provider, { token: "" })))
+  })
+})
+
+interface PlainResponse {
+  readonly status: number
+  readonly body: unknown
+  /** The Content-Length the request was sent with, if any. */
+  readonly requestContentLength: string | undefined
+}
+
+/**
+ * One request over node:http to the test server, for what fetch does not do: a body sent in
+ * chunks without Content-Length, a declared length that is never sent. Resolves on the response.
+ */
+const plainRequest = (options: {
+  readonly method?: string
+  readonly path: string
+  readonly headers: Record<string, string>
+  readonly chunks?: ReadonlyArray<string>
+  readonly end?: boolean
+}) =>
+  Effect.gen(function*() {
+    const address = (yield* HttpServer.HttpServer).address
+    const port = NetAddress.isUnixPathAddress(address) ? 0 : address.port
+    return yield* Effect.callback<PlainResponse>((resume) => {
+      const request = http.request({ host: "127.0.0.1", port, method: options.method ?? "POST", path: options.path, headers: options.headers })
+      request.on("response", (response) => {
+        let text = ""
+        response.on("data", (chunk) => (text += String(chunk)))
+        response.on("end", () => {
+          let body: unknown = text
+          try {
+            body = JSON.parse(text)
+          } catch {
+            // not JSON
+          }
+          const declared = request.getHeader("content-length")
+          resume(Effect.succeed({
+            status: response.statusCode ?? 0,
+            body,
+            requestContentLength: declared === undefined ? undefined : String(declared)
+          }))
+        })
+      })
+      request.on("error", (error) => resume(Effect.die(error)))
+      for (const chunk of options.chunks ?? []) request.write(chunk)
+      if (options.end !== false) request.end()
+      return Effect.sync(() => request.destroy())
+    })
+  })
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
