@@ -79,6 +79,7 @@ const daemon = Command.make(
         host: config.daemon.host,
         port: config.daemon.port,
         token: homeService.token,
+        maxRequestBytes: config.daemon.maxRequestBytes,
         renderMetrics: renderPrometheus,
         logRequests: false
       }).pipe(Layer.provideMerge(servicesLayer(homeService, config)))

@@ -1,22 +1,26 @@
 /**
  * Serves `QuiesceApi` over node:http: the handlers over the registry, the collector and process
- * inspection, the bearer-token check, and the admission gate closed at shutdown.
+ * inspection, the bearer-token check, the request body limit, and the admission gate closed at
+ * shutdown.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
+import { ByteSize, Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
 import {
   type Etag,
   FetchHttpClient,
   type HttpClient,
+  HttpIncomingMessage,
   type HttpPlatform,
   HttpRouter,
   HttpServer,
-  type HttpServerError
+  HttpServerError,
+  HttpServerRequest
 } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { ShuttingDown } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
 import { AgentRegistry, type AgentView } from "../../services/AgentRegistry.ts"
@@ -30,6 +34,8 @@ import {
   type ErrorSummary,
   openapiPath,
   QuiesceApi,
+  RequestBodyLimit,
+  RequestTooLarge,
   type RuntimeRow,
   type SweepResult,
   Unauthorized
@@ -77,6 +83,34 @@ const authorizationLayer = (token: string) => {
           ? httpEffect
           : Effect.fail(new Unauthorized({ message: "Missing or invalid bearer token" }))
     })
+  )
+}
+
+/** The body reader's own overflow (a defect of the payload decoder, an empty 413 if left alone). */
+const isBodyTooLarge = (defect: unknown) =>
+  HttpServerError.isHttpServerError(defect) && defect.reason._tag === "RequestParseError" &&
+  defect.reason.reason === "BodyTooLarge"
+
+/**
+ * Bounds request bodies at `limitBytes`, answering 413 `RequestTooLarge` beyond it. A declared
+ * `Content-Length` over the limit is refused before any of the body is read. Otherwise the limit
+ * goes to the body reader (`MaxBodySize`), which stops reading a body (chunked, say) at the limit,
+ * so memory stays bounded; the rest is drained and the connection closed by the server.
+ */
+const requestBodyLimitLayer = (limitBytes: number) => {
+  const maxBodySize = ByteSize.bytes(limitBytes)
+  return Layer.succeed(
+    RequestBodyLimit,
+    RequestBodyLimit.of(Effect.fn("RequestBodyLimit")(function*(httpEffect) {
+      const declared = (yield* HttpServerRequest.HttpServerRequest).headers["content-length"]
+      if (declared !== undefined && Number(declared) > limitBytes) return yield* RequestTooLarge.of(limitBytes)
+      return yield* httpEffect.pipe(
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+        Effect.catchDefect((defect) =>
+          isBodyTooLarge(defect) ? Effect.fail(RequestTooLarge.of(limitBytes)) : Effect.die(defect)
+        )
+      )
+    }))
   )
 }
 
@@ -239,6 +273,8 @@ export interface RouteOptions {
   readonly token: string
   /** Renders the Prometheus text served at `GET /metrics`. */
   readonly renderMetrics: Effect.Effect<string>
+  /** The largest request body read, in bytes; beyond it 413 `RequestTooLarge`. Default 1 MiB. */
+  readonly maxRequestBytes?: number | undefined
 }
 
 export interface ApiServerOptions extends RouteOptions {
@@ -262,7 +298,12 @@ export const routes = (options: RouteOptions): Layer.Layer<
   | HttpPlatform.HttpPlatform
   | Path.Path
 > => {
-  const middleware = Layer.mergeAll(authorizationLayer(options.token), admissionGateLayer, problemDetailsLayer)
+  const middleware = Layer.mergeAll(
+    authorizationLayer(options.token),
+    admissionGateLayer,
+    problemDetailsLayer,
+    requestBodyLimitLayer(options.maxRequestBytes ?? defaultMaxRequestBytes)
+  )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
       Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers).pipe(
