@@ -1,10 +1,10 @@
 /**
  * The daemon against hostile or broken input, black-box: real daemon processes on loopback, an
- * unusable token file, oversized and endless request bodies. Time is real, so every wait polls
- * with a bound.
+ * unusable token file, oversized and endless request bodies, a permissive umask. Time is real,
+ * so every wait polls with a bound.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { readFileSync, writeFileSync } from "node:fs"
+import { lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import { join } from "node:path"
 import { api, cleanUpDaemons, type Daemon, exited, freePort, newHome, ready, runCli, startDaemon } from "../support/daemonProcess.ts"
@@ -180,4 +180,48 @@ describe("the daemon on hostile input", () => {
     expect(await agentIds(daemon)).toEqual([])
     expect((await post(daemon, "/v1/agents", { body: createBody(home, 4000) })).status).toBe(201)
   }, 30_000)
+
+  it("under umask 000, every file in the home is its owner's only and every directory 0700", async () => {
+    const home = join(newHome(), "home")
+    const daemon = startDaemon(home, await freePort(), [], { umask: "000" })
+    await ready(daemon)
+    const created = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: home })
+    expect(created.status).toBe(201)
+    const { agentId, sessionId } = created.body
+    const hi = await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "echo hi", wait: true })
+    expect(hi.body.output).toContain("hi")
+    // The daemon's own files are private, but it leaves the umask its agents inherit alone.
+    const umask = await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "umask", wait: true })
+    expect(umask.body.output.trim()).toBe("0000")
+
+    const files: Array<string> = []
+    const loose: Array<string> = []
+    const walk = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        const entry = join(dir, name)
+        const stat = lstatSync(entry)
+        const mode = stat.mode & 0o777
+        const relative = entry.slice(home.length + 1)
+        if (stat.isDirectory()) {
+          if (mode !== 0o700) loose.push(`${relative}/ ${mode.toString(8)}`)
+          walk(entry)
+        } else {
+          files.push(relative)
+          if ((mode & 0o077) !== 0) loose.push(`${relative} ${mode.toString(8)}`)
+        }
+      }
+    }
+    expect(lstatSync(home).mode & 0o777).toBe(0o700)
+    walk(home)
+    expect(files).toEqual(expect.arrayContaining([
+      "token",
+      "daemon.lock",
+      "daemon.json",
+      "quiesce.sqlite",
+      "quiesce.sqlite-wal",
+      "quiesce.sqlite-shm",
+      join("plugins", "shell", `${sessionId}.json`)
+    ]))
+    expect(loose).toEqual([])
+  }, 60_000)
 })

@@ -171,6 +171,30 @@ const readOrCreateToken = Effect.fn("Home.readOrCreateToken")(function*(tokenFil
   return token
 })
 
+/** Tightens `file` to `mode` unless it is already as strict; a symbolic link is left alone. */
+const restrictMode = (file: string, mode: number) => {
+  const stat = fs.lstatSync(file, { throwIfNoEntry: false })
+  if (stat === undefined || stat.isSymbolicLink()) return
+  if ((stat.mode & 0o777 & ~mode) !== 0) fs.chmodSync(file, mode)
+}
+
+/**
+ * What the daemon keeps in its home is its owner's only, whatever the umask: `plugins/` is made
+ * (or tightened to) 0700, so every plugin's state under it is private, and a database left by an
+ * earlier version is tightened to 0600 (new ones are created so by the store). The home itself is
+ * the user's to set, unless the daemon created it (0700).
+ */
+const securePrivateFiles = (root: string, databaseFile: string, pluginHome: string) =>
+  Effect.try({
+    try: () => {
+      fs.mkdirSync(pluginHome, { recursive: true, mode: 0o700 })
+      restrictMode(pluginHome, 0o700)
+      for (const file of [databaseFile, `${databaseFile}-wal`, `${databaseFile}-shm`]) restrictMode(file, 0o600)
+    },
+    catch: (error) =>
+      new HomeUnavailable({ home: root, message: `Cannot make ${root} private to its owner: ${describe(error)}` })
+  })
+
 export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
   Layer.effect(
     Home,
@@ -182,13 +206,17 @@ export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
       })
       yield* acquireLock(absolute)
       const tokenFile = path.join(absolute, "token")
+      const databaseFile = path.join(absolute, "quiesce.sqlite")
+      const pluginHome = path.join(absolute, "plugins")
+      const token = yield* readOrCreateToken(tokenFile, absolute)
+      yield* securePrivateFiles(absolute, databaseFile, pluginHome)
       return Home.of({
         root: absolute,
-        databaseFile: path.join(absolute, "quiesce.sqlite"),
+        databaseFile,
         configFile: path.join(absolute, "config.json"),
         tokenFile,
-        pluginHome: path.join(absolute, "plugins"),
-        token: yield* readOrCreateToken(tokenFile, absolute)
+        pluginHome,
+        token
       })
     })
   )

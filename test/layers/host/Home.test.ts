@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as HomeLive from "../../../src/layers/host/Home.ts"
@@ -63,6 +63,8 @@ describe("Home (H2)", () => {
     }))
 })
 
+const modeOf = (file: string) => statSync(file).mode & 0o777
+
 describe("Home on hostile input", () => {
   for (
     const [kind, content, words] of [
@@ -100,6 +102,34 @@ describe("Home on hostile input", () => {
       assert.isUndefined(HomeLive.tokenProblem("0123abcdef"))
       assert.isUndefined(HomeLive.tokenProblem("a-b_c.d~e+f/g=="))
       for (const bad of ["", " ", "a b", "a\nb", "tök"]) assert.isString(HomeLive.tokenProblem(bad), JSON.stringify(bad))
+    }))
+
+  it.effect("a home the daemon creates is 0700, and so is its plugins/ folder", () =>
+    Effect.gen(function*() {
+      const root = join(yield* tempDir, "new", "home")
+      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+      assert.strictEqual(modeOf(root), 0o700)
+      assert.strictEqual(modeOf(join(root, "..")), 0o700)
+      assert.strictEqual(modeOf(home.pluginHome), 0o700)
+      assert.strictEqual(modeOf(home.tokenFile), 0o600)
+    }))
+
+  it.effect("a user's own home keeps its mode; the daemon's looser plugins/ and old database are tightened", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      chmodSync(root, 0o755)
+      mkdirSync(join(root, "plugins"))
+      chmodSync(join(root, "plugins"), 0o755)
+      for (const file of ["quiesce.sqlite", "quiesce.sqlite-wal"]) {
+        writeFileSync(join(root, file), "")
+        chmodSync(join(root, file), 0o644)
+      }
+      yield* Layer.build(HomeLive.layer(root))
+      assert.strictEqual(modeOf(root), 0o755, "the user's choice")
+      assert.strictEqual(modeOf(join(root, "plugins")), 0o700)
+      assert.strictEqual(modeOf(join(root, "quiesce.sqlite")), 0o600)
+      assert.strictEqual(modeOf(join(root, "quiesce.sqlite-wal")), 0o600)
+      assert.isFalse(existsSync(join(root, "quiesce.sqlite-shm")), "nothing is created that was not there")
     }))
 })
 
