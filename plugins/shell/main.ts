@@ -97,7 +97,7 @@ const transcriptPath = (home: string, sessionId: string): string => join(home, "
 const writeTranscript = (path: string, transcript: Transcript): void => {
   const temp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
   try {
-    writeFileSync(temp, JSON.stringify(transcript, null, 2) + "\n")
+    writeFileSync(temp, JSON.stringify(transcript, null, 2) + "\n", { mode: 0o600 })
     renameSync(temp, path)
   } catch (error) {
     rmSync(temp, { force: true })
@@ -370,7 +370,7 @@ const handleOpen = (message: Message, requestId: string): void => {
   }
   if (home === undefined) throw new Error("session.open before connect")
   if (session !== undefined) throw new Error(`this process already hosts session ${session.id}`)
-  mkdirSync(join(home, "shell"), { recursive: true })
+  mkdirSync(join(home, "shell"), { recursive: true, mode: 0o700 })
   if (typeof resume === "string") {
     if (!validSessionId(resume)) throw new Error(`invalid session id ${JSON.stringify(resume)}`)
     const path = transcriptPath(home, resume)

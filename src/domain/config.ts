@@ -36,7 +36,10 @@ export const AgentsConfig = Schema.Struct({
   )
 })
 
-/** `daemon` in `<home>/config.json`: where the HTTP API listens. */
+/** The largest request body the HTTP API reads by default: 1 MiB. */
+export const defaultMaxRequestBytes = 1_048_576
+
+/** `daemon` in `<home>/config.json`: where the HTTP API listens, and what it accepts. */
 export const DaemonConfig = Schema.Struct({
   port: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })).pipe(
     Schema.annotate({ description: "TCP port of the HTTP API. Default 7377." }),
@@ -45,6 +48,13 @@ export const DaemonConfig = Schema.Struct({
   host: Schema.String.pipe(
     Schema.annotate({ description: "Address to listen on. Default 127.0.0.1 (loopback)." }),
     Schema.withDecodingDefaultKey(Effect.succeed("127.0.0.1"))
+  ),
+  maxRequestBytes: PositiveInt.pipe(
+    Schema.annotate({
+      description:
+        `The largest request body the HTTP API reads, in bytes; a larger one is answered 413. Default ${defaultMaxRequestBytes} (1 MiB).`
+    }),
+    Schema.withDecodingDefaultKey(Effect.succeed(defaultMaxRequestBytes))
   )
 })
 

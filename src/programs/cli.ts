@@ -9,7 +9,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Home } from "../layers/host/Home.ts"
+import { Home, tokenProblem } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
@@ -79,6 +79,7 @@ const daemon = Command.make(
         host: config.daemon.host,
         port: config.daemon.port,
         token: homeService.token,
+        maxRequestBytes: config.daemon.maxRequestBytes,
         renderMetrics: renderPrometheus,
         logRequests: false
       }).pipe(Layer.provideMerge(servicesLayer(homeService, config)))
@@ -126,7 +127,19 @@ const client = Effect.gen(function*() {
   if (!fs.existsSync(tokenFile)) {
     return yield* new UsageError({ message: `No daemon has run in ${root} (no token). Start one with: quiesce daemon` })
   }
-  const token = fs.readFileSync(tokenFile, "utf8").trim()
+  const token = yield* Effect.try({
+    try: () => fs.readFileSync(tokenFile, "utf8").trim(),
+    catch: (error) =>
+      new UsageError({
+        message: `Cannot read the API token file ${tokenFile}: ${error instanceof Error ? error.message : String(error)}`
+      })
+  })
+  const problem = tokenProblem(token)
+  if (problem !== undefined) {
+    return yield* new UsageError({
+      message: `The API token file ${tokenFile} ${problem}. Delete it and restart the daemon to have a new one made`
+    })
+  }
   const running = readDaemonAddress(path.join(root, "daemon.json"))
   const listening = running ?? { host: config.daemon.host, port: config.daemon.port }
   const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host

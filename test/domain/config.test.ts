@@ -12,7 +12,7 @@ describe("configuration file", () => {
       assert.strictEqual(Duration.toMillis(config.agents.sweepInterval), 60_000)
       assert.strictEqual(Duration.toMillis(config.agents.probeTimeout), 10_000)
       assert.strictEqual(config.agents.probeConcurrency, 16)
-      assert.deepStrictEqual(config.daemon, { port: 7377, host: "127.0.0.1" })
+      assert.deepStrictEqual(config.daemon, { port: 7377, host: "127.0.0.1", maxRequestBytes: 1_048_576 })
       assert.deepStrictEqual(config.providers, { shell: { kind: "shell" } }, "only the reference provider")
     }))
 
@@ -65,6 +65,8 @@ describe("configuration file", () => {
       [`{"agents":{"idlePerod":"1h"}}`, `["agents"]["idlePerod"]`, "excess property"],
       [`{"daemon":{"port":"x"}}`, `["daemon"]["port"]`, "Expected number"],
       [`{"daemon":{"port":70000}}`, `["daemon"]["port"]`, "65535"],
+      [`{"daemon":{"maxRequestBytes":0}}`, `["daemon"]["maxRequestBytes"]`, "greater than 0"],
+      [`{"daemon":{"maxRequestBytes":1.5}}`, `["daemon"]["maxRequestBytes"]`, "integer"],
       [`{"agents":{"probeConcurrency":0}}`, `["agents"]["probeConcurrency"]`, "greater than 0"],
       [`{"agents":{"idlePeriod":"0s"}}`, `["agents"]["idlePeriod"]`, "greater than zero"],
       [`{"agents":{"sweepInterval":"0s"}}`, `["agents"]["sweepInterval"]`, "greater than zero"],

@@ -71,11 +71,23 @@ export const newHome = () => {
   return home
 }
 
-export const startDaemon = (home: string, port: number, flags: ReadonlyArray<string> = []): Daemon => {
-  const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", String(port), ...flags], {
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
+export interface StartOptions {
+  /** Run the daemon under this umask (octal digits, e.g. "000"), set by `sh` before it execs node. */
+  readonly umask?: string | undefined
+}
+
+export const startDaemon = (
+  home: string,
+  port: number,
+  flags: ReadonlyArray<string> = [],
+  options: StartOptions = {}
+): Daemon => {
+  const argv = [cli, "--home", home, "daemon", "--port", String(port), ...flags]
+  // `exec` keeps the pid (and the process group) the daemon's own.
+  const [command, args] = options.umask === undefined
+    ? [process.execPath, argv]
+    : ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, process.execPath, ...argv]]
+  const child: ChildProcess = spawn(command, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] })
   started.push(child)
   let output = ""
   child.stdout?.on("data", (chunk) => (output += String(chunk)))

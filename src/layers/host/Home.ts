@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
-/** The home directory could not be used: locked by another daemon, or unreadable. */
+/** The home directory could not be used: locked by another daemon, unreadable, or its token file unusable. */
 export class HomeUnavailable extends Schema.TaggedError<HomeUnavailable>()("HomeUnavailable", {
   home: Schema.String,
   message: Schema.String
@@ -131,16 +131,68 @@ const acquireLock = (root: string) => {
   return Effect.acquireRelease(take, () => release)
 }
 
-/** Reads `<home>/token`, creating it (mode 0600) on first start. */
-const readOrCreateToken = (tokenFile: string, root: string) =>
-  Effect.try({
+/**
+ * Why the text of a token file cannot be the API token, or `undefined` when it can: it must be one
+ * line of printable ASCII without spaces (what a `Bearer` header carries), and never empty.
+ */
+export const tokenProblem = (token: string): string | undefined =>
+  token === ""
+    ? "is empty"
+    : /^[\x21-\x7e]+$/.test(token)
+    ? undefined
+    : "does not hold a usable token (one line of printable ASCII without spaces)"
+
+/**
+ * Reads `<home>/token`, creating it (mode 0600) on first start. A token file that is empty,
+ * unreadable or otherwise unusable is an error: the API never runs without authentication.
+ */
+const readOrCreateToken = Effect.fn("Home.readOrCreateToken")(function*(tokenFile: string, root: string) {
+  const token = yield* Effect.try({
     try: () => {
       if (!fs.existsSync(tokenFile)) {
         fs.writeFileSync(tokenFile, randomBytes(32).toString("hex") + "\n", { flag: "wx", mode: 0o600 })
       }
       return fs.readFileSync(tokenFile, "utf8").trim()
     },
-    catch: (error) => new HomeUnavailable({ home: root, message: `Cannot read the API token: ${describe(error)}` })
+    catch: (error) =>
+      new HomeUnavailable({
+        home: root,
+        message: `Cannot read the API token file ${tokenFile}: ${describe(error)}. ` +
+          `Make it readable, or delete it to have a new one made at the next start`
+      })
+  })
+  const problem = tokenProblem(token)
+  if (problem !== undefined) {
+    return yield* new HomeUnavailable({
+      home: root,
+      message: `The API token file ${tokenFile} ${problem}. Delete it to have a new one made at the next start`
+    })
+  }
+  return token
+})
+
+/** Tightens `file` to `mode` unless it is already as strict; a symbolic link is left alone. */
+const restrictMode = (file: string, mode: number) => {
+  const stat = fs.lstatSync(file, { throwIfNoEntry: false })
+  if (stat === undefined || stat.isSymbolicLink()) return
+  if ((stat.mode & 0o777 & ~mode) !== 0) fs.chmodSync(file, mode)
+}
+
+/**
+ * What the daemon keeps in its home is its owner's only, whatever the umask: `plugins/` is made
+ * (or tightened to) 0700, so every plugin's state under it is private, and a database left by an
+ * earlier version is tightened to 0600 (new ones are created so by the store). The home itself is
+ * the user's to set, unless the daemon created it (0700).
+ */
+const securePrivateFiles = (root: string, databaseFile: string, pluginHome: string) =>
+  Effect.try({
+    try: () => {
+      fs.mkdirSync(pluginHome, { recursive: true, mode: 0o700 })
+      restrictMode(pluginHome, 0o700)
+      for (const file of [databaseFile, `${databaseFile}-wal`, `${databaseFile}-shm`]) restrictMode(file, 0o600)
+    },
+    catch: (error) =>
+      new HomeUnavailable({ home: root, message: `Cannot make ${root} private to its owner: ${describe(error)}` })
   })
 
 export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
@@ -154,13 +206,17 @@ export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
       })
       yield* acquireLock(absolute)
       const tokenFile = path.join(absolute, "token")
+      const databaseFile = path.join(absolute, "quiesce.sqlite")
+      const pluginHome = path.join(absolute, "plugins")
+      const token = yield* readOrCreateToken(tokenFile, absolute)
+      yield* securePrivateFiles(absolute, databaseFile, pluginHome)
       return Home.of({
         root: absolute,
-        databaseFile: path.join(absolute, "quiesce.sqlite"),
+        databaseFile,
         configFile: path.join(absolute, "config.json"),
         tokenFile,
-        pluginHome: path.join(absolute, "plugins"),
-        token: yield* readOrCreateToken(tokenFile, absolute)
+        pluginHome,
+        token
       })
     })
   )

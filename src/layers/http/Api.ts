@@ -41,6 +41,15 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
   message: Schema.String
 }, { httpApiStatus: 401 }) {}
 
+/** The request's body is larger than the daemon reads (`daemon.maxRequestBytes`); nothing was done. */
+export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("RequestTooLarge", {
+  message: Schema.String,
+  limitBytes: Schema.Number
+}, { httpApiStatus: 413 }) {
+  static readonly of = (limitBytes: number) =>
+    new RequestTooLarge({ message: `Request body exceeds ${limitBytes} bytes`, limitBytes })
+}
+
 // The domain errors, with the status each answers with.
 export const AgentNotFoundError = AgentNotFound.pipe(HttpApiSchema.status(404))
 export const RuntimeNotFoundError = RuntimeNotFound.pipe(HttpApiSchema.status(404))
@@ -61,6 +70,14 @@ export const TurnNotFoundError = TurnNotFound.pipe(HttpApiSchema.status(404))
 export class Authorization extends HttpApiMiddleware.Service<Authorization>()("quiesce/http/Authorization", {
   security: { bearer: HttpApiSecurity.bearer },
   error: Unauthorized
+}) {}
+
+/**
+ * Bounds every request's body (413 `RequestTooLarge`): a declared `Content-Length` over the limit
+ * is refused before any of the body is read, and a body without one is read no further than it.
+ */
+export class RequestBodyLimit extends HttpApiMiddleware.Service<RequestBodyLimit>()("quiesce/http/RequestBodyLimit", {
+  error: RequestTooLarge
 }) {}
 
 /** Refuses every mutating request with 503 once the daemon stopped admitting work (shutdown). */
@@ -287,11 +304,14 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
 
 /**
  * The whole API. Request validation failures answer 400 with an RFC 9457 problem whose `errors`
- * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`.
+ * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`; a body
+ * over the daemon's limit answers 413 `RequestTooLarge` on every route.
  */
 export class QuiesceApi extends HttpApi.make("quiesce")
   .add(SystemGroup, AgentsGroup, RuntimesGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
+  // Added last, so it runs first: an oversized body is refused before anything else looks at it.
+  .middleware(RequestBodyLimit)
   // Report every invalid field of a body, not just the first.
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
   .annotateMerge(OpenApi.annotations({

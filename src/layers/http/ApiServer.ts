@@ -1,21 +1,26 @@
 /**
  * Serves `QuiesceApi` over node:http: the handlers over the registry, the collector and process
- * inspection, the bearer-token check, and the admission gate closed at shutdown.
+ * inspection, the bearer-token check, the request body limit, and the admission gate closed at
+ * shutdown.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
+import { ByteSize, Context, Effect, type FileSystem, Layer, Option, type Path, Redacted, Ref } from "effect"
 import {
   type Etag,
+  FetchHttpClient,
   type HttpClient,
+  HttpIncomingMessage,
   type HttpPlatform,
   HttpRouter,
-  type HttpServer,
-  type HttpServerError
+  HttpServer,
+  HttpServerError,
+  HttpServerRequest
 } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { ShuttingDown } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
@@ -30,6 +35,8 @@ import {
   openapiPath,
   type PromptResult,
   QuiesceApi,
+  RequestBodyLimit,
+  RequestTooLarge,
   type RuntimeRow,
   type SweepResult,
   Unauthorized
@@ -66,16 +73,49 @@ const digest = (value: string) => createHash("sha256").update(value).digest()
 /** Compares in constant time (over digests, so the length does not leak either). */
 const tokenMatches = (expected: Buffer, candidate: string) => timingSafeEqual(expected, digest(candidate))
 
+/**
+ * The bearer check. An empty credential (what a missing header decodes to) never matches, and an
+ * empty configured token matches nothing: a server given no token refuses every request.
+ */
 const authorizationLayer = (token: string) => {
   const expected = digest(token)
+  const accepts = (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
   return Layer.succeed(
     Authorization,
     Authorization.of({
       bearer: (httpEffect, { credential }) =>
-        tokenMatches(expected, Redacted.value(credential))
+        accepts(Redacted.value(credential))
           ? httpEffect
           : Effect.fail(new Unauthorized({ message: "Missing or invalid bearer token" }))
     })
+  )
+}
+
+/** The body reader's own overflow (a defect of the payload decoder, an empty 413 if left alone). */
+const isBodyTooLarge = (defect: unknown) =>
+  HttpServerError.isHttpServerError(defect) && defect.reason._tag === "RequestParseError" &&
+  defect.reason.reason === "BodyTooLarge"
+
+/**
+ * Bounds request bodies at `limitBytes`, answering 413 `RequestTooLarge` beyond it. A declared
+ * `Content-Length` over the limit is refused before any of the body is read. Otherwise the limit
+ * goes to the body reader (`MaxBodySize`), which stops reading a body (chunked, say) at the limit,
+ * so memory stays bounded; the rest is drained and the connection closed by the server.
+ */
+const requestBodyLimitLayer = (limitBytes: number) => {
+  const maxBodySize = ByteSize.bytes(limitBytes)
+  return Layer.succeed(
+    RequestBodyLimit,
+    RequestBodyLimit.of(Effect.fn("RequestBodyLimit")(function*(httpEffect) {
+      const declared = (yield* HttpServerRequest.HttpServerRequest).headers["content-length"]
+      if (declared !== undefined && Number(declared) > limitBytes) return yield* RequestTooLarge.of(limitBytes)
+      return yield* httpEffect.pipe(
+        Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+        Effect.catchDefect((defect) =>
+          isBodyTooLarge(defect) ? Effect.fail(RequestTooLarge.of(limitBytes)) : Effect.die(defect)
+        )
+      )
+    }))
   )
 }
 
@@ -240,10 +280,12 @@ const runtimesHandlers = HttpApiBuilder.group(
 // ---- layers ------------------------------------------------------------------------------------
 
 export interface RouteOptions {
-  /** The bearer token every route but health, metrics and the OpenAPI document requires. */
+  /** The bearer token every route but health, metrics and the OpenAPI document requires; never empty. */
   readonly token: string
   /** Renders the Prometheus text served at `GET /metrics`. */
   readonly renderMetrics: Effect.Effect<string>
+  /** The largest request body read, in bytes; beyond it 413 `RequestTooLarge`. Default 1 MiB. */
+  readonly maxRequestBytes?: number | undefined
 }
 
 export interface ApiServerOptions extends RouteOptions {
@@ -267,7 +309,12 @@ export const routes = (options: RouteOptions): Layer.Layer<
   | HttpPlatform.HttpPlatform
   | Path.Path
 > => {
-  const middleware = Layer.mergeAll(authorizationLayer(options.token), admissionGateLayer, problemDetailsLayer)
+  const middleware = Layer.mergeAll(
+    authorizationLayer(options.token),
+    admissionGateLayer,
+    problemDetailsLayer,
+    requestBodyLimitLayer(options.maxRequestBytes ?? defaultMaxRequestBytes)
+  )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
       Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers).pipe(
@@ -294,9 +341,15 @@ export const layer = (
     Layer.provideMerge(Admission.layer)
   )
 
+/** `NodeHttpServer.layerTest`, but listening on loopback only (that one listens on every interface). */
+const testServer = HttpServer.layerTestClient.pipe(
+  Layer.provide(FetchHttpClient.layer),
+  Layer.provideMerge(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 }))
+)
+
 /**
- * The API on an ephemeral 127.0.0.1 port (`NodeHttpServer.layerTest`), for tests: also provides
- * an `HttpClient` whose relative URLs reach it, and the `Admission`.
+ * The API on an ephemeral 127.0.0.1 port, for tests: also provides an `HttpClient` whose relative
+ * URLs reach it, and the `Admission`.
  */
 export const layerTest = (options: RouteOptions): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
@@ -304,6 +357,6 @@ export const layerTest = (options: RouteOptions): Layer.Layer<
   AgentRegistry | RuntimeCollector | ProcessInspection
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.provideMerge(testServer),
     Layer.provideMerge(Admission.layer)
   )

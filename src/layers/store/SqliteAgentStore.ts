@@ -168,13 +168,13 @@ export const make: Effect.Effect<
 })
 
 /**
- * Creates the parent directory of the database file `filename` if missing; shared with
- * `SqliteDatabase.layer`.
+ * Creates the parent directory of the database file `filename` if missing (owner-only, 0700);
+ * shared with `SqliteDatabase.layer`.
  */
 export const ensureParentDirectory = (filename: string): Effect.Effect<void, AgentStoreError> =>
   Effect.try({
     try: () => {
-      fs.mkdirSync(path.dirname(filename), { recursive: true })
+      fs.mkdirSync(path.dirname(filename), { recursive: true, mode: 0o700 })
     },
     catch: (cause) =>
       new AgentStoreError({

@@ -23,11 +23,16 @@ import type { Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlError, Statement } from "effect/sql"
 import type { SqlConnection } from "effect/sql"
+import * as fs from "node:fs"
 import { DatabaseSync, type SQLInputValue, type SQLOutputValue, type StatementSync } from "node:sqlite"
 
 /** Configuration of {@link make} and {@link layer}. */
 export interface SqliteClientConfig {
-  /** Path of the database file, or `":memory:"` for a private in-memory database. */
+  /**
+   * Path of the database file, or `":memory:"` for a private in-memory database. A file the
+   * client creates is readable by its owner only (0600, whatever the umask); SQLite gives the
+   * `-wal` and `-shm` files it makes beside it the same mode.
+   */
   readonly filename: string
   /** Open read-only; the file must already exist. Default `false`. */
   readonly readonly?: boolean | undefined
@@ -47,6 +52,9 @@ type Rows = ReadonlyArray<Record<string, SQLOutputValue>>
 type TransformRows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
 
 const isMemory = (filename: string): boolean => filename === ":memory:" || filename === ""
+
+/** Opens for writing, creating the file if missing; an existing file is left as it is. */
+const createPrivate = fs.constants.O_RDWR | fs.constants.O_CREAT
 
 /**
  * Converts one bound parameter to a value `node:sqlite` accepts. A value that has no
@@ -156,6 +164,10 @@ export const make = (
     const busyTimeoutMs = Math.max(0, Math.round(Duration.toMillis(config.busyTimeout ?? "5 seconds")))
     const cacheSize = Math.max(0, config.statementCacheSize ?? 200)
 
+    if (!readOnly && !isMemory(config.filename) && !config.filename.startsWith("file:")) {
+      // Created here, before SQLite would create it with 0644.
+      yield* attempt("open", () => fs.closeSync(fs.openSync(config.filename, createPrivate, 0o600)))
+    }
     const db = yield* Effect.acquireRelease(
       attempt("open", () => new DatabaseSync(config.filename, { readOnly })),
       // Statements are synchronous, so none is mid-flight here; an open transaction is rolled back.

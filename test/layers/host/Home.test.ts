@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as HomeLive from "../../../src/layers/host/Home.ts"
@@ -60,6 +60,76 @@ describe("Home (H2)", () => {
       assert.match(first, /^[0-9a-f]{64}$/)
       assert.strictEqual(second, first)
       assert.strictEqual(statSync(join(root, "token")).mode & 0o777, 0o600)
+    }))
+})
+
+const modeOf = (file: string) => statSync(file).mode & 0o777
+
+describe("Home on hostile input", () => {
+  for (
+    const [kind, content, words] of [
+      ["an empty", "", "is empty"],
+      ["a whitespace-only", "  \n\t\n", "is empty"],
+      ["a two-line", "abc\ndef\n", "does not hold a usable token"]
+    ] as const
+  ) {
+    it.effect(`${kind} token file stops the start, naming the file and the way out`, () =>
+      Effect.gen(function*() {
+        const root = yield* tempDir
+        const tokenFile = join(root, "token")
+        writeFileSync(tokenFile, content, { mode: 0o600 })
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+        assert.instanceOf(error, HomeLive.HomeUnavailable)
+        assert.include(error.message, `The API token file ${tokenFile} ${words}`)
+        assert.include(error.message, "Delete it to have a new one made at the next start")
+        assert.strictEqual(readFileSync(tokenFile, "utf8"), content, "left as it was")
+        assert.isFalse(existsSync(join(root, "daemon.lock")), "the lock is released")
+      }))
+  }
+
+  it.effect("an unreadable token file stops the start, naming the file", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      const tokenFile = join(root, "token")
+      mkdirSync(tokenFile)
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
+      assert.include(error.message, `Cannot read the API token file ${tokenFile}`)
+      assert.include(error.message, "delete it to have a new one made")
+    }))
+
+  it.effect("tokenProblem accepts what the daemon makes and nothing a bearer header cannot carry", () =>
+    Effect.sync(() => {
+      assert.isUndefined(HomeLive.tokenProblem("0123abcdef"))
+      assert.isUndefined(HomeLive.tokenProblem("a-b_c.d~e+f/g=="))
+      for (const bad of ["", " ", "a b", "a\nb", "tök"]) assert.isString(HomeLive.tokenProblem(bad), JSON.stringify(bad))
+    }))
+
+  it.effect("a home the daemon creates is 0700, and so is its plugins/ folder", () =>
+    Effect.gen(function*() {
+      const root = join(yield* tempDir, "new", "home")
+      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+      assert.strictEqual(modeOf(root), 0o700)
+      assert.strictEqual(modeOf(join(root, "..")), 0o700)
+      assert.strictEqual(modeOf(home.pluginHome), 0o700)
+      assert.strictEqual(modeOf(home.tokenFile), 0o600)
+    }))
+
+  it.effect("a user's own home keeps its mode; the daemon's looser plugins/ and old database are tightened", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      chmodSync(root, 0o755)
+      mkdirSync(join(root, "plugins"))
+      chmodSync(join(root, "plugins"), 0o755)
+      for (const file of ["quiesce.sqlite", "quiesce.sqlite-wal"]) {
+        writeFileSync(join(root, file), "")
+        chmodSync(join(root, file), 0o644)
+      }
+      yield* Layer.build(HomeLive.layer(root))
+      assert.strictEqual(modeOf(root), 0o755, "the user's choice")
+      assert.strictEqual(modeOf(join(root, "plugins")), 0o700)
+      assert.strictEqual(modeOf(join(root, "quiesce.sqlite")), 0o600)
+      assert.strictEqual(modeOf(join(root, "quiesce.sqlite-wal")), 0o600)
+      assert.isFalse(existsSync(join(root, "quiesce.sqlite-shm")), "nothing is created that was not there")
     }))
 })
 

@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option } from "effect"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
+import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
+import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
@@ -31,7 +33,7 @@ const noInspection = Layer.succeed(
  * The API on an ephemeral port over the real registry and collector, with the in-memory
  * provider. Scheduled sweeps are out of reach; a test sweeps through the API.
  */
-const serve = (provider: MemoryProvider) => {
+const serve = (provider: MemoryProvider, options: { readonly token?: string; readonly maxRequestBytes?: number } = {}) => {
   const registry = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, providerRegistryWith(provider)])
   )
@@ -39,7 +41,11 @@ const serve = (provider: MemoryProvider) => {
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const services = collector.pipe(Layer.provideMerge(registry), Layer.provideMerge(noInspection))
-  return ApiServer.layerTest({ token, renderMetrics: Effect.succeed(metricsText) }).pipe(
+  return ApiServer.layerTest({
+    token: options.token ?? token,
+    renderMetrics: Effect.succeed(metricsText),
+    maxRequestBytes: options.maxRequestBytes
+  }).pipe(
     Layer.provideMerge(services)
   )
 }
@@ -460,6 +466,159 @@ describe("ApiServer", () => {
   })
 })
 
+describe("ApiServer on hostile input", () => {
+  it.effect("an empty token authenticates nobody, not even a request without a token", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      assert.strictEqual((yield* raw("GET", "/v1/agents")).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { token: "" })).status, 401)
+      assert.strictEqual((yield* raw("POST", "/v1/sweep")).status, 401)
+      assert.strictEqual((yield* plainRequest({ method: "GET", path: "/v1/agents", headers: { authorization: "Bearer" } })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/health")).status, 200)
+    }).pipe(Effect.provide(serve(provider, { token: "" })))
+  })
+
+  it.effect("a body over the limit is a typed 413, and nothing is created", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const oversized = JSON.stringify({ provider: "codex", cwd: "/w", labels: { big: "x".repeat(4096) } })
+      const declared = yield* raw("POST", "/v1/agents", { token, body: oversized })
+      assert.strictEqual(declared.status, 413)
+      assert.deepStrictEqual(declared.body, tooLarge(1024))
+
+      // No Content-Length: the reader stops at the limit.
+      const chunked = yield* plainRequest({ path: "/v1/agents", headers: authorized, chunks: [oversized.slice(0, 1000), oversized.slice(1000)] })
+      assert.isUndefined(chunked.requestContentLength, "sent chunked")
+      assert.strictEqual(chunked.status, 413)
+      assert.deepStrictEqual(chunked.body, tooLarge(1024))
+
+      // Size comes first: an oversized body without a token is refused for its size.
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body: oversized })).status, 413)
+      // So does a prompt's.
+      const prompt = yield* raw("POST", "/v1/agents/agent-1/prompts", { token, body: JSON.stringify({ text: "y".repeat(2000) }) })
+      assert.deepStrictEqual([prompt.status, prompt.body], [413, tooLarge(1024)])
+
+      assert.strictEqual(provider.creates, 0)
+      const client = yield* apiClient
+      assert.deepStrictEqual(yield* client.agents.list(), [], "nothing was created")
+
+      // Just under the limit is read and served.
+      const fits = JSON.stringify({ provider: "codex", cwd: "/w", labels: { big: "x".repeat(900) } })
+      assert.isBelow(fits.length, 1024)
+      const created = yield* raw("POST", "/v1/agents", { token, body: fits })
+      assert.strictEqual(created.status, 201)
+      const chunkedFits = yield* plainRequest({ path: "/v1/agents", headers: authorized, chunks: [fits.slice(0, 500), fits.slice(500)] })
+      assert.strictEqual(chunkedFits.status, 201)
+      assert.strictEqual(provider.creates, 2)
+
+      const health = yield* raw("GET", "/v1/health")
+      assert.deepStrictEqual([health.status, health.body], [200, { status: "ok" }])
+      assert.strictEqual((yield* raw("GET", "/metrics")).body, metricsText)
+    }).pipe(Effect.provide(serve(provider, { maxRequestBytes: 1024 })))
+  })
+
+  it.live("a Content-Length over the limit is refused before any of the body is read", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      // Ten bytes of a declared 10 MiB, and the request is never ended: only a server that does not
+      // wait for the body can answer.
+      const refused = yield* plainRequest({
+        path: "/v1/agents",
+        headers: { ...authorized, "content-length": String(10 * 1024 * 1024) },
+        chunks: ['{"provider'],
+        end: false
+      }).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(refused.status, 413)
+      assert.deepStrictEqual(refused.body, tooLarge(1_048_576))
+      assert.strictEqual(provider.creates, 0)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("the default limit is 1 MiB, and the typed client gets RequestTooLarge", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const error = yield* client.agents.create({
+        payload: { provider: "codex", cwd: "/w", labels: { big: "x".repeat(1024 * 1024) } }
+      }).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "RequestTooLarge")
+      assert.deepInclude(error, tooLarge(1_048_576))
+      const fits = yield* client.agents.create({
+        payload: { provider: "codex", cwd: "/w", labels: { big: "x".repeat(1024 * 1024 - 200) } }
+      })
+      assert.strictEqual(fits.provider, "codex")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("every operation in the OpenAPI document may answer 413 RequestTooLarge", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const document = (yield* raw("GET", "/v1/openapi.json")).body
+      const operations = operationsOf(document)
+      assert.isAbove(operations.length, 10)
+      for (const { method, path, responses } of operations) {
+        assert.include(responses, "413", `${method} ${path}`)
+      }
+    }).pipe(Effect.provide(serve(provider)))
+  })
+})
+
+const tooLarge = (limitBytes: number) => ({
+  _tag: "RequestTooLarge" as const,
+  message: `Request body exceeds ${limitBytes} bytes`,
+  limitBytes
+})
+
+const authorized = { authorization: `Bearer ${token}`, "content-type": "application/json" }
+
+interface PlainResponse {
+  readonly status: number
+  readonly body: unknown
+  /** The Content-Length the request was sent with, if any. */
+  readonly requestContentLength: string | undefined
+}
+
+/**
+ * One request over node:http to the test server, for what fetch does not do: a body sent in
+ * chunks without Content-Length, a declared length that is never sent. Resolves on the response.
+ */
+const plainRequest = (options: {
+  readonly method?: string
+  readonly path: string
+  readonly headers: Record<string, string>
+  readonly chunks?: ReadonlyArray<string>
+  readonly end?: boolean
+}) =>
+  Effect.gen(function*() {
+    const address = (yield* HttpServer.HttpServer).address
+    const port = NetAddress.isUnixPathAddress(address) ? 0 : address.port
+    return yield* Effect.callback<PlainResponse>((resume) => {
+      const request = http.request({ host: "127.0.0.1", port, method: options.method ?? "POST", path: options.path, headers: options.headers })
+      request.on("response", (response) => {
+        let text = ""
+        response.on("data", (chunk) => (text += String(chunk)))
+        response.on("end", () => {
+          let body: unknown = text
+          try {
+            body = JSON.parse(text)
+          } catch {
+            // not JSON
+          }
+          const declared = request.getHeader("content-length")
+          resume(Effect.succeed({
+            status: response.statusCode ?? 0,
+            body,
+            requestContentLength: declared === undefined ? undefined : String(declared)
+          }))
+        })
+      })
+      request.on("error", (error) => resume(Effect.die(error)))
+      for (const chunk of options.chunks ?? []) request.write(chunk)
+      if (options.end !== false) request.end()
+      return Effect.sync(() => request.destroy())
+    })
+  })
+
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
 const issuesOf = (body: unknown): ReadonlyArray<{ readonly path: unknown; readonly message: unknown }> => {
@@ -471,3 +630,16 @@ const agentIdOf = (body: unknown): string => isRecord(body) && typeof body.agent
 
 const pathsOf = (body: unknown): ReadonlyArray<string> =>
   isRecord(body) && isRecord(body.paths) ? Object.keys(body.paths) : []
+
+const operationsOf = (document: unknown) => {
+  if (!isRecord(document) || !isRecord(document.paths)) return []
+  return Object.entries(document.paths).flatMap(([path, item]) =>
+    isRecord(item)
+      ? Object.entries(item).flatMap(([method, operation]) =>
+        isRecord(operation) && isRecord(operation.responses)
+          ? [{ method, path, responses: Object.keys(operation.responses) }]
+          : []
+      )
+      : []
+  )
+}

@@ -336,6 +336,23 @@ describe("SqliteClient (file)", () => {
       }).pipe(Effect.provide(SqliteClient.layer({ filename, readonly: true })))
     }))
 
+  it.effect("a database file it creates is its owner's only, and so are its -wal and -shm", () =>
+    Effect.gen(function*() {
+      const filename = path.join(yield* tempDir, "private.db")
+      yield* Effect.gen(function*() {
+        yield* migrate
+        yield* insertAgent("a1")
+        // Open: the write-ahead log and its index sit beside the file.
+        for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) {
+          assert.strictEqual(fs.statSync(file).mode & 0o777, 0o600, file)
+        }
+      }).pipe(Effect.provide(SqliteClient.layer({ filename })))
+      // An existing file is opened as it is: its mode is its owner's business.
+      fs.chmodSync(filename, 0o640)
+      yield* Effect.provide(agentIds, SqliteClient.layer({ filename }))
+      assert.strictEqual(fs.statSync(filename).mode & 0o777, 0o640)
+    }))
+
   it.effect("opening a missing file read-only fails with a SqlError", () =>
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "missing.db")
