@@ -8,6 +8,7 @@ export * from "./domain/finish.ts"
 export * from "./domain/goDuration.ts"
 export * as PluginProtocol from "./domain/pluginProtocol.ts"
 export type * from "./domain/provider.ts"
+export * from "./domain/runtimeProcess.ts"
 export * from "./domain/sweep.ts"
 
 // Services: the contracts a host composes.
@@ -22,6 +23,7 @@ export * from "./services/ProviderRegistry.ts"
 export * from "./services/RemoteFinishes.ts"
 export * from "./services/RuntimeCandidates.ts"
 export * from "./services/RuntimeCollector.ts"
+export * from "./services/RuntimeLedger.ts"
 
 // Layers: the implementations.
 export * as AcpProvider from "./layers/providers/acp/AcpProvider.ts"
@@ -38,5 +40,7 @@ export * as OpenCodeProvider from "./layers/providers/opencode/OpenCodeProvider.
 export * as PiProvider from "./layers/providers/pi/PiProvider.ts"
 export * as PluginProvider from "./layers/providers/plugin/PluginProvider.ts"
 export * as ProcessInspectionProcfs from "./layers/host/ProcessInspectionProcfs.ts"
+export * as RuntimeLedgerMemory from "./layers/store/RuntimeLedgerMemory.ts"
 export * as SqliteClient from "./layers/store/SqliteClient.ts"
 export * as SqliteDatabase from "./layers/store/SqliteDatabase.ts"
+export * as SqliteRuntimeLedger from "./layers/store/SqliteRuntimeLedger.ts"

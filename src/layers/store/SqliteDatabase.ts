@@ -1,7 +1,7 @@
 /**
- * The project's one SQLite state database: a `SqlClient` on a file, and both durable stores
- * (`AgentStore`, `FinishStore`) over that single connection. Each store migrates its own
- * tables with its own migrations table, so they share the file without coordinating.
+ * The project's one SQLite state database: a `SqlClient` on a file, and every durable store
+ * (`AgentStore`, `FinishStore`, `RuntimeLedger`) over that single connection. Each store migrates
+ * its own tables with its own migrations table, so they share the file without coordinating.
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -9,9 +9,11 @@ import { AgentStoreError } from "../../domain/errors.ts"
 import type { FinishStoreError } from "../../domain/errors.ts"
 import type { AgentStore } from "../../services/AgentStore.ts"
 import type { FinishStore } from "../../services/FinishStore.ts"
+import type { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import * as SqliteAgentStore from "./SqliteAgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqliteFinishStore from "./SqliteFinishStore.ts"
+import * as SqliteRuntimeLedger from "./SqliteRuntimeLedger.ts"
 
 /**
  * A `SqlClient` on the SQLite file `filename`, created (with its parent directory) if
@@ -33,12 +35,16 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
   )
 
 /**
- * `AgentStore` and `FinishStore` over ONE connection to the SQLite file `filename`
- * (created and migrated as needed).
+ * `AgentStore`, `FinishStore` and `RuntimeLedger` over ONE connection to the SQLite file
+ * `filename` (created and migrated as needed).
  */
 export const layerStores = (
   filename: string
-): Layer.Layer<AgentStore | FinishStore, AgentStoreError | FinishStoreError> =>
-  Layer.mergeAll(SqliteAgentStore.layerFromClient, SqliteFinishStore.layerFromClient).pipe(
+): Layer.Layer<AgentStore | FinishStore | RuntimeLedger, AgentStoreError | FinishStoreError> =>
+  Layer.mergeAll(
+    SqliteAgentStore.layerFromClient,
+    SqliteFinishStore.layerFromClient,
+    SqliteRuntimeLedger.layerFromClient
+  ).pipe(
     Layer.provide(layer(filename))
   )
