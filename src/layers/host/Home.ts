@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { parseStat } from "./ProcessInspectionProcfs.ts"
+import { readStat } from "./ProcessInspectionProcfs.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -24,13 +24,7 @@ export class Home extends Context.Service<Home, {
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 /** The start time of a live process (procfs), so a reused pid is not taken for the holder. */
-const startTimeOf = (pid: number): number | undefined => {
-  try {
-    return parseStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))?.startTime
-  } catch {
-    return undefined
-  }
-}
+const startTimeOf = (pid: number): number | undefined => readStat(pid)?.startTime
 
 /** Whether the process that wrote a lock still runs (same pid and, when known, same start time). */
 const holderAlive = (holder: LockHolder) => {

@@ -78,7 +78,8 @@ const readText = (path: string): string | undefined => {
   }
 }
 
-const readStat = (pid: number): ProcStat | undefined => {
+/** The stat of `pid` now, or `undefined` when it does not exist (or cannot be read or parsed). */
+export const readStat = (pid: number): ProcStat | undefined => {
   const text = readText(`/proc/${pid}/stat`)
   return text === undefined ? undefined : parseStat(text)
 }

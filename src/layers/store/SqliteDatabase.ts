@@ -1,7 +1,8 @@
 /**
- * The project's one SQLite state database: a `SqlClient` on a file, and the durable stores
- * (`AgentStore`, `FinishStore`, `TurnJournal`) over that single connection. Each store migrates its own
- * tables with its own migrations table, so they share the file without coordinating.
+ * The project's one SQLite state database: a `SqlClient` on a file, and every durable store
+ * (`AgentStore`, `FinishStore`, `TurnJournal`, `RuntimeLedger`) over that single connection. Each
+ * store migrates its own tables with its own migrations table, so they share the file without
+ * coordinating.
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
@@ -9,10 +10,12 @@ import { AgentStoreError } from "../../domain/errors.ts"
 import type { FinishStoreError } from "../../domain/errors.ts"
 import type { AgentStore } from "../../services/AgentStore.ts"
 import type { FinishStore } from "../../services/FinishStore.ts"
+import type { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../../services/TurnJournal.ts"
 import * as SqliteAgentStore from "./SqliteAgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 import * as SqliteFinishStore from "./SqliteFinishStore.ts"
+import * as SqliteRuntimeLedger from "./SqliteRuntimeLedger.ts"
 import * as SqliteTurnJournal from "./SqliteTurnJournal.ts"
 
 /**
@@ -35,12 +38,17 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
   )
 
 /**
- * `AgentStore`, `FinishStore` and `TurnJournal` over ONE connection to the SQLite file
+ * `AgentStore`, `FinishStore`, `TurnJournal` and `RuntimeLedger` over ONE connection to the SQLite file
  * `filename` (created and migrated as needed).
  */
 export const layerStores = (
   filename: string
-): Layer.Layer<AgentStore | FinishStore | TurnJournal, AgentStoreError | FinishStoreError> =>
-  Layer.mergeAll(SqliteAgentStore.layerFromClient, SqliteFinishStore.layerFromClient, SqliteTurnJournal.layerFromClient).pipe(
+): Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, AgentStoreError | FinishStoreError> =>
+  Layer.mergeAll(
+    SqliteAgentStore.layerFromClient,
+    SqliteFinishStore.layerFromClient,
+    SqliteTurnJournal.layerFromClient,
+    SqliteRuntimeLedger.layerFromClient
+  ).pipe(
     Layer.provide(layer(filename))
   )

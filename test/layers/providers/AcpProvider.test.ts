@@ -17,7 +17,7 @@ import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
-import { freshMarker, markerOf } from "./runtimeMarker.ts"
+import { freshMarker, markerOf } from "../../support/runtimeMarker.ts"
 
 const acpAgent = join(import.meta.dirname, "../../fixtures/acpAgent.mjs")
 

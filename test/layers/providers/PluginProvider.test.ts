@@ -18,7 +18,7 @@ import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
-import { freshMarker, markerOf } from "./runtimeMarker.ts"
+import { freshMarker, markerOf } from "../../support/runtimeMarker.ts"
 
 const shellPlugin = join(import.meta.dirname, "../../../plugins/shell/main.ts")
 const misbehavingPlugin = join(import.meta.dirname, "../../fixtures/misbehavingPlugin.mjs")

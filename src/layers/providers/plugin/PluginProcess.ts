@@ -62,13 +62,29 @@ export const readUntilDone = <E, R>(next: Effect.Effect<boolean, E, R>): Effect.
   return Effect.whileLoop({ while: () => more, body: () => next, step: (again) => { more = again } })
 }
 
-/** Signals a whole process group; a group that is already gone is not an error. */
-export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
+/** `process.kill`, where a target that is already gone is not an error. */
+const signalTarget = (target: number, signal: NodeJS.Signals): void => {
   try {
-    process.kill(-pgid, signal)
+    process.kill(target, signal)
   } catch (error) {
     if (!(error instanceof Error && "code" in error && error.code === "ESRCH")) throw error
   }
+}
+
+/**
+ * Signals a whole process group; a group that is already gone is not an error. Throws a
+ * `RangeError` for 0, 1 or anything else that is not an integer above 1: `kill(-0)` would signal
+ * the caller's own group and `kill(-1)` every process it may signal.
+ */
+export const signalGroup = (pgid: number, signal: NodeJS.Signals): void => {
+  if (!Number.isSafeInteger(pgid) || pgid <= 1) throw new RangeError(`not a process group id: ${pgid}`)
+  signalTarget(-pgid, signal)
+}
+
+/** Signals one process (not its group); a process that is already gone is not an error. */
+export const signalProcess = (pid: number, signal: NodeJS.Signals): void => {
+  if (!Number.isSafeInteger(pid) || pid <= 0) throw new RangeError(`not a process id: ${pid}`)
+  signalTarget(pid, signal)
 }
 
 /** Whether any process of the group is still alive (pid-reuse is not a concern for a group we own until reaped). */

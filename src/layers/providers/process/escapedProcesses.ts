@@ -16,6 +16,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Effect, Schema } from "effect"
+import type { ProcStat } from "../../host/ProcessInspectionProcfs.ts"
 import { descendantsIn, liveProcesses } from "./detachedGroups.ts"
 
 /** The environment variable that marks a runtime's processes. */
@@ -44,34 +45,50 @@ const readOrUndefined = (path: string): string | undefined => {
   }
 }
 
-/** Whether a NUL-separated environment holds exactly `entry`. */
-const holds = (environ: string, entry: string): boolean =>
-  environ.includes(entry) && environ.split("\0").includes(entry)
+/**
+ * The environment `pid` was exec'd with (NUL-separated), or `undefined` when it cannot be read:
+ * another user's process, or one that has exited.
+ */
+export const readEnviron = (pid: number): string | undefined => readOrUndefined(`/proc/${pid}/environ`)
 
-const commandOf = (pid: number): string =>
+/** Whether a NUL-separated environment (see {@link readEnviron}) carries the runtime marker `marker`. */
+export const carriesMarker = (environ: string, marker: string): boolean => {
+  const entry = `${runtimeMarkerName}=${marker}`
+  return environ.includes(entry) && environ.split("\0").includes(entry)
+}
+
+/** The command line of `pid`, arguments joined by spaces (empty when it cannot be read). */
+export const commandOf = (pid: number): string =>
   (readOrUndefined(`/proc/${pid}/cmdline`) ?? "").split("\0").filter((arg) => arg !== "").join(" ")
 
 /**
+ * Every live process (not exited), from one scan of /proc. Fails when /proc cannot be listed or
+ * does not show this very process: an unreadable /proc is never "no processes".
+ */
+export const scanLiveProcesses: Effect.Effect<ReadonlyArray<ProcStat>, ProcessScanFailed> = Effect.suspend(() => {
+  const processes = liveProcesses()
+  if (processes === undefined || !processes.some((stat) => stat.pid === process.pid)) {
+    return Effect.fail(new ProcessScanFailed({ message: "cannot read the process table from /proc" }))
+  }
+  return Effect.succeed(processes)
+})
+
+/**
  * The live processes carrying `marker` that are not `root` nor its descendants. Fails when /proc
- * cannot be listed or does not show this very process (an unreadable /proc is never "none").
+ * cannot be read (see {@link scanLiveProcesses}).
  */
 export const escapedProcesses = (root: number, marker: string): Effect.Effect<ReadonlyArray<EscapedProcess>, ProcessScanFailed> =>
-  Effect.suspend(() => {
-    const processes = liveProcesses()
-    if (processes === undefined || !processes.some((stat) => stat.pid === process.pid)) {
-      return Effect.fail(new ProcessScanFailed({ message: "cannot read the process table from /proc" }))
-    }
+  Effect.map(scanLiveProcesses, (processes) => {
     const inside = new Set<number>([root])
     for (const stat of descendantsIn(root, processes)) inside.add(stat.pid)
-    const entry = `${runtimeMarkerName}=${marker}`
     const escaped: Array<EscapedProcess> = []
     for (const stat of processes) {
       if (inside.has(stat.pid)) continue
-      const environ = readOrUndefined(`/proc/${stat.pid}/environ`)
-      if (environ === undefined || !holds(environ, entry)) continue
+      const environ = readEnviron(stat.pid)
+      if (environ === undefined || !carriesMarker(environ, marker)) continue
       escaped.push({ pid: stat.pid, command: commandOf(stat.pid) })
     }
-    return Effect.succeed(escaped)
+    return escaped
   })
 
 /** A veto reason naming the escaped processes (the first few, shortened). */

@@ -12,7 +12,7 @@ import type { SessionConfig, SessionEvent } from "../../../../src/domain/provide
 import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
-import { freshMarker, markerOf } from "../runtimeMarker.ts"
+import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
 
 const fakeClaude = join(import.meta.dirname, "../../../fixtures/fakeClaude.mjs")
 

@@ -12,7 +12,7 @@ import { join } from "node:path"
 import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
 import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
-import { freshMarker, markerOf } from "../runtimeMarker.ts"
+import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
 
 const fakeCodex = join(import.meta.dirname, "../../../fixtures/fakeCodexAppServer.mjs")
 

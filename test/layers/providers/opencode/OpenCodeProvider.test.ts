@@ -17,7 +17,7 @@ import {
 } from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
-import { freshMarker, markedStray, markerOf } from "../runtimeMarker.ts"
+import { freshMarker, markedStray, markerOf } from "../../../support/runtimeMarker.ts"
 
 const fakeServer = join(import.meta.dirname, "../../../fixtures/fakeOpencodeServer.mjs")
 

@@ -14,7 +14,7 @@ import { missingSettlement, type PiVariant } from "../../../../src/layers/provid
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { descendantGroups } from "../../../../src/layers/providers/process/detachedGroups.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
-import { freshMarker, markedStray, markerOf } from "../runtimeMarker.ts"
+import { freshMarker, markedStray, markerOf } from "../../../support/runtimeMarker.ts"
 
 const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
 

@@ -15,7 +15,7 @@ import {
   runtimeMarkerName
 } from "../../../../src/layers/providers/process/escapedProcesses.ts"
 import { startLineProcess } from "../../../../src/layers/providers/process/lineProcess.ts"
-import { freshMarker, markerOf } from "../runtimeMarker.ts"
+import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
 
 /** The orphan: `( … & )` forks twice, so it is reparented as soon as the subshell exits. */
 const script = [

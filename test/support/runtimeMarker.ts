@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
-import { runtimeMarkerName } from "../../../src/layers/providers/process/escapedProcesses.ts"
+import { runtimeMarkerName } from "../../src/layers/providers/process/escapedProcesses.ts"
 
 /** A fresh marker for one runtime. */
 export const freshMarker = (): string => randomBytes(12).toString("hex")
