@@ -3,6 +3,7 @@ import { FakeCallerProtection } from "../src/layers/collector/RuntimeCandidatesT
 import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../src/services/AgentRegistry.ts"
 import { RuntimeCollector } from "../src/services/RuntimeCollector.ts"
@@ -12,7 +13,7 @@ import { type BenchRow, median, run } from "./table.ts"
 const build = async () => {
   const provider = new MemoryProvider("bench")
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, providerRegistryWith(provider)])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, providerRegistryWith(provider)])
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])

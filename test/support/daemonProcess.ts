@@ -103,17 +103,40 @@ export const startDaemon = (
 
 export const ready = (daemon: Daemon) => until(() => daemon.output().includes("Quiesce ready"), "the daemon is ready")
 
+/** A prompt through the API: `POST /v1/agents/{id}/prompts`. */
+export const prompt = (
+  daemon: Daemon,
+  agentId: string,
+  body: { readonly text: string; readonly wait?: boolean; readonly clientMessageId?: string },
+  signal?: AbortSignal
+) => api(daemon, "POST", `/v1/agents/${agentId}/prompts`, body, daemon.token(), signal)
+
+/** Creates a shell agent working in the daemon's home; its id. */
+export const createShellAgent = async (daemon: Daemon): Promise<string> => {
+  const created = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: daemon.home })
+  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
+  return created.body.agentId
+}
+
 export const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode)
     else child.once("exit", (code) => resolve(code))
   })
 
-export const api = async (daemon: Daemon, method: string, route: string, body?: unknown, token = daemon.token()) => {
+export const api = async (
+  daemon: Daemon,
+  method: string,
+  route: string,
+  body?: unknown,
+  token = daemon.token(),
+  signal?: AbortSignal
+) => {
   const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(signal === undefined ? {} : { signal })
   })
   const text = await response.text()
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }

@@ -19,10 +19,12 @@ import { AgentStore } from "../../services/AgentStore.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
+import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { randomId } from "./ids.ts"
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
 import { makePrompts } from "./prompts.ts"
+import { makeRuntimeRecords } from "./runtimeRecords.ts"
 
 export interface AgentRegistryOptions {
   /**
@@ -51,10 +53,11 @@ interface QueuedEvent {
 export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegistryOptions = {}): Effect.fn.Return<
   AgentRegistry["Service"],
   AgentStoreError,
-  AgentStore | TurnJournal | ProviderRegistry | Scope.Scope
+  AgentStore | TurnJournal | RuntimeLedger | ProviderRegistry | Scope.Scope
 > {
   const store = yield* AgentStore
   const journal = yield* TurnJournal
+  const runtimeRecords = makeRuntimeRecords(yield* RuntimeLedger)
   const providers = yield* ProviderRegistry
   // Optional: hosts that can read process memory report what each release gives back.
   const inspection = yield* Effect.serviceOption(ProcessInspection)
@@ -227,6 +230,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
         Effect.gen(function*() {
           if (!isLive(agent)) return
           unregister(agent)
+          yield* runtimeRecords.forget(agent)
           const previous = records.get(agent.agentId)!
           const record: AgentRecord = {
             ...previous,
@@ -291,6 +295,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }
     target.agent = agent
     register(agent)
+    yield* runtimeRecords.record(agent)
     for (const event of target.early) enqueueEvent(agent, event)
     if (session.exited !== undefined) yield* watchForDeath(agent, session.exited)
     const active: AgentRecord = {
@@ -359,6 +364,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
         return yield* new RuntimeCloseFailed({ agentId: agent.agentId, message: closed.failure.message })
       }
       unregister(agent)
+      yield* runtimeRecords.forget(agent)
       const now = yield* Clock.currentTimeMillis
       const previous = records.get(agent.agentId)!
       const record: AgentRecord = {
@@ -471,7 +477,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
             Effect.andThen(Effect.sync(() => {
               unregister(loaded.agent)
               records.delete(agentId)
-            }))
+            })),
+            Effect.andThen(runtimeRecords.forget(loaded.agent))
           )
         )
       )
@@ -641,7 +648,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     return prompts.stopWaiting
   })
 
-  // Before anything is admitted: the previous process's journal is taken over.
+  // Before anything is admitted: what a previous daemon's runtimes left running is ended, and its
+  // journal is taken over.
+  yield* runtimeRecords.endPrevious
   yield* prompts.recover
 
   // Ended turns are kept for the retention, and at most so many per agent.
@@ -708,7 +717,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
 })
 
 /** The registry over the store, the turn journal and the providers. */
-export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | ProviderRegistry> = Layer.effect(
+export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | RuntimeLedger | ProviderRegistry> = Layer.effect(
   AgentRegistry,
   makeAgentRegistry()
 )
@@ -716,7 +725,7 @@ export const layer: Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | Tur
 /** The registry with options (prompt bound, journal retention). */
 export const layerWith = (
   options: AgentRegistryOptions
-): Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | ProviderRegistry> =>
+): Layer.Layer<AgentRegistry, AgentStoreError, AgentStore | TurnJournal | RuntimeLedger | ProviderRegistry> =>
   Layer.effect(AgentRegistry, makeAgentRegistry(options))
 
 /** The registry's live runtimes as the collector's candidates. */

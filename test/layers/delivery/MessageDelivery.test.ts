@@ -5,6 +5,7 @@ import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDelive
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
@@ -13,6 +14,7 @@ const setup = Effect.fnUntraced(function*() {
   const provider = new MemoryProvider("codex")
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, providerRegistryWith(provider)]),
+    Layer.provide(RuntimeLedgerMemory.layer),
     Layer.provideMerge(TurnJournalMemory.layer)
   )
   const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(registryLayer)))

@@ -6,6 +6,7 @@ import * as CallerProtectionLive from "../../../src/layers/collector/CallerProte
 import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../../../src/layers/finish/FinishSubscriptionsLive.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -53,6 +54,7 @@ const server = Effect.fnUntraced(function*(options: {
 }) {
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([Layer.succeed(AgentStore, options.stores.agents), providerRegistryWith(options.provider)]),
+    Layer.provide(RuntimeLedgerMemory.layer),
     Layer.provideMerge(Layer.succeed(TurnJournal, options.stores.journal))
   )
   const deliveryLayer = MessageDeliveryLive.layer(

@@ -12,6 +12,7 @@ import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProcessInspection } from "../../../src/services/ProcessInspection.ts"
@@ -35,7 +36,7 @@ const noInspection = Layer.succeed(
  */
 const serve = (provider: MemoryProvider, options: { readonly token?: string; readonly maxRequestBytes?: number } = {}) => {
   const registry = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, providerRegistryWith(provider)])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, providerRegistryWith(provider)])
   )
   const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])

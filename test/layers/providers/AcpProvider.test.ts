@@ -13,6 +13,7 @@ import * as AcpProvider from "../../../src/layers/providers/acp/AcpProvider.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
@@ -59,7 +60,7 @@ const setup = Effect.fnUntraced(function*(options: {
     onSpawn: (pid) => pids.push(pid)
   })
   const registryLayer = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
+    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])

@@ -5,6 +5,7 @@ import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvi
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
@@ -35,6 +36,7 @@ export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {})
     Layer.provide([
       options.store ?? AgentStoreMemory.layer,
       options.journal ?? TurnJournalMemory.layer,
+      RuntimeLedgerMemory.layer,
       Layer.mergeAll(provider.layer, options.extraProviders ?? Layer.empty).pipe(Layer.provideMerge(ProviderRegistry.layer))
     ])
   )
