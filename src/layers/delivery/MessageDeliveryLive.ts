@@ -206,14 +206,18 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
   const close = Effect.gen(function*() {
     closed = true
     const waiting: Array<Deferred.Deferred<PromptReceipt, DeliveryFailed>> = []
+    const flushes: Array<Effect.Effect<void>> = []
     for (const [recipientId, recipient] of recipients) {
       for (const queued of recipient.queued) waiting.push(queued.acknowledged)
       const timer = recipient.flushTimer
       recipient.flushScheduled = false
       recipient.flushTimer = undefined
       if (timer !== undefined) yield* Fiber.interrupt(timer)
-      yield* flush(recipientId, recipient).pipe(Effect.forkIn(scope))
+      flushes.push(flush(recipientId, recipient))
     }
+    // Run by close itself, not forked into the layer's scope: when the layer's finalizer closes,
+    // that scope is already closed, and a fiber forked into it never runs.
+    yield* Effect.all(flushes, { concurrency: "unbounded", discard: true })
     yield* Effect.forEach(waiting, (ack) => Effect.exit(Deferred.await(ack)), { discard: true })
     // Batches already dispatching when closing began are awaited through their lanes.
     yield* Effect.forEach([...recipients.values()], (recipient) => recipient.lane.withPermits(1)(Effect.void), {

@@ -192,6 +192,70 @@ describe("FinishSubscriptions (D2)", () => {
       assert.isFalse(yield* s2.finish.hasPendingForCaller(parent.agentId))
     }))
 
+  /**
+   * The caller's provider acknowledged the notification, then the server stopped before the
+   * subscription record was removed: the next server finds the notification's turn in the journal
+   * and acknowledges it with that turn instead of sending it again.
+   */
+  const acknowledgedThenStopped = (callerTurn: "ended" | "running") =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      // The first server's removal of the record hangs until its scope closes.
+      const removalStarted = yield* Deferred.make<string>()
+      const stuckStores: Stores = {
+        ...stores,
+        finish: {
+          ...stores.finish,
+          remove: (id) => Deferred.succeed(removalStarted, id).pipe(Effect.andThen(Effect.never))
+        }
+      }
+      const scope = yield* Scope.make()
+      const s1 = yield* server({ provider, stores: stuckStores }).pipe(Scope.provide(scope))
+      yield* s1.finish.recovered
+      const parent = yield* s1.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s1.registry.create({ provider: "codex", cwd: "/work" })
+      const sessionId = parent.persistence!.sessionId
+      const registration = yield* s1.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      yield* Effect.yieldNow
+      yield* s1.registry.prompt(child.agentId, "do the work")
+      yield* s1.registry.awaitIdle(child.agentId)
+      // The child's turn is over; from here on the caller's turns stay open unless it ends them.
+      if (callerTurn === "running") provider.turnGate = Effect.never
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(yield* Deferred.await(removalStarted), registration.id, "acknowledged: the record is being removed")
+      if (callerTurn === "ended") yield* s1.registry.awaitIdle(parent.agentId)
+      assert.strictEqual(provider.deliveredTo(sessionId).length, 1)
+      const carried = yield* stores.journal.byMessageId(parent.agentId, `finish-${registration.id}`)
+      assert.isTrue(carried._tag === "Some", "the notification's turn names the message")
+      if (carried._tag === "Some") assert.strictEqual(carried.value.state, callerTurn === "ended" ? "completed" : "running")
+      assert.strictEqual((yield* stores.finish.list).length, 1, "the record outlives the first server")
+      yield* Scope.close(scope, Exit.void)
+      // A turn the caller's runtime was running when the server stopped ends with the runtime's close.
+      const stopped = yield* stores.journal.byMessageId(parent.agentId, `finish-${registration.id}`)
+      assert.deepStrictEqual(
+        stopped._tag === "Some" ? [stopped.value.state, stopped.value.error?._tag ?? null] : [],
+        callerTurn === "ended" ? ["completed", null] : ["interrupted", "RuntimeGone"]
+      )
+      const resumes = provider.resumes
+
+      provider.turnGate = undefined
+      const s2 = yield* server({ provider, stores })
+      yield* s2.finish.recovered
+      yield* TestClock.adjust("2 seconds")
+      for (let i = 0; i < 10 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* stores.finish.list, [], "the record is removed")
+      assert.strictEqual(provider.deliveredTo(sessionId).length, 1, "the notification is not delivered a second time")
+      assert.strictEqual(provider.resumes, resumes, "the released caller is not woken for it")
+      assert.isFalse(yield* s2.finish.hasPendingForCaller(parent.agentId))
+    })
+
+  it.effect("a stop after the caller's provider acknowledged the notification (its turn ended) does not deliver it again", () =>
+    acknowledgedThenStopped("ended"))
+
+  it.effect("a stop after the caller's provider acknowledged the notification (its turn still running) does not deliver it again", () =>
+    acknowledgedThenStopped("running"))
+
   it.effect("a dispatch failure keeps the record and retries with backoff", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
