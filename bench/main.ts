@@ -3,6 +3,13 @@ import { finishBench } from "./finish.ts"
 import { registryBench } from "./registry.ts"
 import { shellBench } from "./shell.ts"
 import { printTable } from "./table.ts"
+import { turnsBench } from "./turns.ts"
 
 if (globalThis.gc === undefined) console.warn("run with --expose-gc (npm run bench) for stable heap and timing figures")
-printTable([...(await collectorBench()), ...(await registryBench()), ...(await finishBench()), ...(await shellBench())])
+printTable([
+  ...(await collectorBench()),
+  ...(await registryBench()),
+  ...(await finishBench()),
+  ...(await shellBench()),
+  ...(await turnsBench())
+])
