@@ -42,9 +42,11 @@ const isPermanent = (error: DispatchError) =>
 /**
  * A turn the daemon was handing to the provider when it stopped (a crash, or a shutdown while the
  * provider had not yet taken it): whether the message arrived is unknown. A message is then sent
- * again — a duplicate notification is better than a lost one.
+ * again — a duplicate notification is better than a lost one. A turn the provider had taken is
+ * delivered, however it ended.
  */
-const cutByStop = (record: TurnRecord) => record.state === "interrupted" && record.error?._tag === "DaemonStopped"
+const cutByStop = (record: TurnRecord) =>
+  record.state === "interrupted" && record.error?._tag === "DaemonStopped" && record.dispatchedAt === null
 
 /** One prompt for a batch: each message headed by its sender, in arrival order. */
 export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>

@@ -132,20 +132,13 @@ export const makePrompts = (host: PromptHost) => {
     Effect.andThen(record(handle, outcome, reached), Effect.sync(() => announce(handle)))
 
   /**
-   * Marks the prompt handed to the provider, durably, before it is: a crash from here on can never
-   * run it a second time (a recovery finds it `running` and reports it interrupted). False when
-   * the journal refused the write: the prompt then fails without reaching the provider.
+   * Marks the prompt as being handed to the provider, durably, before it is: a crash from here on
+   * can never run it a second time (a recovery finds it `running` and reports it interrupted).
+   * False when the journal refused the write: the prompt then fails without reaching the provider.
    */
   const markRunning = (handle: TurnHandle, disposition: Disposition, joinedTurnId: string | null, resumed: boolean) =>
     Effect.gen(function*() {
-      const record: TurnRecord = {
-        ...handle.record,
-        state: "running",
-        disposition,
-        joinedTurnId,
-        resumed,
-        dispatchedAt: yield* Clock.currentTimeMillis
-      }
+      const record: TurnRecord = { ...handle.record, state: "running", disposition, joinedTurnId, resumed, dispatchedAt: null }
       const written = yield* Effect.exit(journal.update(record))
       if (Exit.isFailure(written)) {
         yield* settle(handle, { state: "failed", reply: null, error: causeError(written.cause) }, false)
@@ -153,6 +146,17 @@ export const makePrompts = (host: PromptHost) => {
       }
       handle.record = record
       return true
+    })
+
+  /**
+   * The provider has taken the prompt (`dispatchedAt`). Written after the fact: a crash before it
+   * leaves a handover whose arrival is unknown, which a recovery tells apart from a turn that ran.
+   */
+  const markTaken = (handle: TurnHandle) =>
+    Effect.gen(function*() {
+      const record: TurnRecord = { ...handle.record, dispatchedAt: yield* Clock.currentTimeMillis }
+      handle.record = record
+      yield* journal.update(record).pipe(Effect.catch((error) => logWriteFailure(record, error)))
     })
 
   /** Back to `accepted`: the provider did not take the prompt after all (it could not steer). */
@@ -238,6 +242,7 @@ export const makePrompts = (host: PromptHost) => {
         return
       }
       taken.add(handle)
+      yield* markTaken(handle)
       yield* finishTurn(agent, active, started.value).pipe(Effect.forkIn(host.turnScope))
     })
 
@@ -255,6 +260,7 @@ export const makePrompts = (host: PromptHost) => {
         if (command !== undefined) {
           if (!(yield* markRunning(handle, "out-of-band", null, resumed))) return true
           const done = yield* Effect.exit(command)
+          yield* markTaken(handle)
           yield* settle(
             handle,
             Exit.isSuccess(done)
@@ -273,6 +279,7 @@ export const makePrompts = (host: PromptHost) => {
           if (!(yield* markRunning(handle, "steer", active.turnId, resumed))) return true
           const steered = yield* Effect.exit(steer(text, active.turnId))
           if (Exit.isSuccess(steered) && steered.value) {
+            yield* markTaken(handle)
             if (active.outcome !== undefined) yield* settle(handle, active.outcome)
             else {
               active.joined.push(handle)
@@ -451,7 +458,9 @@ export const makePrompts = (host: PromptHost) => {
           state: "interrupted",
           error: {
             _tag: "DaemonStopped",
-            message: "The daemon stopped while this turn was running; it was not run again"
+            message: record.dispatchedAt === null
+              ? "The daemon stopped while handing this turn to its provider (whether it arrived is unknown); it was not run again"
+              : "The daemon stopped while this turn was running; it was not run again"
           },
           endedAt: now
         })
