@@ -7,10 +7,23 @@ import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
+import type { SessionConfig, SessionEvent } from "../../src/domain/provider.ts"
 import { runtimeMarkerName } from "../../src/layers/providers/process/escapedProcesses.ts"
 
 /** A fresh marker for one runtime. */
 export const freshMarker = (): string => randomBytes(12).toString("hex")
+
+/**
+ * The config of a session a test opens on an adapter directly: a runtime marker of its own, as the
+ * registry gives every runtime.
+ */
+export const sessionConfig = (cwd: string, onEvent: (event: SessionEvent) => void = () => {}): SessionConfig => ({
+  agentId: "a1",
+  cwd,
+  labels: {},
+  runtimeMarker: freshMarker(),
+  onEvent
+})
 
 /** The marker a live process was started with (its `QUIESCE_RUNTIME`), or undefined when it has none. */
 export const markerOf = (pid: number): string | undefined => {

@@ -5,11 +5,9 @@
  */
 import { assert } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, type Scope } from "effect"
-import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../src/domain/provider.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
@@ -35,18 +33,6 @@ export const eventually = <E, R>(
     }
     return assert.fail(`timed out waiting until ${what}`)
   })
-
-/**
- * The config of a session a test opens on the adapter directly: a runtime marker of its own, as the
- * registry gives every runtime.
- */
-export const sessionConfig = (cwd: string, onEvent: (event: SessionEvent) => void = () => {}): SessionConfig => ({
-  agentId: "a1",
-  cwd,
-  labels: {},
-  runtimeMarker: randomBytes(12).toString("hex"),
-  onEvent
-})
 
 /** Fails the test instead of hanging when a wait takes too long. */
 export const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string, seconds = 60) =>
@@ -231,3 +217,5 @@ export const withRealCli = <E, E2>(
       )
     }))
   })
+
+export { sessionConfig } from "../../support/runtimeMarker.ts"

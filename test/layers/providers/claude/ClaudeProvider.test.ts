@@ -8,11 +8,11 @@ import { Effect, Exit, Layer, Logger, References } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
 import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
-import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
+import { markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 
 const fakeClaude = join(import.meta.dirname, "../../../fixtures/fakeClaude.mjs")
 
@@ -80,13 +80,7 @@ const setup = Effect.fnUntraced(function*(env: Readonly<Record<string, string>> 
     onSpawn: (pid) => pids.push(pid)
   }
   const client = yield* ClaudeProvider.makeClaudeClient(options)
-  const config: SessionConfig = {
-    agentId: "a1",
-    cwd: dir,
-    labels: {},
-    runtimeMarker: freshMarker(),
-    onEvent: (event) => void events.push(event)
-  }
+  const config = sessionConfig(dir, (event) => void events.push(event))
   /** Each start's argv, then the lines it was sent, in order. */
   const received = () => existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").filter((line) => line !== "") : []
   return { client, config, options, pids, events, received, dir }

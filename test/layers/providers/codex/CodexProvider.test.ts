@@ -9,10 +9,10 @@ import { Effect, Exit, Logger } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
 import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
-import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
+import { markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 
 const fakeCodex = join(import.meta.dirname, "../../../fixtures/fakeCodexAppServer.mjs")
 
@@ -47,13 +47,7 @@ const setup = Effect.fnUntraced(function*(extraEnv: Readonly<Record<string, stri
     closeGrace: "1 second",
     onSpawn: (pid) => pids.push(pid)
   })
-  const config: SessionConfig = {
-    agentId: "a1",
-    cwd: dir,
-    labels: {},
-    runtimeMarker: freshMarker(),
-    onEvent: (event) => void events.push(event)
-  }
+  const config = sessionConfig(dir, (event) => void events.push(event))
   return { client, config, setState, methodsSeen, pids, events }
 })
 

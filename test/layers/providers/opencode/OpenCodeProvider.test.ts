@@ -17,7 +17,7 @@ import {
 } from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
-import { freshMarker, markedStray, markerOf } from "../../../support/runtimeMarker.ts"
+import { freshMarker, markedStray, markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 
 const fakeServer = join(import.meta.dirname, "../../../fixtures/fakeOpencodeServer.mjs")
 
@@ -78,13 +78,7 @@ const withClient = <E>(options: Partial<OpenCodeProviderOptions>, body: (harness
               post(`/session?directory=${encodeURIComponent(dir)}`, { parentID }).pipe(
                 Effect.map((created) => Schema.decodeUnknownSync(Schema.Struct({ id: Schema.String }))(created).id)
               )
-            const config: SessionConfig = {
-              agentId: "a1",
-              cwd: dir,
-              labels: {},
-              runtimeMarker: freshMarker(),
-              onEvent: (event) => void events.push(event)
-            }
+            const config = sessionConfig(dir, (event) => void events.push(event))
             yield* body({ client, config, events, servers, control, createSession })
           }))
           yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no server process group is left")

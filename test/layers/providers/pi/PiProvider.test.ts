@@ -8,13 +8,13 @@ import { Effect, Exit } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionEvent } from "../../../../src/domain/provider.ts"
 import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
 import { missingSettlement, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { descendantGroups } from "../../../../src/layers/providers/process/detachedGroups.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
-import { freshMarker, markedStray, markerOf } from "../../../support/runtimeMarker.ts"
+import { freshMarker, markedStray, markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 
 const fakePi = join(import.meta.dirname, "../../../fixtures/fakePiRpc.mjs")
 
@@ -69,13 +69,7 @@ const setup = Effect.fnUntraced(function*(
     closeGrace: "1 second",
     onSpawn: (pid) => pids.push(pid)
   })
-  const config: SessionConfig = {
-    agentId: "a1",
-    cwd: dir,
-    labels: {},
-    runtimeMarker: freshMarker(),
-    onEvent: (event) => void events.push(event)
-  }
+  const config = sessionConfig(dir, (event) => void events.push(event))
   return { client, config, setState, pids, events, dir }
 })
 
