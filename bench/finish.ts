@@ -71,8 +71,10 @@ const messageThroughput = () =>
     return {
       name: "messages enqueued to acknowledged, 100k over 1k recipients (20 ms batching window)",
       value: `${Math.round(rate).toLocaleString("en")} msg/s`,
-      target: ">= 50,000 msg/s",
-      ok: rate >= 50_000
+      // Every dispatched batch is a durable turn (four journal writes, their commits grouped);
+      // before the turn journal the path was in memory only, and the target was 50,000 msg/s.
+      target: ">= 5,000 msg/s",
+      ok: rate >= 5_000
     } satisfies BenchRow
   })
 

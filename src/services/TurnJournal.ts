@@ -21,6 +21,7 @@ export type Acceptance =
  * The durable turn journal: one record per accepted prompt, written before it is dispatched.
  * `(agentId, clientMessageId)` is unique; `accept` checks and writes in one transaction, so two
  * acceptances of one client id can never both succeed, in one process or across a restart.
+ * Writes are applied in the order they were submitted, and each succeeds only once it is durable.
  */
 export class TurnJournal extends Context.Service<TurnJournal, {
   readonly accept: (input: AcceptTurn) => Effect.Effect<Acceptance, AgentStoreError>

@@ -149,14 +149,19 @@ export const makePrompts = (host: PromptHost) => {
     })
 
   /**
-   * The provider has taken the prompt (`dispatchedAt`). Written after the fact: a crash before it
-   * leaves a handover whose arrival is unknown, which a recovery tells apart from a turn that ran.
+   * The provider has taken the prompt (`dispatchedAt`). Written after the fact, and not waited
+   * for (the journal keeps writes in order, so the turn's end cannot be overtaken by it): a crash
+   * before it is durable leaves a handover whose arrival is unknown, which a recovery tells apart
+   * from a turn that ran.
    */
   const markTaken = (handle: TurnHandle) =>
     Effect.gen(function*() {
       const record: TurnRecord = { ...handle.record, dispatchedAt: yield* Clock.currentTimeMillis }
       handle.record = record
-      yield* journal.update(record).pipe(Effect.catch((error) => logWriteFailure(record, error)))
+      yield* journal.update(record).pipe(
+        Effect.catch((error) => logWriteFailure(record, error)),
+        Effect.forkIn(host.turnScope, { startImmediately: true })
+      )
     })
 
   /** Back to `accepted`: the provider did not take the prompt after all (it could not steer). */

@@ -7,12 +7,13 @@
  * `accept` reads and writes in one `BEGIN IMMEDIATE` transaction, so a client id is accepted once
  * even by two daemons racing on one file.
  */
-import { Effect, Layer, Option, Predicate, Result, Schema, SchemaTransformation } from "effect"
+import { Effect, Layer, Option, Predicate, Result, Schema, SchemaTransformation, type Scope } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import { AgentStoreError } from "../../domain/errors.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
+import * as GroupCommit from "./groupCommit.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -145,10 +146,12 @@ const first = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<O
 export const make: Effect.Effect<
   TurnJournal["Service"],
   SqlError.SqlError | Migrator.MigrationError,
-  SqlClient.SqlClient
+  SqlClient.SqlClient | Scope.Scope
 > = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* migrate
+  // Prompts accepted and turns recorded at about the same time share one commit.
+  const group = yield* GroupCommit.make((effect) => sql.withTransaction(effect))
 
   const byClientMessageId = (agentId: string, clientMessageId: string) =>
     sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId} AND client_message_id = ${clientMessageId}`
@@ -170,7 +173,9 @@ export const make: Effect.Effect<
       }
       return { _tag: "Accepted", record } satisfies Acceptance
     }).pipe(
+      // Its own savepoint: a failed insert undoes the whole acceptance, and nothing else.
       sql.withTransaction,
+      group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("accept", record.agentId)(error))
     )
   })
@@ -186,7 +191,7 @@ export const make: Effect.Effect<
         error = ${row.error},
         dispatched_at = ${row.dispatched_at},
         ended_at = ${row.ended_at}
-      WHERE turn_id = ${row.turn_id}`.pipe(Effect.mapError(failure("update", record.agentId)))
+      WHERE turn_id = ${row.turn_id}`.pipe(group.submit, Effect.mapError(failure("update", record.agentId)))
   })
 
   const get = (agentId: string, turnId: string) =>
@@ -216,6 +221,10 @@ export const make: Effect.Effect<
   })
 
   const prune = Effect.fn("SqliteTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
+    return yield* group.submit(pruneNow(endedBefore, keepPerAgent))
+  }, Effect.mapError(failure("prune", undefined)))
+
+  const pruneNow = Effect.fnUntraced(function*(endedBefore: number, keepPerAgent: number) {
     const byAge = yield* sql`DELETE FROM turns WHERE ended_at IS NOT NULL AND ended_at < ${endedBefore}`.raw
     // The newest `keepPerAgent` final turns of each agent stay; older final ones go.
     const byCount = yield* sql`DELETE FROM turns WHERE seq IN (
@@ -225,7 +234,7 @@ export const make: Effect.Effect<
         ) WHERE rank > ${keepPerAgent}
       )`.raw
     return changes(byAge) + changes(byCount)
-  }, Effect.mapError(failure("prune", undefined)))
+  })
 
   return TurnJournal.of({ accept, update, get, byClientMessageId, byMessageId, unfinished, prune })
 })
