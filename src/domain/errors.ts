@@ -64,8 +64,18 @@ export class AgentStoreError extends Schema.TaggedError<AgentStoreError>()("Agen
 export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("ProviderFailed", {
   provider: Schema.String,
   operation: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  /**
+   * The provider certainly did not act on the request: it was never sent (the process had
+   * exited), or the provider answered that it would not. Absent when that is unknown (a timeout,
+   * a process that died before answering): such a request may have been acted on.
+   */
+  refused: Schema.optionalKey(Schema.Boolean)
 }) {}
+
+/** Whether a failure says for certain that the provider did not act on the request. */
+export const isRefusal = (error: unknown): boolean =>
+  error instanceof ProviderFailed && error.refused === true
 
 /** No provider with this id is registered. */
 export class ProviderNotFound extends Schema.TaggedError<ProviderNotFound>()("ProviderNotFound", {

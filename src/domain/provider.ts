@@ -45,6 +45,8 @@ export interface AgentSession {
    * Starts one foreground turn for the prompt; `turnId` is the daemon's id for it. Succeeds once
    * the provider has accepted the prompt, with an effect that waits for the turn to end: it
    * succeeds with the turn's end and fails when the turn failed (with the provider's error text).
+   * A start that fails says `refused` when the provider certainly did not take the prompt (a
+   * repeat may then run it); without it the prompt may have run, and is never run again.
    * The registry starts at most one turn at a time per session.
    */
   readonly startTurn: (prompt: string, turnId: string) => Effect.Effect<Effect.Effect<TurnEnd, ProviderFailed>, ProviderFailed>

@@ -152,10 +152,18 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
         yield* dispatch(recipientId, record.text, record.clientMessageId, []).pipe(acknowledge(recipientId, again))
       }
       if (fresh.length === 0) return
-      const messageIds = fresh.flatMap((queued) => queued.message.id === undefined ? [] : [queued.message.id])
+      // A message enqueued twice in one window is sent once; both are acknowledged with its turn.
+      const seen = new Set<string>()
+      const distinct = fresh.filter((queued) => {
+        const id = queued.message.id
+        if (id === undefined) return true
+        if (seen.has(id)) return false
+        seen.add(id)
+        return true
+      })
       const clientMessageId = yield* randomId("delivery")
-      const text = formatBatch(fresh.map((queued) => queued.message))
-      yield* dispatch(recipientId, text, clientMessageId, messageIds).pipe(acknowledge(recipientId, fresh))
+      const text = formatBatch(distinct.map((queued) => queued.message))
+      yield* dispatch(recipientId, text, clientMessageId, [...seen]).pipe(acknowledge(recipientId, fresh))
     })
 
   /** Dispatches everything queued for the recipient as one prompt. */

@@ -13,6 +13,7 @@ import {
   AgentNotFound,
   AgentNotResumable,
   type AgentStoreError,
+  isRefusal,
   type ProviderNotFound,
   PromptTooLarge,
   ShuttingDown,
@@ -68,6 +69,9 @@ const causeError = (cause: Cause.Cause<unknown>): TurnError => {
   return Option.isSome(failure) ? turnError(failure.value) : { _tag: "Defect", message: Cause.pretty(cause) }
 }
 
+/** What the provider got of a prompt that ended without running (see `record`). */
+type Reach = "taken" | "refused" | "unknown"
+
 /** What a prompt resolved to: a turn in flight here, or a record that needs nobody. */
 type Resolution = { readonly handle: TurnHandle } | { readonly record: TurnRecord }
 
@@ -102,15 +106,18 @@ export const makePrompts = (host: PromptHost) => {
 
   /**
    * Records a final state and lets go of the handle; `announce` then answers whoever waits on it.
-   * `reached: false` records that the provider never took the prompt, so a repeat may run it.
+   * `reach` says what the provider got: `"taken"` (as recorded), `"refused"` (it certainly never
+   * acted on the prompt, so a repeat may run it), or `"unknown"` (it may have: never run again).
    */
-  const record = (handle: TurnHandle, outcome: TurnOutcome, reached = true) =>
+  const record = (handle: TurnHandle, outcome: TurnOutcome, reach: Reach = "taken") =>
     Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
       const final: TurnRecord = {
         ...handle.record,
         ...outcome,
-        ...(reached ? {} : { disposition: null, joinedTurnId: null, dispatchedAt: null }),
-        endedAt: yield* Clock.currentTimeMillis
+        ...(reach === "refused" ? { disposition: null, joinedTurnId: null, dispatchedAt: null } : {}),
+        ...(reach === "unknown" ? { dispatchedAt: handle.record.dispatchedAt ?? now } : {}),
+        endedAt: now
       }
       handle.record = final
       taken.delete(handle)
@@ -128,8 +135,8 @@ export const makePrompts = (host: PromptHost) => {
     Deferred.doneUnsafe(handle.ended, Exit.succeed(receipt))
   }
 
-  const settle = (handle: TurnHandle, outcome: TurnOutcome, reached = true) =>
-    Effect.andThen(record(handle, outcome, reached), Effect.sync(() => announce(handle)))
+  const settle = (handle: TurnHandle, outcome: TurnOutcome, reach: Reach = "taken") =>
+    Effect.andThen(record(handle, outcome, reach), Effect.sync(() => announce(handle)))
 
   /**
    * Marks the prompt as being handed to the provider, durably, before it is: a crash from here on
@@ -141,7 +148,7 @@ export const makePrompts = (host: PromptHost) => {
       const record: TurnRecord = { ...handle.record, state: "running", disposition, joinedTurnId, resumed, dispatchedAt: null }
       const written = yield* Effect.exit(journal.update(record))
       if (Exit.isFailure(written)) {
-        yield* settle(handle, { state: "failed", reply: null, error: causeError(written.cause) }, false)
+        yield* settle(handle, { state: "failed", reply: null, error: causeError(written.cause) }, "refused")
         return false
       }
       handle.record = record
@@ -211,9 +218,11 @@ export const makePrompts = (host: PromptHost) => {
         ))
       )
       const exit = yield* Effect.exit(Effect.raceFirst(end, gone))
+      // What the daemon had done to the turn when it ended: a close or an interrupt that comes
+      // while its end is processed does not change how it ended.
+      const outcome = outcomeOf(agent, active, exit)
       host.touch(agent, yield* Clock.currentTimeMillis)
       yield* host.afterTurn(agent)
-      const outcome = outcomeOf(agent, active, exit)
       active.outcome = outcome
       // Recorded before the next turn may start, and answered once the slot is free: whoever sees
       // the slot free sees this outcome, and whoever hears the outcome sees the slot free.
@@ -232,9 +241,18 @@ export const makePrompts = (host: PromptHost) => {
     })
 
   /** Starts the prompt as the runtime's next turn; the wait for its end runs in the registry's scope. */
+  /**
+   * Starts the prompt as the runtime's next turn; the wait for its end runs in the registry's
+   * scope. False when the runtime began to go away (or the daemon to stop) while the start was
+   * being recorded: the prompt is `accepted` again, and the caller resumes the runtime for it.
+   */
   const begin = (agent: LiveAgent, handle: TurnHandle, resumed: boolean) =>
     Effect.gen(function*() {
-      if (!(yield* markRunning(handle, "turn", null, resumed))) return
+      if (!(yield* markRunning(handle, "turn", null, resumed))) return true
+      if (!dispatchable(agent)) {
+        yield* markAccepted(handle)
+        return false
+      }
       const active: ActiveTurn = { turnId: handle.record.turnId, handle, joined: [], interruptRequested: false, outcome: undefined }
       agent.turn = active
       const started = yield* Effect.exit(agent.session.startTurn(handle.record.text, handle.record.turnId))
@@ -242,14 +260,20 @@ export const makePrompts = (host: PromptHost) => {
         agent.turn = undefined
         settleTurnWaiters(agent)
         wake(agent)
-        // The provider refused it (that is what a failed start means): a repeat may try again.
-        yield* settle(handle, { state: "failed", reply: null, error: causeError(started.cause) }, false)
-        return
+        // Refused: it never ran, and a repeat may try again. Otherwise (a timeout, a process that
+        // died before answering) it may have run, and it is never run again.
+        const reach = Option.exists(Cause.findErrorOption(started.cause), isRefusal) ? "refused" : "unknown"
+        yield* settle(handle, { state: "failed", reply: null, error: causeError(started.cause) }, reach)
+        return true
       }
       taken.add(handle)
       yield* markTaken(handle)
       yield* finishTurn(agent, active, started.value).pipe(Effect.forkIn(host.turnScope))
+      return true
     })
+
+  /** Whether a prompt may still be handed to this runtime now. */
+  const dispatchable = (agent: LiveAgent) => host.isLive(agent) && !agent.takingDown && !host.isShuttingDown()
 
   /**
    * Hands an admitted prompt to the runtime, in admission order (the dispatch permit). True once
@@ -259,7 +283,11 @@ export const makePrompts = (host: PromptHost) => {
   const dispatch = (agent: LiveAgent, handle: TurnHandle, resumed: boolean): Effect.Effect<boolean> =>
     agent.dispatch.withPermits(1)(Effect.gen(function*() {
       while (true) {
-        if (!host.isLive(agent) || agent.takingDown) return false
+        // A shutdown leaves what is not yet handed over `accepted`, for the next start.
+        if (!dispatchable(agent)) return false
+        // Taken now, in the same step as the turn is read: a turn that ends while this prompt is
+        // being steered wakes it, however long the steer takes.
+        const woken = agent.wake
         const text = handle.record.text
         const command = agent.session.outOfBand(text)
         if (command !== undefined) {
@@ -275,14 +303,16 @@ export const makePrompts = (host: PromptHost) => {
           return true
         }
         const active = agent.turn
-        if (active === undefined) {
-          yield* begin(agent, handle, resumed)
-          return true
-        }
+        if (active === undefined) return yield* begin(agent, handle, resumed)
         const steer = agent.session.steer
         if (steer !== undefined) {
           if (!(yield* markRunning(handle, "steer", active.turnId, resumed))) return true
           const steered = yield* Effect.exit(steer(text, active.turnId))
+          if (Exit.isFailure(steered) && !Option.exists(Cause.findErrorOption(steered.cause), isRefusal)) {
+            // It may have reached the turn: never sent a second time.
+            yield* settle(handle, { state: "failed", reply: null, error: causeError(steered.cause) }, "unknown")
+            return true
+          }
           if (Exit.isSuccess(steered) && steered.value) {
             yield* markTaken(handle)
             if (active.outcome !== undefined) yield* settle(handle, active.outcome)
@@ -296,7 +326,7 @@ export const makePrompts = (host: PromptHost) => {
         }
         // The provider cannot take it into the running turn: it waits for the next one.
         agent.queued++
-        yield* Deferred.await(agent.wake).pipe(Effect.ensuring(Effect.sync(() => agent.queued--)))
+        yield* Deferred.await(woken).pipe(Effect.ensuring(Effect.sync(() => agent.queued--)))
       }
     })).pipe(Effect.ensuring(Effect.sync(() => {
       agent.foregroundMutations--
@@ -320,7 +350,7 @@ export const makePrompts = (host: PromptHost) => {
           const error = causeError(resident.cause)
           // Left `accepted` in the journal: the next start dispatches it.
           if (error._tag === "ShuttingDown") return
-          yield* settle(handle, { state: "failed", reply: null, error }, false)
+          yield* settle(handle, { state: "failed", reply: null, error }, "refused")
           return
         }
         resumed = true

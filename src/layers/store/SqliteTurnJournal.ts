@@ -191,7 +191,19 @@ export const make: Effect.Effect<
         error = ${row.error},
         dispatched_at = ${row.dispatched_at},
         ended_at = ${row.ended_at}
-      WHERE turn_id = ${row.turn_id}`.pipe(group.submit, Effect.mapError(failure("update", record.agentId)))
+      WHERE turn_id = ${row.turn_id}`.raw.pipe(
+      Effect.flatMap((result) =>
+        changes(result) === 1
+          ? Effect.void
+          : Effect.fail(new AgentStoreError({
+            operation: "journal.update",
+            agentId: record.agentId,
+            message: `Turn ${record.turnId} is not in the journal (pruned?)`
+          }))
+      ),
+      group.submit,
+      Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("update", record.agentId)(error))
+    )
   })
 
   const get = (agentId: string, turnId: string) =>

@@ -4,6 +4,7 @@
  * build of {@link layer} starts empty.
  */
 import { Effect, Layer, Option } from "effect"
+import { AgentStoreError } from "../../domain/errors.ts"
 import { isFinal, type TurnRecord } from "../../domain/turn.ts"
 import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
 
@@ -36,9 +37,15 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
         return { _tag: "Accepted", record }
       }),
     update: (record) =>
-      Effect.sync(() => {
-        if (records.has(record.turnId)) records.set(record.turnId, record)
-      }),
+      records.has(record.turnId)
+        ? Effect.sync(() => void records.set(record.turnId, record))
+        : Effect.fail(
+          new AgentStoreError({
+            operation: "journal.update",
+            agentId: record.agentId,
+            message: `Turn ${record.turnId} is not in the journal (pruned?)`
+          })
+        ),
     get: (agentId, turnId) =>
       Effect.sync(() => Option.filter(find(turnId), (record) => record.agentId === agentId)),
     byClientMessageId: (agentId, clientMessageId) => Effect.sync(() => find(byClientId.get(key(agentId, clientMessageId)))),

@@ -235,6 +235,20 @@ describe("MessageDelivery with message ids (D1, turn journal)", () => {
       assert.isFalse(yield* s2.delivery.hasPending(agent.agentId))
     }))
 
+  it.effect("a message enqueued twice in one batching window is sent once; both are acknowledged with its turn", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const s = yield* server(provider, stores)
+      const agent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const send = () => s.delivery.enqueue({ recipientId: agent.agentId, text: "only once", senderId: "a", id: "m1" })
+      const acks = [yield* send(), yield* send()]
+      yield* TestClock.adjust("2 seconds")
+      const [first, second] = yield* Effect.all(acks)
+      assert.strictEqual(first!.turnId, second!.turnId)
+      assert.deepStrictEqual(provider.deliveredTo(agent.persistence!.sessionId), ["[message from agent a]\nonly once"])
+    }))
+
   it.effect("messages with ids batched together are recorded with one turn, and each is found again", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")

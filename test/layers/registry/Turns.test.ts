@@ -3,7 +3,7 @@
  * by its caller) to an honest outcome, one turn at a time per runtime.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { ProviderFailed } from "../../../src/domain/errors.ts"
 import type { TurnRecord } from "../../../src/domain/turn.ts"
@@ -94,6 +94,97 @@ describe("turns: one at a time, each its own", () => {
       assert.notStrictEqual(receipt.turnId, first.turnId)
       assert.strictEqual(receipt.state, "completed")
       assert.strictEqual(receipt.output, "both done")
+    }))
+})
+
+describe("turns: races found in review", () => {
+  it.effect("a turn that ends while a prompt is being steered into it wakes that prompt (no lost wake-up)", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const turnGate = yield* Deferred.make<void>()
+      h.provider.turnGate = Deferred.await(turnGate)
+      const agent = yield* h.create()
+      yield* h.registry.prompt(agent.agentId, "first")
+      // The steer is held while the running turn ends; the provider then refuses it (no turn runs).
+      const steerGate = yield* Deferred.make<void>()
+      h.provider.dispatchGate = Deferred.await(steerGate)
+      const second = yield* h.registry.prompt(agent.agentId, "second", { wait: true }).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(turnGate, undefined)
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      h.provider.dispatchGate = Effect.void
+      yield* Deferred.succeed(steerGate, undefined)
+      const receipt = yield* Fiber.join(second)
+      assert.strictEqual(receipt.state, "completed")
+      assert.strictEqual(receipt.disposition, "turn")
+      assert.deepStrictEqual(h.provider.deliveries.map((delivery) => delivery.prompt), ["first", "second"])
+      assert.deepStrictEqual(yield* blockersOf(h, agent.agentId), [])
+    }))
+
+  it.effect("a prompt still queued when the shutdown begins is never started: it stays accepted for the next start", () =>
+    Effect.gen(function*() {
+      const state = yield* durableState
+      const provider = new MemoryProvider("shellish")
+      provider.steers = false
+      const scope = yield* Scope.make()
+      const h = yield* harness({ provider, store: state.store, journal: state.journalLayer }).pipe(Scope.provide(scope))
+      const gate = yield* Deferred.make<void>()
+      provider.turnGate = Deferred.await(gate)
+      const agent = yield* h.create()
+      yield* h.registry.prompt(agent.agentId, "first")
+      yield* h.registry.prompt(agent.agentId, "second", { clientMessageId: "q-1" }).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      yield* h.registry.stopAdmission
+      // The running turn ends after the shutdown began: the queued prompt must not start.
+      provider.turnGate = Effect.never
+      yield* Deferred.succeed(gate, undefined)
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["first"])
+      assert.strictEqual(Option.getOrThrow(yield* state.journal.byClientMessageId(agent.agentId, "q-1")).state, "accepted")
+    }))
+
+  it.effect("a start that fails without an answer may have run: a repeat never runs it again", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      h.provider.unansweredTurnStarts = 1
+      const failed = yield* h.registry.prompt(agent.agentId, "deploy", { clientMessageId: "m-7", wait: true })
+      assert.strictEqual(failed.state, "failed")
+      const repeat = yield* h.registry.prompt(agent.agentId, "deploy", { clientMessageId: "m-7", wait: true })
+      assert.deepStrictEqual(repeat, failed)
+      assert.deepStrictEqual(h.provider.deliveries.map((delivery) => delivery.prompt), ["deploy"])
+    }))
+
+  it.effect("a close that comes while a completed turn's end is processed leaves it completed", () =>
+    Effect.gen(function*() {
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const memory = yield* AgentStoreMemory.make
+      let holdPuts = false
+      // A store whose writes the test holds: the turn's end waits on one (a new session handle).
+      const store = Layer.succeed(AgentStore, AgentStore.of({
+        ...memory,
+        put: (record) =>
+          holdPuts
+            ? Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(release)), Effect.andThen(memory.put(record)))
+            : memory.put(record)
+      }))
+      const h = yield* harness({ store })
+      h.provider.reportsSessionAfterTurn = true
+      h.provider.turnEnd = () => Effect.succeed({ reply: "all done" })
+      const agent = yield* h.create()
+      holdPuts = true
+      const waiting = yield* h.registry.prompt(agent.agentId, "work", { wait: true }).pipe(Effect.forkChild)
+      yield* Deferred.await(entered)
+      holdPuts = false
+      const closing = yield* h.registry.close(agent.agentId).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(closing)
+      const receipt = yield* Fiber.join(waiting)
+      assert.strictEqual(receipt.state, "completed")
+      assert.strictEqual(receipt.output, "all done")
     }))
 })
 

@@ -177,7 +177,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   /** Processes not yet terminated: an agent that exited may have left processes in its group. */
   const running = new Set<AgentProcess>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   yield* Effect.addFinalizer(() =>
     Effect.forEach([...running], (agent) => agent.terminate(closeGrace), { concurrency: "unbounded", discard: true })
@@ -356,8 +357,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         persistence: Effect.succeed(handle),
         startTurn: (text) =>
           Effect.suspend(() => {
-            if (closed) return Effect.fail(failed("session/prompt", "the session is closed"))
-            if (exit !== undefined) return Effect.fail(failed("session/prompt", `ACP agent ${describeExit(exit)}`))
+            if (closed) return Effect.fail(failed("session/prompt", "the session is closed", true))
+            if (exit !== undefined) return Effect.fail(failed("session/prompt", `ACP agent ${describeExit(exit)}`, true))
             const previous = lastTurn
             const done = Deferred.makeUnsafe<void>()
             lastTurn = done

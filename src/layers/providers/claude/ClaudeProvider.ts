@@ -76,7 +76,8 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
   const closeGrace = options.closeGrace ?? "2 seconds"
   /** How each live session ends its runtime; run for every one still live when the layer closes. */
   const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   yield* Effect.addFinalizer(() => Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true }))
 
@@ -152,7 +153,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
 
       const write = (operation: string, line: string): Effect.Effect<void, ProviderFailed> =>
         Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`))
+          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`, true))
           cli.write(line)
           return Effect.void
         })

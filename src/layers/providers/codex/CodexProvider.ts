@@ -81,7 +81,8 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
   const closeGrace = options.closeGrace ?? "2 seconds"
   /** How to end each session still running: its server and the commands it started. */
   const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   yield* Effect.addFinalizer(() =>
     Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
@@ -230,7 +231,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         Deferred.doneUnsafe(
           reply,
           isError(message)
-            ? Exit.fail(failed("request", `error ${message.error.code}: ${message.error.message}`))
+            ? Exit.fail(failed("request", `error ${message.error.code}: ${message.error.message}`, true))
             : Exit.succeed(message.result)
         )
         return Effect.void
@@ -263,7 +264,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       /** A request; its error names the operation. Not counted as conversation work. */
       const request = (method: string, params: unknown): Effect.Effect<unknown, ProviderFailed> =>
         Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(server.exited)) return Effect.fail(failed(method, `${provider} process has exited`))
+          if (Deferred.isDoneUnsafe(server.exited)) return Effect.fail(failed(method, `${provider} process has exited`, true))
           const id = ++nextRequest
           const reply = Deferred.makeUnsafe<unknown, ProviderFailed>()
           pending.set(id, reply)
@@ -274,7 +275,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
               orElse: () => Effect.fail(failed(method, `no response within ${Duration.format(requestTimeout)}`))
             }),
             Effect.ensuring(Effect.sync(() => pending.delete(id))),
-            Effect.mapError((error) => failed(method, error.message))
+            Effect.mapError((error) => failed(method, error.message, error.refused))
           )
         })
 

@@ -37,8 +37,13 @@ export class MemoryProvider {
   readonly commands = new Set<string>(["/maintenance"])
   /** Runs before a prompt is accepted (turn, steer or command): holds dispatch acknowledgement. */
   dispatchGate: Effect.Effect<void> = Effect.void
-  /** How many of the next turn starts fail (provider unavailable). */
+  /** How many of the next turn starts are refused (provider unavailable): they never run. */
   failingTurnStarts = 0
+  /**
+   * How many of the next turn starts reach the provider (the prompt is delivered) but fail as a
+   * timeout would: whether they ran is unknown to the registry.
+   */
+  unansweredTurnStarts = 0
   /** Holds every turn open until it completes; undefined ends turns at once. */
   turnGate: Effect.Effect<void> | undefined = undefined
   /** How a turn ends once its gate opens: by default it completes with no reply. */
@@ -100,8 +105,8 @@ export class MemoryProvider {
       this.deliveries.push({ sessionId, prompt, via })
       transcript.push(prompt)
     }
-    const failed = (operation: string, message: string) =>
-      new ProviderFailed({ provider: this.provider, operation, message })
+    const failed = (operation: string, message: string, refused?: boolean) =>
+      new ProviderFailed({ provider: this.provider, operation, message, ...(refused === true ? { refused } : {}) })
     const handle: PersistenceHandle = { provider: this.provider, sessionId, data: {} }
     const probe = this.probe
     let sessionKnown = !this.reportsSessionAfterTurn
@@ -110,10 +115,15 @@ export class MemoryProvider {
       persistence: Effect.sync(() => (sessionKnown ? handle : null)),
       startTurn: (prompt) =>
         Effect.andThen(this.dispatchGate, () => {
-          if (state.closed) return Effect.fail(failed("startTurn", "session is closed"))
+          if (state.closed) return Effect.fail(failed("startTurn", "session is closed", true))
           if (this.failingTurnStarts > 0) {
             this.failingTurnStarts--
-            return Effect.fail(failed("startTurn", "provider unavailable"))
+            return Effect.fail(failed("startTurn", "provider unavailable", true))
+          }
+          if (this.unansweredTurnStarts > 0) {
+            this.unansweredTurnStarts--
+            deliver(prompt, "turn")
+            return Effect.fail(failed("startTurn", "no answer in time"))
           }
           state.turnRunning = true
           deliver(prompt, "turn")

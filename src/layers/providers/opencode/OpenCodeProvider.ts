@@ -122,7 +122,8 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
   const noticeTimeout = Duration.toMillis(Duration.fromInputUnsafe(options.completionNoticeTimeout ?? "5 minutes"))
   /** Each live server, with how to close it: the session's own close once it has one. */
   const running = new Map<OpenCodeServer, Effect.Effect<void>>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   yield* Effect.addFinalizer(() =>
     Effect.forEach([...running.values()], (close) => close, {
@@ -496,8 +497,8 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         persistence: Effect.succeed({ provider, sessionId, data: { directory: session.directory } }),
         startTurn: (text) =>
           Effect.gen(function*() {
-            if (broken !== undefined) return yield* failed("prompt", `${provider} event stream is gone: ${broken}`)
-            if (turn !== undefined) return yield* failed("prompt", "a turn is already running")
+            if (broken !== undefined) return yield* failed("prompt", `${provider} event stream is gone: ${broken}`, true)
+            if (turn !== undefined) return yield* failed("prompt", "a turn is already running", true)
             const current: Turn = { done: Deferred.makeUnsafe<TurnEnd, ProviderFailed>(), sawBusy: false, error: undefined }
             turn = current
             yield* call(

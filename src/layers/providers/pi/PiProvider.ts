@@ -72,7 +72,8 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
   const closeGrace = options.closeGrace ?? "2 seconds"
   /** How each live session ends its runtime; run for every one still live when the layer closes. */
   const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   yield* Effect.addFinalizer(() =>
     Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
@@ -230,7 +231,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         build: (id: string) => RpcCommand
       ): Effect.Effect<RpcResponse, ProviderFailed> =>
         Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`))
+          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`, true))
           const id = `quiesce-${++nextRequest}`
           const reply = Deferred.makeUnsafe<RpcResponse, ProviderFailed>()
           const command = build(id)
@@ -243,7 +244,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
             }),
             Effect.ensuring(Effect.sync(() => pending.delete(id))),
             Effect.flatMap((response) =>
-              response.success ? Effect.succeed(response) : Effect.fail(failed(operation, response.error ?? "failed"))
+              response.success ? Effect.succeed(response) : Effect.fail(failed(operation, response.error ?? "failed", true))
             )
           )
         })

@@ -47,7 +47,8 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
   const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
   const closeGrace = options.closeGrace ?? "2 seconds"
   const running = new Set<PluginProcess>()
-  const failed = (operation: string, message: string) => new ProviderFailed({ provider, operation, message })
+  const failed = (operation: string, message: string, refused?: boolean) =>
+    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
 
   // Every process still running when the provider's scope closes is ended with its group.
   yield* Effect.addFinalizer(() =>
@@ -164,7 +165,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       const request = (operation: string, message: Request): Effect.Effect<Reply, ProviderFailed> =>
         Effect.suspend(() => {
           // A dead plugin answers nothing: fail now rather than after the request timeout.
-          if (Deferred.isDoneUnsafe(plugin.exited)) return Effect.fail(failed(operation, "plugin process has exited"))
+          if (Deferred.isDoneUnsafe(plugin.exited)) return Effect.fail(failed(operation, "plugin process has exited", true))
           const requestId = `r${++nextRequest}`
           const reply = Deferred.makeUnsafe<Reply, ProviderFailed>()
           pending.set(requestId, reply)
@@ -177,7 +178,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
             }),
             Effect.ensuring(Effect.sync(() => pending.delete(requestId))),
             Effect.flatMap((answer) =>
-              answer.type === "request.failed" ? Effect.fail(failed(operation, answer.message)) : Effect.succeed(answer)
+              answer.type === "request.failed" ? Effect.fail(failed(operation, answer.message, true)) : Effect.succeed(answer)
             )
           )
         })
@@ -252,7 +253,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
             )
             if (!accepted) {
               turns.delete(turnId)
-              return yield* failed("session.prompt", "plugin did not accept the turn")
+              return yield* failed("session.prompt", "plugin did not accept the turn", true)
             }
             return Deferred.await(done)
           }),
