@@ -1,6 +1,7 @@
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { registryBench } from "./registry.ts"
+import { retirementBench } from "./retirement.ts"
 import { shellBench } from "./shell.ts"
 import { printTable } from "./table.ts"
 import { turnsBench } from "./turns.ts"
@@ -11,5 +12,6 @@ printTable([
   ...(await registryBench()),
   ...(await finishBench()),
   ...(await shellBench()),
-  ...(await turnsBench())
+  ...(await turnsBench()),
+  ...(await retirementBench(100, 10))
 ])

@@ -4,6 +4,7 @@
  * registry carries over 50 agents, and the same shape through a real daemon process with the
  * reference shell provider over HTTP. Every answer is checked; failures are counted, not timed.
  */
+import { ActivityClock } from "../src/services/ActivityClock.ts"
 import { Context, Deferred, Effect, Exit, Layer, Predicate, Scope } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -49,13 +50,17 @@ const durability = (file: string): string => {
 /** The registry over one SQLite state file (in a temp dir, removed afterwards) and the in-memory provider. */
 const withJournal = async <A>(
   use: (env: { readonly registry: AgentRegistry["Service"]; readonly provider: MemoryProvider; readonly file: string }) => Promise<A>,
-  configure: (provider: MemoryProvider) => void = () => {}
+  configure: (provider: MemoryProvider) => void = () => {},
+  /** With the daemon idle timer's bookkeeping (every activity noted), as a daemon runs the registry. */
+  idleTimer = false
 ): Promise<A> => {
   const dir = mkdtempSync(join(tmpdir(), "quiesce-bench-turns-"))
   const file = join(dir, "state.db")
   const provider = new MemoryProvider("bench")
   configure(provider)
-  const layer = AgentRegistryLive.layer.pipe(Layer.provide([SqliteDatabase.layerStores(file), providerRegistryWith(provider)]))
+  const layer = AgentRegistryLive.layer.pipe(
+    Layer.provide([SqliteDatabase.layerStores(file), providerRegistryWith(provider), idleTimer ? ActivityClock.layer : Layer.empty])
+  )
   const scope = Effect.runSync(Scope.make())
   try {
     const context = await run(Layer.buildWithScope(layer, scope))
@@ -81,7 +86,8 @@ const createAgents = (registry: AgentRegistry["Service"], count: number) =>
  * prompt to a busy agent would be steered rather than started. 100 agents, one prompt each per
  * round; between rounds (untimed) the gate opens and every turn ends.
  */
-const acceptance = (agents: number, rounds: number, warmupRounds: number) =>
+/** Times `rounds` of no-wait prompts to idle agents, then repeats of their ids; every answer checked. */
+const acceptanceRun = (agents: number, rounds: number, warmupRounds: number, idleTimer = false) =>
   withJournal(async ({ registry, provider, file }) => {
     const ids = await run(createAgents(registry, agents))
     const accepted: Array<number> = []
@@ -123,26 +129,67 @@ const acceptance = (agents: number, rounds: number, warmupRounds: number) =>
         else repeated.push(elapsed)
       }
     }))
-    const delivered = provider.deliveries.length
-    const expected = agents * (rounds + warmupRounds)
-    const p50 = percentile(accepted, 0.5)
-    const total = agents * rounds
-    return [
-      {
-        name: `prompt acceptance, SQLite journal, idle agent, no wait (${total.toLocaleString("en")} prompts)`,
-        value: `${spread(accepted)}, ${failed(acceptFailures)}${delivered === expected ? "" : `, ${delivered}/${expected} DELIVERED`}`,
-        target: "p50 < 2 ms",
-        ok: p50 < 2 && acceptFailures === 0 && delivered === expected
-      },
-      {
-        name: `repeat of an ended prompt's client message id (answered from the journal)`,
-        value: `${spread(repeated)}, ${failed(repeatFailures)}`,
-        target: "",
-        ok: repeatFailures > 0 ? false : undefined
-      },
-      { name: "journal durability (PRAGMA on its file)", value: durability(file), target: "", ok: undefined }
-    ] satisfies ReadonlyArray<BenchRow>
-  })
+    return {
+      accepted,
+      repeated,
+      acceptFailures,
+      repeatFailures,
+      delivered: provider.deliveries.length,
+      expected: agents * (rounds + warmupRounds),
+      durability: durability(file)
+    }
+  }, () => {}, idleTimer)
+
+const acceptance = async (agents: number, rounds: number, warmupRounds: number) => {
+  const { accepted, acceptFailures, delivered, durability: journal, expected, repeated, repeatFailures } = await acceptanceRun(
+    agents,
+    rounds,
+    warmupRounds
+  )
+  const p50 = percentile(accepted, 0.5)
+  const total = agents * rounds
+  return [
+    {
+      name: `prompt acceptance, SQLite journal, idle agent, no wait (${total.toLocaleString("en")} prompts)`,
+      value: `${spread(accepted)}, ${failed(acceptFailures)}${delivered === expected ? "" : `, ${delivered}/${expected} DELIVERED`}`,
+      target: "p50 < 2 ms",
+      ok: p50 < 2 && acceptFailures === 0 && delivered === expected
+    },
+    {
+      name: `repeat of an ended prompt's client message id (answered from the journal)`,
+      value: `${spread(repeated)}, ${failed(repeatFailures)}`,
+      target: "",
+      ok: repeatFailures > 0 ? false : undefined
+    },
+    { name: "journal durability (PRAGMA on its file)", value: journal, target: "", ok: undefined }
+  ] satisfies ReadonlyArray<BenchRow>
+}
+
+/**
+ * What the daemon idle timer's bookkeeping (every activity noted) costs a prompt: acceptance p50
+ * with and without it, runs interleaved so that the disk's drift falls on both.
+ */
+const idleTimerCost = async (agents: number, rounds: number): Promise<BenchRow> => {
+  const without: Array<number> = []
+  const withTimer: Array<number> = []
+  let failures = 0
+  for (let i = 0; i < 3; i++) {
+    for (const timer of [false, true]) {
+      const result = await acceptanceRun(agents, rounds, 1, timer)
+      failures += result.acceptFailures
+      ;(timer ? withTimer : without).push(...result.accepted)
+    }
+  }
+  const a = percentile(without, 0.5)
+  const b = percentile(withTimer, 0.5)
+  const change = b - a
+  return {
+    name: "idle timer bookkeeping on the prompt path: acceptance p50 with the timer vs without",
+    value: `${ms(b)} vs ${ms(a)} (${change >= 0 ? "+" : ""}${ms(change)}), ${failed(failures)}`,
+    target: "no measurable change (within 0.1 ms or 15%)",
+    ok: failures === 0 && (Math.abs(change) <= 0.1 || Math.abs(change) <= 0.15 * a)
+  }
+}
 
 interface Throughput {
   readonly wallMs: number
@@ -309,6 +356,7 @@ const daemonThroughput = async (agents: number, perAgent: number): Promise<Bench
 
 export const turnsBench = async (): Promise<ReadonlyArray<BenchRow>> => [
   ...await acceptance(100, 20, 2),
+  await idleTimerCost(100, 5),
   await registryThroughput(50, 20),
   await daemonThroughput(50, 20)
 ]

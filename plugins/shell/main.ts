@@ -261,6 +261,8 @@ interface Job {
 }
 
 const canStopOverride = readCanStopOverride()
+/** Testing hook: QUIESCE_SHELL_CAN_STOP_DELAY_MS delays the safety query's honest answer. */
+const canStopDelayMs = Math.max(0, Number(process.env.QUIESCE_SHELL_CAN_STOP_DELAY_MS ?? "0") || 0)
 const capabilities = canStopOverride === "none"
   ? allCapabilities.filter((c) => c !== "session.can_stop_runtime")
   : allCapabilities
@@ -493,7 +495,10 @@ const handleCanStop = (message: Message, requestId: string): void => {
       completed(requestId, { sessionId: current.id, canStop: canStopOverride === "true" })
       return
     case undefined:
-      completed(requestId, { sessionId: current.id, canStop: canStopNow() })
+      // Testing hook: a slow answer (decided when it is given), as a provider busy inspecting itself.
+      if (canStopDelayMs > 0) {
+        setTimeout(() => completed(requestId, { sessionId: current.id, canStop: canStopNow() }), canStopDelayMs)
+      } else completed(requestId, { sessionId: current.id, canStop: canStopNow() })
       return
   }
 }

@@ -55,7 +55,11 @@ export const DaemonConfig = Schema.Struct({
         `The largest request body the HTTP API reads, in bytes; a larger one is answered 413. Default ${defaultMaxRequestBytes} (1 MiB).`
     }),
     Schema.withDecodingDefaultKey(Effect.succeed(defaultMaxRequestBytes))
-  )
+  ),
+  idleTimeout: Schema.optionalKey(GoDuration.pipe(Schema.annotate({
+    description:
+      "Retire the daemon after this long of proven inactivity (every agent stays resumable), e.g. \"1h\". \"0s\" disables the timer; omitted, a daemon run directly has none. The flag --daemon-idle-timeout wins over it."
+  })))
 })
 
 const launchFields = (command: string | undefined) => ({

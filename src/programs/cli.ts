@@ -12,7 +12,13 @@ import * as path from "node:path"
 import { Home, tokenProblem } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
-import { type ConfigOverrides, loadConfig } from "../layers/host/loadConfig.ts"
+import { type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
+import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
+import { removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
+import { type DaemonIdentity, daemonProtocolVersion, retiredExitCode } from "../domain/retirement.ts"
+import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
+import { packageVersion } from "./version.ts"
+import { randomBytes } from "node:crypto"
 import { type PromptResult, QuiesceApi } from "../layers/http/Api.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
@@ -54,13 +60,20 @@ const armForcedExit = () => {
 const durationFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
+/** Set once a retirement committed: the process then exits with `retiredExitCode`. */
+let daemonRetired = false
+
 const daemon = Command.make(
   "daemon",
   {
     port: Flag.Int("port").pipe(Flag.withDescription("HTTP port (default 7377)"), Flag.optional),
     host: Flag.String("host").pipe(Flag.withDescription("Address to listen on (default 127.0.0.1)"), Flag.optional),
     idlePeriod: durationFlag("idle-period", "Release runtimes idle this long, e.g. 1h, 10s"),
-    sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s")
+    sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s"),
+    daemonIdleTimeout: durationFlag(
+      "daemon-idle-timeout",
+      `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (default: never). A retired daemon exits ${retiredExitCode}`
+    )
   },
   Effect.fn(function*(flags) {
     const root = path.resolve(yield* homeDirectory)
@@ -72,9 +85,22 @@ const daemon = Command.make(
     }
     // Configuration is checked before anything is locked, opened or listening.
     const config = yield* loadConfig(path.join(root, "config.json"), overrides)
+    const idleTimeout = yield* resolveIdleTimeout(Option.getOrUndefined(flags.daemonIdleTimeout), config)
     yield* Effect.scoped(Effect.gen(function*() {
       const homeContext = yield* Layer.build(HomeLive.layer(root))
       const homeService = Context.get(homeContext, Home)
+      // Registered before the services, so it runs after they have closed and before the lock goes.
+      yield* Effect.addFinalizer(() => removeRendezvous(root))
+      const identity: DaemonIdentity = {
+        pid: process.pid,
+        startTime: readStat(process.pid)?.startTime ?? null,
+        instanceId: randomBytes(8).toString("hex"),
+        host: config.daemon.host,
+        port: config.daemon.port,
+        protocolVersion: daemonProtocolVersion,
+        packageVersion,
+        idleTimeout
+      }
       const api = ApiServer.layer({
         host: config.daemon.host,
         port: config.daemon.port,
@@ -82,7 +108,7 @@ const daemon = Command.make(
         maxRequestBytes: config.daemon.maxRequestBytes,
         renderMetrics: renderPrometheus,
         logRequests: false
-      }).pipe(Layer.provideMerge(servicesLayer(homeService, config)))
+      }).pipe(Layer.provideMerge(servicesLayer(homeService, config, identity)))
       const running = yield* Layer.build(api)
       // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
       // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
@@ -91,24 +117,21 @@ const daemon = Command.make(
           Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
         )
       )
-      // Where this daemon listens, for the CLI (flags may differ from the file).
-      const addressFile = path.join(root, "daemon.json")
-      yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          fs.writeFileSync(
-            addressFile,
-            JSON.stringify({ pid: process.pid, host: config.daemon.host, port: config.daemon.port }) + "\n",
-            { mode: 0o600 }
-          )
-        ),
-        () => Effect.sync(() => fs.rmSync(addressFile, { force: true }))
-      )
-      yield* logReady(homeService, config)
+      // Where this daemon listens and who it is, for the CLI and a hub (flags may differ from the file).
+      yield* writeRendezvous(root, identity)
+      yield* logReady(homeService, config, identity)
       daemonRunning = true
-      return yield* Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(armForcedExit)))
+      // Until a signal, or until the daemon retires itself: then everything closes in order.
+      yield* Context.get(running, DaemonLifecycle).retired.pipe(
+        Effect.onInterrupt(() => Effect.sync(armForcedExit))
+      )
+      daemonRetired = true
+      armForcedExit()
     }))
   })
-).pipe(Command.withDescription("Run the daemon (until SIGINT or SIGTERM)"))
+).pipe(Command.withDescription(
+  `Run the daemon (until SIGINT or SIGTERM, or until it retires itself: exit code ${retiredExitCode})`
+))
 
 // ---- talking to a daemon -----------------------------------------------------------------------
 
@@ -297,6 +320,59 @@ const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Ef
   Command.withDescription("Run one sweep now")
 )
 
+/** How long ago (or until) an ISO time is, for people. */
+const relative = (iso: string) => {
+  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000)
+  const span = Math.abs(seconds) < 120 ? `${Math.abs(seconds)}s` : Math.abs(seconds) < 7200
+    ? `${Math.round(Math.abs(seconds) / 60)}m`
+    : `${Math.round(Math.abs(seconds) / 3600)}h`
+  return seconds >= 0 ? `in ${span}` : `${span} ago`
+}
+
+const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
+  blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
+
+const status = Command.make(
+  "status",
+  { json: Flag.Boolean("json").pipe(Flag.withDescription("Print the status as JSON"), Flag.withDefault(false)) },
+  Effect.fn(function*({ json }) {
+    const api = yield* client
+    const view = yield* api.daemon.status()
+    if (json) return yield* printJson(view)
+    const timeout = view.idleTimeout.millis === null
+      ? `none (${view.idleTimeout.value === null ? "omitted" : `${view.idleTimeout.value}, ${view.idleTimeout.source}`})`
+      : `${view.idleTimeout.value} (from ${view.idleTimeout.source})`
+    const lines = [
+      `daemon      pid ${view.pid}, instance ${view.instanceId}, ${view.host}:${view.port}, quiesce ${view.packageVersion} (protocol ${view.protocolVersion})`,
+      `phase       ${view.phase}${view.failure === null ? "" : ` — ${view.failure.kind}: ${view.failure.message}`}`,
+      `idle timer  ${timeout}`,
+      `idle since  ${view.idleSince} (${relative(view.idleSince)})`,
+      `retires     ${view.deadline === null ? "-" : `${view.deadline} (${relative(view.deadline)}) if nothing happens`}`,
+      `blockers    ${blockerList(view.blockers)}`,
+      `last try    ${
+        view.lastAttempt === null
+          ? "-"
+          : `${view.lastAttempt.at} (${relative(view.lastAttempt.at)}), ${view.lastAttempt.trigger}: ${view.lastAttempt.outcome}${
+            view.lastAttempt.outcome === "refused" ? ` by ${blockerList(view.lastAttempt.blockers)}` : ""
+          }${view.lastAttempt.failure === null ? "" : ` (${view.lastAttempt.failure.kind}: ${view.lastAttempt.failure.message})`}`
+      }`
+    ]
+    for (const line of lines) yield* Console.log(line)
+  })
+).pipe(Command.withDescription("The daemon's identity, phase, idle timer, blockers and last retirement attempt"))
+
+const retire = Command.make(
+  "retire",
+  {},
+  Effect.fn(function*() {
+    const api = yield* client
+    const attempt = yield* api.daemon.retire()
+    yield* Console.log(`retired at ${attempt.at}: every runtime released resumably; the next message brings the daemon back`)
+  })
+).pipe(Command.withDescription(
+  "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"
+))
+
 const config = Command.make("config").pipe(
   Command.withSubcommands([
     Command.make(
@@ -322,6 +398,8 @@ export const cli = root.pipe(Command.withSubcommands([
   runtimes,
   collect,
   sweep,
+  status,
+  retire,
   config
 ]))
 
@@ -339,13 +417,15 @@ const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /** Runs the command line of this process. */
 export const main = () =>
   cli.pipe(
-    Command.run({ version: "0.1.0" }),
+    Command.run({ version: packageVersion }),
     reportUserErrors,
     Effect.provide([NodeServices.layer, FetchHttpClient.layer]),
     NodeRuntime.runMain({
-      // A daemon stopped by a signal has shut down in order: that is success.
+      // A daemon stopped by a signal has shut down in order: that is success. A retired one says so.
       teardown: (exit, onExit) =>
-        daemonRunning && exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)
+        daemonRetired && exit._tag === "Success"
+          ? onExit(retiredExitCode)
+          : daemonRunning && exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)
           ? onExit(0)
           : Runtime.defaultTeardown(exit, onExit)
     })

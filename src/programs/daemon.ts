@@ -10,44 +10,84 @@ import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
-import { RuntimeCollector } from "../services/RuntimeCollector.ts"
+import { RuntimeCollector, type RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
+import type { AgentStore } from "../services/AgentStore.ts"
+import type { FinishStore } from "../services/FinishStore.ts"
+import type { ProcessInspection } from "../services/ProcessInspection.ts"
+import type { RuntimeLedger } from "../services/RuntimeLedger.ts"
+import type { TurnJournal } from "../services/TurnJournal.ts"
+import type { DaemonIdentity } from "../domain/retirement.ts"
+import * as DaemonLifecycleLive from "../layers/retirement/DaemonLifecycleLive.ts"
+import { ActivityClock } from "../services/ActivityClock.ts"
+import { InFlightRequests } from "../services/InFlightRequests.ts"
+
+/** What a daemon's services are composed over: the parts a test swaps for in-memory ones. */
+export interface DaemonParts<E> {
+  readonly stores: Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, E>
+  /** The providers, already registered in a `ProviderRegistry`. */
+  readonly providers: Layer.Layer<ProviderRegistry>
+  readonly inspection: Layer.Layer<ProcessInspection>
+  readonly collector: RuntimeCollectorOptions
+  readonly registry?: AgentRegistryLive.AgentRegistryOptions | undefined
+  readonly delivery?: MessageDeliveryLive.MessageDeliveryOptions | undefined
+  readonly identity: DaemonIdentity
+  /** How long requests in flight may take to leave after a retirement commits. */
+  readonly drainTimeout?: Duration.Input | undefined
+}
 
 /**
- * Every service of a daemon, over one home (H1): storage first, then the registry over the
- * providers, message delivery and finish subscriptions over the registry, and the collector over
- * all of them. Layers close in reverse (H3): the collector's sweeps stop, finish subscriptions
- * close, delivery flushes, every runtime is released resumable, the store closes.
+ * Every service of a daemon (H1): storage first, then the registry over the providers, message
+ * delivery and finish subscriptions over the registry, the collector over all of them, and the
+ * daemon's lifecycle (its idle timer) over everything. Layers close in reverse (H3): the timer
+ * stops, the collector's sweeps stop, finish subscriptions close, delivery flushes, every runtime
+ * is released resumable, the store closes.
  */
-export const servicesLayer = (home: Home["Service"], config: QuiesceConfig) => {
-  const providers = providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer))
-  const stores = SqliteDatabase.layerStores(home.databaseFile)
-  const registry = AgentRegistryLive.layerWith({ turnRetention: config.agents.turnRetention }).pipe(
-    Layer.provideMerge(Layer.mergeAll(stores, providers, ProcessInspectionProcfs.layer()))
+export const daemonServices = <E>(parts: DaemonParts<E>) => {
+  // Shared by every part that does work (they note it) and the idle timer (it reads it).
+  const activity = Layer.mergeAll(ActivityClock.layer, InFlightRequests.layer)
+  const registry = AgentRegistryLive.layerWith(parts.registry ?? {}).pipe(
+    Layer.provideMerge(Layer.mergeAll(parts.stores, parts.providers, parts.inspection, activity))
   )
-  const delivery = MessageDeliveryLive.layer().pipe(Layer.provideMerge(registry))
+  const delivery = MessageDeliveryLive.layer(parts.delivery).pipe(Layer.provideMerge(registry))
   const finish = FinishSubscriptionsLive.layer().pipe(
     Layer.provide(RemoteFinishes.layerUnavailable),
     Layer.provideMerge(delivery)
   )
-  const collector = RuntimeCollector.layer({
-    enabled: config.agents.idleRuntimeCleanup,
-    idlePeriod: config.agents.idlePeriod,
-    tickInterval: config.agents.sweepInterval,
-    probeTimeout: config.agents.probeTimeout,
-    probeConcurrency: config.agents.probeConcurrency
-  }).pipe(
+  const collector = RuntimeCollector.layer(parts.collector).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer]),
     Layer.provideMerge(finish)
   )
-  return collector
+  return DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
+    Layer.provideMerge(collector)
+  )
 }
 
+/** Every service of a daemon over one home, as configured. */
+export const servicesLayer = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
+  daemonServices({
+    stores: SqliteDatabase.layerStores(home.databaseFile),
+    providers: providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer)),
+    inspection: ProcessInspectionProcfs.layer(),
+    collector: {
+      enabled: config.agents.idleRuntimeCleanup,
+      idlePeriod: config.agents.idlePeriod,
+      tickInterval: config.agents.sweepInterval,
+      probeTimeout: config.agents.probeTimeout,
+      probeConcurrency: config.agents.probeConcurrency
+    },
+    registry: { turnRetention: config.agents.turnRetention },
+    identity
+  })
+
 /** One log line once the daemon is ready, with where it listens. */
-export const logReady = (home: Home["Service"], config: QuiesceConfig) =>
+export const logReady = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
   Effect.logInfo(`Quiesce ready on http://${config.daemon.host}:${config.daemon.port}`).pipe(
     Effect.annotateLogs({
       home: home.root,
       idlePeriod: Duration.format(config.agents.idlePeriod),
-      idleRuntimeCleanup: config.agents.idleRuntimeCleanup
+      idleRuntimeCleanup: config.agents.idleRuntimeCleanup,
+      daemonIdleTimeout: identity.idleTimeout.millis === null
+        ? `none (${identity.idleTimeout.value ?? "omitted"})`
+        : `${identity.idleTimeout.value} (${identity.idleTimeout.source})`
     })
   )

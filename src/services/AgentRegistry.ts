@@ -1,6 +1,7 @@
 import { Context, type Effect } from "effect"
 import type { AgentRecord, Labels } from "../domain/agent.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
+import type { DaemonRetiring, RetirementBlocker } from "../domain/retirement.ts"
 import type { Disposition, TurnError, TurnRecord, TurnState } from "../domain/turn.ts"
 import type {
   AgentNotFound,
@@ -75,6 +76,7 @@ export type PromptError =
   | PromptTooLarge
   | AgentStoreError
   | ShuttingDown
+  | DaemonRetiring
 
 /** Everything that can stop a released agent's runtime from being brought back. */
 export type ResumeError =
@@ -84,6 +86,7 @@ export type ResumeError =
   | ProviderFailed
   | AgentStoreError
   | ShuttingDown
+  | DaemonRetiring
 
 /**
  * The owner of live agent runtimes. Every lifecycle mutation of one agent (create, close,
@@ -93,7 +96,7 @@ export type ResumeError =
 export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly create: (
     input: CreateAgent
-  ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown>
+  ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown | DaemonRetiring>
   /**
    * Accepts a prompt durably (its turn is in the journal before anything else happens), then
    * delivers it exactly once: handled out of band by the adapter, steered into the running turn
@@ -108,6 +111,18 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * answered `ShuttingDown` naming it (the turn stays in the journal). Idempotent.
    */
   readonly stopAdmission: Effect.Effect<void>
+  /**
+   * While a retirement is attempted: new prompts and agents are refused with `refusal` (repeats
+   * of recorded client ids are still answered). `resumeAdmission` lifts it.
+   */
+  readonly pauseAdmission: (refusal: DaemonRetiring) => Effect.Effect<void>
+  readonly resumeAdmission: Effect.Effect<void>
+  /**
+   * What of the registry's own work keeps the daemon from retiring: turns it is carrying
+   * (accepted, waiting for a runtime, or running) and lifecycle operations under way on agents
+   * without a live runtime. The live runtimes' own baselines are the collector's to read.
+   */
+  readonly retirementBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>>
   /** Interrupts the running turn, if any. Never resumes a released agent. */
   readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
   /** Answers a permission the runtime asked for; a released agent has none pending. */

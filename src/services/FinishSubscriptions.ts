@@ -1,5 +1,6 @@
 import { Context, type Effect } from "effect"
 import type { FinishStoreError, FinishSubscriptionsClosed } from "../domain/errors.ts"
+import type { RetirementBlocker } from "../domain/retirement.ts"
 
 export interface FinishRegistrationInput {
   readonly callerAgentId: string
@@ -33,6 +34,12 @@ export class FinishSubscriptions extends Context.Service<FinishSubscriptions, {
   readonly hasPendingForCaller: (agentId: string) => Effect.Effect<boolean>
   /** Waits until the stored subscriptions have been recovered and re-attached. */
   readonly recovered: Effect.Effect<void>
+  /**
+   * What of this service keeps the daemon from retiring: recovery under way, registrations under
+   * way or held, notifications not yet acknowledged, and watches of remote targets (they need this
+   * process). A watch of a local target does not: it is durable and comes back with the daemon.
+   */
+  readonly retirementBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>>
   /** Stops admission and the watches; the durable records stay for the next start. */
   readonly close: Effect.Effect<void>
 }>()("quiesce/finish/FinishSubscriptions") {}

@@ -30,6 +30,8 @@ export class MessageDelivery extends Context.Service<MessageDelivery, {
   ) => Effect.Effect<Effect.Effect<PromptReceipt, DeliveryFailed>, DeliveryClosed>
   /** True from enqueue until the provider acknowledged the dispatch of every message to the agent. */
   readonly hasPending: (recipientId: string) => Effect.Effect<boolean>
+  /** Every recipient with messages queued or being dispatched (what keeps a daemon from retiring). */
+  readonly pendingRecipients: Effect.Effect<ReadonlyArray<string>>
   /** Stops admission, dispatches what is queued without waiting for the window, awaits every acknowledgement. */
   readonly close: Effect.Effect<void>
 }>()("quiesce/delivery/MessageDelivery") {}

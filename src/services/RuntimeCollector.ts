@@ -1,5 +1,6 @@
 import { Context, type Duration, type Effect, Layer } from "effect"
 import type { RuntimeNotFound } from "../domain/errors.ts"
+import type { RetirementBlocker } from "../domain/retirement.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../domain/sweep.ts"
 import { makeRuntimeCollector } from "../layers/collector/RuntimeCollectorLive.ts"
 import type { CallerProtection } from "./CallerProtection.ts"
@@ -29,6 +30,15 @@ export class RuntimeCollector extends Context.Service<RuntimeCollector, {
   readonly collectNow: (agentId: string) => Effect.Effect<CollectOutcome, RuntimeNotFound>
   /** The current residency of one live runtime: blockers, veto, idle since, earliest release (X1). */
   readonly explain: (agentId: string) => Effect.Effect<Residency, RuntimeNotFound>
+  /**
+   * For a daemon's retirement: what would keep any resident runtime from being released now, the
+   * idle period aside — baselines, missing persistence, and with `probe` each provider's veto
+   * asked fresh. Empty when every runtime could be released. Closes nothing. Caller protection is
+   * left to the daemon, which knows which of what callers are owed survives it.
+   */
+  readonly retirementBlockers: (probe: boolean) => Effect.Effect<ReadonlyArray<RetirementBlocker>>
+  /** For a daemon's retirement: releases every resident runtime as a collection; `remaining` were not. */
+  readonly releaseAll: Effect.Effect<{ readonly report: SweepReport; readonly remaining: ReadonlyArray<string> }>
 }>()("quiesce/collector/RuntimeCollector") {
   /** The collector over the host's runtimes, its tick loop living as long as the layer. */
   static readonly layer = (

@@ -1,7 +1,7 @@
 /**
  * The exactly-once promise as a system property, with real processes: a real daemon and the
  * reference shell provider under random interleavings of prompts (fresh, duplicated, aborted by
- * their caller), releases, collect-now, SIGTERM and SIGKILL with restarts. After every run, each
+ * their caller), releases, collect-now, retire now, SIGTERM and SIGKILL with restarts. After every run, each
  * client message id is asked once more and the invariants are checked:
  *
  *  - every answer for an id names the same turn, before and after any restart;
@@ -52,6 +52,7 @@ type Step =
   | { readonly _tag: "Settle" }
   | { readonly _tag: "Restart" }
   | { readonly _tag: "Kill" }
+  | { readonly _tag: "Retire" }
 
 const stepsFor = (seed: number, count: number): ReadonlyArray<Step> => {
   const random = generator(seed)
@@ -62,8 +63,9 @@ const stepsFor = (seed: number, count: number): ReadonlyArray<Step> => {
     if (roll < 64) return { _tag: "Aborted", agent: random.int(2), afterMs: random.int(40) }
     if (roll < 72) return { _tag: "Release", agent: random.int(2) }
     if (roll < 80) return { _tag: "CollectNow", agent: random.int(2) }
-    if (roll < 90) return { _tag: "Settle" }
-    if (roll < 95) return { _tag: "Restart" }
+    if (roll < 88) return { _tag: "Settle" }
+    if (roll < 92) return { _tag: "Restart" }
+    if (roll < 96) return { _tag: "Retire" }
     return { _tag: "Kill" }
   })
 }
@@ -158,6 +160,16 @@ const runScenario = async (seed: number, steps: ReadonlyArray<Step>) => {
       case "Settle":
         await settle()
         break
+      case "Retire": {
+        // Retire now: refused while anything runs; committed, the daemon exits and comes back.
+        const answer = await api(daemon, "POST", "/v1/daemon/retire").catch(() => ({ status: 0, body: undefined }))
+        if (answer.status !== 202) break
+        expect(await exited(daemon.process), "a committed retirement exits 75").toBe(75)
+        await settle()
+        daemon = startDaemon(home, port, ["--idle-period", "1h"])
+        await ready(daemon)
+        break
+      }
       case "Restart":
       case "Kill": {
         mayCut()

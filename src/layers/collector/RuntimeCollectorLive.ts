@@ -11,6 +11,7 @@ import {
   type SweepFailure,
   type SweepReport
 } from "../../domain/sweep.ts"
+import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { CallerProtection } from "../../services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
@@ -35,6 +36,11 @@ interface DecisionScope {
   readonly roots: ReadonlyArray<number> | undefined
   readonly ignoreIdlePeriod: boolean
   readonly index: (snapshot: ReadonlyArray<RuntimeCandidate>) => FamilyIndex
+  /**
+   * A daemon's retirement: the daemon itself has checked what callers are owed (deliveries, and
+   * finish subscriptions that need this process); a durable local subscription comes back with it.
+   */
+  readonly ignoreCallerProtection?: boolean | undefined
 }
 
 /**
@@ -56,11 +62,13 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const sweepIndex = makeFamilyIndexCache()
   yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
 
-  /** A runtime's own first blocker, caller protection included; undefined when clear. */
-  const firstBlocker = (candidate: RuntimeCandidate): Effect.Effect<Blocker | undefined> =>
+  /** A runtime's own first blocker, caller protection included (unless ignored); undefined when clear. */
+  const firstBlocker = (candidate: RuntimeCandidate, ignoreCallerProtection = false): Effect.Effect<Blocker | undefined> =>
     Effect.flatMap(candidate.blockers, (found) =>
       found.length > 0
         ? Effect.succeed(found[0])
+        : ignoreCallerProtection
+        ? Effect.succeed(undefined)
         : Effect.map(protection.isProtected(candidate.agentId), (isProtected) =>
           isProtected ? callerProtected : undefined
         ))
@@ -76,7 +84,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
    * C8: after the asynchronous steps, inside the owner's lane: the family has the same members
    * by identity, the same activity timestamps, and a clear baseline.
    */
-  const revalidate = (root: RuntimeCandidate, family: ReadonlyArray<RuntimeCandidate>): Effect.Effect<boolean> =>
+  const revalidate = (
+    root: RuntimeCandidate,
+    family: ReadonlyArray<RuntimeCandidate>,
+    ignoreCallerProtection: boolean
+  ): Effect.Effect<boolean> =>
     Effect.gen(function*() {
       const fresh = yield* candidates.captureFamily(root.agentId)
       if (fresh.length !== family.length || fresh[0]?.identity !== root.identity) return false
@@ -85,7 +97,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       for (const member of family) captured.set(member.identity, member)
       for (const member of fresh) {
         if (captured.get(member.identity)?.lastActivityAt !== member.lastActivityAt) return false
-        if ((yield* firstBlocker(member)) !== undefined) return false
+        if ((yield* firstBlocker(member, ignoreCallerProtection)) !== undefined) return false
       }
       return true
     })
@@ -101,7 +113,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const closeRuntime = (
     snapshot: ReadonlyArray<RuntimeCandidate>,
     index: FamilyIndex,
-    position: number
+    position: number,
+    ignoreCallerProtection: boolean
   ): Effect.Effect<
     | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
     | { readonly _tag: "Declined" }
@@ -115,7 +128,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       Effect.gen(function*() {
         // Sampled just before the close: afterwards the memory is gone.
         const residentBytes = root.residentBytes === undefined ? undefined : yield* root.residentBytes
-        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family)))
+        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family, ignoreCallerProtection)))
         const at = yield* Clock.currentTimeMillis
         if (exit._tag === "Success") {
           if (exit.value) {
@@ -164,7 +177,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         const found = yield* candidate.blockers
         own[i] = found.length > 0
           ? found[0]
-          : (yield* protection.isProtected(candidate.agentId))
+          : decision.ignoreCallerProtection !== true && (yield* protection.isProtected(candidate.agentId))
           ? callerProtected
           : undefined
       }
@@ -250,7 +263,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const collected: Array<CollectedRuntime> = []
       if (toClose.length > 0) {
         for (const level of byDepth(toClose, index)) {
-          const outcomes = yield* Effect.forEach(level, (position) => closeRuntime(snapshot, index, position), {
+          const outcomes = yield* Effect.forEach(level, (position) => closeRuntime(snapshot, index, position, decision.ignoreCallerProtection === true), {
             concurrency: settings.probeConcurrency
           })
           for (const outcome of outcomes) {
@@ -358,6 +371,58 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     }))
   })
 
+  /**
+   * What would keep every resident runtime from being released now, the idle period aside (R4):
+   * each one's baseline with caller protection, a missing persistence handle, and — with `probe` —
+   * its provider's veto, asked fresh. Nothing is closed. Runs whether or not collection is enabled.
+   */
+  const retirementBlockers = (probe: boolean): Effect.Effect<ReadonlyArray<RetirementBlocker>> =>
+    Effect.gen(function*() {
+      const snapshot = yield* candidates.capture
+      const found: Array<RetirementBlocker> = []
+      const clear: Array<RuntimeCandidate> = []
+      for (const candidate of snapshot) {
+        // Caller protection is the daemon's to judge here (see DecisionScope.ignoreCallerProtection).
+        const own = yield* candidate.blockers
+        for (const b of own) found.push({ category: b.kind, agentId: candidate.agentId, ...(b.detail === undefined ? {} : { detail: b.detail }) })
+        if (candidate.sessionId === null) found.push({ category: "not-resumable", agentId: candidate.agentId })
+        if (own.length === 0 && candidate.sessionId !== null) clear.push(candidate)
+      }
+      if (!probe) return found
+      const verdicts = yield* Effect.forEach(clear, (candidate) => {
+        const check = candidate.canStopRuntime
+        return check === undefined
+          ? Effect.succeed(undefined)
+          : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(Effect.map(({ observation, verdict }) => {
+            lastProbes.set(candidate.identity, observation)
+            return { candidate, verdict }
+          }))
+      }, { concurrency: settings.probeConcurrency })
+      for (const entry of verdicts) {
+        if (entry === undefined || entry.verdict._tag === "Permitted") continue
+        found.push(entry.verdict._tag === "Vetoed"
+          ? { category: "veto", agentId: entry.candidate.agentId, detail: "the provider reports work a release would lose" }
+          : { category: "probe-failure", agentId: entry.candidate.agentId, detail: entry.verdict.error.message })
+      }
+      return found
+    })
+
+  /**
+   * Releases every resident runtime as collections (each revalidated in its lane, ancestors
+   * first), the idle period aside. What is still resident afterwards was declined or failed.
+   */
+  const releaseAll: Effect.Effect<{ readonly report: SweepReport; readonly remaining: ReadonlyArray<string> }> =
+    decisions.withPermits(1)(Effect.gen(function*() {
+      const report = yield* decide(yield* candidates.capture, {
+        roots: undefined,
+        ignoreIdlePeriod: true,
+        index: indexFamilies,
+        ignoreCallerProtection: true
+      })
+      const remaining = (yield* candidates.capture).map((candidate) => candidate.agentId)
+      return { report, remaining }
+    }))
+
   if (settings.enabled) {
     yield* sweep.pipe(
       Effect.catchCause((cause) => Effect.logError("Idle runtime sweep failed", cause)),
@@ -366,7 +431,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     )
   }
 
-  return { sweep, collectNow, explain }
+  return { sweep, collectNow, explain, retirementBlockers, releaseAll }
 })
 
 /** Groups positions by family depth, shallowest first, keeping snapshot order inside a level. */

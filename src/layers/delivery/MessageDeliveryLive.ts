@@ -1,6 +1,7 @@
 import { Deferred, Duration, Effect, Fiber, Layer, Option, Schedule, Semaphore } from "effect"
 import { DeliveryClosed, DeliveryFailed } from "../../domain/errors.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
+import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentRegistry, type PromptError, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { type AgentMessage, MessageDelivery } from "../../services/MessageDelivery.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
@@ -57,6 +58,7 @@ export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>
 export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageDeliveryOptions = {}) {
   const registry = yield* AgentRegistry
   const journal = yield* TurnJournal
+  const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
   const batchWindow = Duration.fromInputUnsafe(options.batchWindow ?? "2 seconds")
   const retry = options.retry ?? Schedule.max([Schedule.exponential("1 second"), Schedule.recurs(7)])
@@ -250,7 +252,17 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
     )
   )
 
-  return MessageDelivery.of({ enqueue, hasPending, close })
+  return MessageDelivery.of({
+    // A message admitted is activity (the daemon's idle timer starts over).
+    enqueue: (message) => Effect.andThen(noteActivity, enqueue(message)),
+    hasPending,
+    pendingRecipients: Effect.sync(() =>
+      [...recipients].flatMap(([recipientId, recipient]) =>
+        recipient.queued.length > 0 || recipient.dispatching > 0 ? [recipientId] : []
+      )
+    ),
+    close
+  })
 })
 
 export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentRegistry | TurnJournal> =>

@@ -1,6 +1,8 @@
 import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
 import { FinishSubscriptionsClosed, type FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
+import type { RetirementBlocker } from "../../domain/retirement.ts"
+import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
 import { type FinishRegistrationInput, FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
@@ -25,6 +27,8 @@ interface Entry {
   subscription: FinishSubscription
   watch: Fiber.Fiber<void, unknown> | undefined
   released: boolean
+  /** The target finished: its notification is saved and being delivered. */
+  delivering: boolean
 }
 
 const idPart = Effect.map(Random.nextIntBetween(0, 0xffff_ffff), (n) => n.toString(16).padStart(8, "0"))
@@ -40,6 +44,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   const delivery = yield* MessageDelivery
   const registry = yield* AgentRegistry
   const remote = yield* RemoteFinishes
+  const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
   const retry = options.retry ?? Schedule.min([Schedule.exponential("1 second"), Schedule.spaced("1 minute")])
 
@@ -58,7 +63,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   }
 
   const hold = (subscription: FinishSubscription): Entry => {
-    const entry: Entry = { subscription, watch: undefined, released: false }
+    const entry: Entry = { subscription, watch: undefined, released: false, delivering: subscription.notification !== null }
     entries.set(subscription.id, entry)
     bump(heldByCaller, subscription.callerAgentId, 1)
     return entry
@@ -112,6 +117,8 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
       if (notification === null) {
         const outcome = yield* awaitTarget(subscription).pipe(Effect.retry({ schedule: retry }))
         notification = formatNotification(subscription, outcome)
+        entry.delivering = true
+        yield* noteActivity
         yield* store.put({ ...subscription, notification }).pipe(Effect.retry({ schedule: retry }))
       }
       if (!(yield* callerExists(subscription.callerAgentId))) {
@@ -124,6 +131,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
       }
       yield* store.remove(subscription.id).pipe(Effect.retry({ schedule: retry }))
       release(entry)
+      yield* noteActivity
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("Finish subscription watch stopped").pipe(
@@ -148,6 +156,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     options?: { readonly held?: boolean }
   ) {
     if (closed) return yield* new FinishSubscriptionsClosed({ message: "Finish subscriptions are closed" })
+    yield* noteActivity
     const caller = input.callerAgentId
     bump(registering, caller, 1)
     return yield* Effect.gen(function*() {
@@ -242,6 +251,19 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     hasPendingForCaller: (agentId) =>
       Effect.sync(() => recovering || registering.has(agentId) || heldByCaller.has(agentId)),
     recovered: Deferred.await(recoveredLatch),
+    retirementBlockers: Effect.sync(() => {
+      const blockers: Array<RetirementBlocker> = []
+      if (recovering) blockers.push({ category: "finish-recovery" })
+      for (const caller of registering.keys()) blockers.push({ category: "finish-registration", agentId: caller })
+      for (const entry of entries.values()) {
+        const { callerAgentId: agentId, serverId, state, targetAgentId } = entry.subscription
+        // A watch of a local target is durable and comes back with the daemon; the others need this process.
+        if (state === "pending") blockers.push({ category: "finish-held", agentId, detail: `of ${targetAgentId}` })
+        else if (entry.delivering) blockers.push({ category: "finish-notification", agentId, detail: `of ${targetAgentId}` })
+        else if (serverId !== null) blockers.push({ category: "finish-remote-watch", agentId, detail: `of ${targetAgentId} on ${serverId}` })
+      }
+      return blockers
+    }),
     close
   })
 })

@@ -1,6 +1,8 @@
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import * as fs from "node:fs"
 import { decodeConfig, type QuiesceConfig } from "../../domain/config.ts"
+import { decodeGoDuration, formatGoDuration } from "../../domain/goDuration.ts"
+import type { EffectiveIdleTimeout, IdleTimeoutSource } from "../../domain/retirement.ts"
 
 /** The configuration is invalid; the message names the file and the path of the problem. */
 export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigInvalid", {
@@ -47,3 +49,28 @@ export const loadConfig = Effect.fn("loadConfig")(function*(configFile: string, 
 })
 
 export type { QuiesceConfig }
+
+/**
+ * The idle timeout the daemon arms (R1): the flag wins over `daemon.idleTimeout`; neither means no
+ * timer (a daemon run directly stays resident), and `"0s"` is an explicit "no timer". A malformed
+ * or negative flag is refused naming the flag, before anything opens.
+ */
+export const resolveIdleTimeout = Effect.fn("resolveIdleTimeout")(function*(
+  flag: string | undefined,
+  config: QuiesceConfig,
+  flagSource: "flag" | "hub" = "flag"
+) {
+  const effective = (duration: Duration.Duration, source: IdleTimeoutSource): EffectiveIdleTimeout => {
+    const millis = Duration.toMillis(duration)
+    return { value: formatGoDuration(duration), millis: millis === 0 ? null : millis, source }
+  }
+  if (flag !== undefined) {
+    const duration = yield* decodeGoDuration(flag).pipe(
+      Effect.mapError((error) => new ConfigInvalid({ message: `--daemon-idle-timeout: ${error.message}` }))
+    )
+    return effective(duration, flagSource)
+  }
+  const configured = config.daemon.idleTimeout
+  if (configured !== undefined) return effective(configured, "config")
+  return { value: null, millis: null, source: "omitted" } satisfies EffectiveIdleTimeout
+})

@@ -31,6 +31,16 @@ import {
   ShuttingDown,
   TurnNotFound
 } from "../../domain/errors.ts"
+import {
+  DaemonIdentity,
+  DaemonRetiring,
+  RetirementAttempt,
+  RetirementBlocker,
+  RetirementFailed,
+  RetirementFailure,
+  RetirementPhase,
+  RetirementRefused
+} from "../../domain/retirement.ts"
 import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 
@@ -62,6 +72,10 @@ export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(5
 export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(HttpApiSchema.status(502))
 export const RuntimePersistFailedError = RuntimePersistFailed.pipe(HttpApiSchema.status(500))
 export const PromptTooLargeError = PromptTooLarge.pipe(HttpApiSchema.status(413))
+/** Retryable: the daemon is deciding whether to retire (a `Retry-After` header says when to try again). */
+export const DaemonRetiringError = DaemonRetiring.pipe(HttpApiSchema.status(503))
+export const RetirementRefusedError = RetirementRefused.pipe(HttpApiSchema.status(409))
+export const RetirementFailedError = RetirementFailed.pipe(HttpApiSchema.status(500))
 export const TurnNotFoundError = TurnNotFound.pipe(HttpApiSchema.status(404))
 
 // ---- middleware --------------------------------------------------------------------------------
@@ -82,7 +96,7 @@ export class RequestBodyLimit extends HttpApiMiddleware.Service<RequestBodyLimit
 
 /** Refuses every mutating request with 503 once the daemon stopped admitting work (shutdown). */
 export class AdmissionGate extends HttpApiMiddleware.Service<AdmissionGate>()("quiesce/http/AdmissionGate", {
-  error: ShuttingDownError
+  error: [ShuttingDownError, DaemonRetiringError]
 }) {}
 
 // ---- schemas -----------------------------------------------------------------------------------
@@ -217,6 +231,31 @@ export type SweepResult = typeof SweepResult.Type
 
 export const Health = Schema.Struct({ status: Schema.Literal("ok") })
 
+/** A retirement attempt, its time ISO 8601. */
+export const RetirementAttemptView = Schema.Struct({
+  at: Schema.String,
+  trigger: RetirementAttempt.fields.trigger,
+  outcome: RetirementAttempt.fields.outcome,
+  blockers: Schema.Array(RetirementBlocker),
+  failure: Schema.NullOr(RetirementFailure)
+})
+export type RetirementAttemptView = typeof RetirementAttemptView.Type
+
+/** `GET /v1/daemon`: who the daemon is, and where its lifecycle stands (times ISO 8601). */
+export const DaemonStatusView = Schema.Struct({
+  ...DaemonIdentity.fields,
+  phase: RetirementPhase,
+  /** Since when it has been idle: its last activity, or its last refused attempt. */
+  idleSince: Schema.String,
+  /** When the idle timer's interval ends if nothing happens; null without a timer or while retiring. */
+  deadline: Schema.NullOr(Schema.String),
+  /** What would keep it from retiring now (runtime baselines and the daemon's own work; no probes). */
+  blockers: Schema.Array(RetirementBlocker),
+  lastAttempt: Schema.NullOr(RetirementAttemptView),
+  failure: Schema.NullOr(RetirementFailure)
+})
+export type DaemonStatusView = typeof DaemonStatusView.Type
+
 /** The Prometheus text exposition format. */
 export const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -241,7 +280,14 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
     HttpApiEndpoint.post("create", "/v1/agents", {
       payload: CreateAgentRequest,
       success: CreatedAgent.pipe(HttpApiSchema.status(201)),
-      error: [AgentNotFoundError, ProviderNotFoundError, ProviderFailedError, AgentStoreFailedError, ShuttingDownError]
+      error: [
+        AgentNotFoundError,
+        ProviderNotFoundError,
+        ProviderFailedError,
+        AgentStoreFailedError,
+        ShuttingDownError,
+        DaemonRetiringError
+      ]
     }).middleware(AdmissionGate),
     HttpApiEndpoint.get("list", "/v1/agents", { success: Schema.Array(AgentSummary) }),
     HttpApiEndpoint.get("get", "/v1/agents/:id", {
@@ -261,7 +307,8 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         ProviderNotFoundError,
         PromptTooLargeError,
         AgentStoreFailedError,
-        ShuttingDownError
+        ShuttingDownError,
+        DaemonRetiringError
       ]
     }),
     HttpApiEndpoint.get("turn", "/v1/agents/:id/turns/:turnId", {
@@ -273,18 +320,18 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       params: AgentId,
       success: HttpApiSchema.NoContent,
       error: [AgentNotFoundError, RuntimeCloseFailedError, RuntimePersistFailedError]
-    }),
+    }).middleware(AdmissionGate),
     HttpApiEndpoint.post("interrupt", "/v1/agents/:id/interrupt", {
       params: AgentId,
       success: HttpApiSchema.NoContent,
       error: [AgentNotFoundError, ProviderFailedError]
-    }),
+    }).middleware(AdmissionGate),
     HttpApiEndpoint.post("answerPermission", "/v1/agents/:id/permissions/:permissionId", {
       params: { id: Schema.String, permissionId: Schema.String },
       payload: PermissionAnswer,
       success: HttpApiSchema.NoContent,
       error: [AgentNotFoundError, PermissionNotPendingError, ProviderFailedError]
-    })
+    }).middleware(AdmissionGate)
   )
   .middleware(Authorization)
 {}
@@ -307,8 +354,20 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
  * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`; a body
  * over the daemon's limit answers 413 `RequestTooLarge` on every route.
  */
+/** The daemon's own lifecycle: its status and retire now (R6). */
+export class DaemonGroup extends HttpApiGroup.make("daemon")
+  .add(
+    HttpApiEndpoint.get("status", "/v1/daemon", { success: DaemonStatusView }),
+    HttpApiEndpoint.post("retire", "/v1/daemon/retire", {
+      success: RetirementAttemptView.pipe(HttpApiSchema.status(202)),
+      error: [RetirementRefusedError, RetirementFailedError]
+    })
+  )
+  .middleware(Authorization)
+{}
+
 export class QuiesceApi extends HttpApi.make("quiesce")
-  .add(SystemGroup, AgentsGroup, RuntimesGroup)
+  .add(SystemGroup, AgentsGroup, RuntimesGroup, DaemonGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
   // Added last, so it runs first: an oversized body is refused before anything else looks at it.
   .middleware(RequestBodyLimit)

@@ -14,7 +14,8 @@ import {
   HttpRouter,
   HttpServer,
   HttpServerError,
-  HttpServerRequest
+  HttpServerRequest,
+  HttpServerResponse
 } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
@@ -23,7 +24,10 @@ import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { ShuttingDown } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
+import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
+import { InFlightRequests } from "../../services/InFlightRequests.ts"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import {
@@ -31,12 +35,14 @@ import {
   type AgentSummary,
   Authorization,
   type CollectResult,
+  type DaemonStatusView,
   type ErrorSummary,
   openapiPath,
   type PromptResult,
   QuiesceApi,
   RequestBodyLimit,
   RequestTooLarge,
+  type RetirementAttemptView,
   type RuntimeRow,
   type SweepResult,
   Unauthorized
@@ -119,18 +125,33 @@ const requestBodyLimitLayer = (limitBytes: number) => {
   )
 }
 
+/** Mutations are refused once the shutdown began (`ShuttingDown`) or while a retirement is attempted (`DaemonRetiring`). */
 const admissionGateLayer = Layer.effect(
   AdmissionGate,
   Effect.gen(function*() {
     const admission = yield* Admission
+    const lifecycle = yield* DaemonLifecycle
     return AdmissionGate.of((httpEffect) =>
       Effect.gen(function*() {
         if (!(yield* admission.isOpen)) return yield* ShuttingDown.of("request")
+        yield* lifecycle.admit("request")
         return yield* httpEffect
       })
     )
   })
 )
+
+/**
+ * Around every request: it counts as in flight (a retirement waits for it to leave), and a 503
+ * (shutting down, retiring) tells the client when to try again.
+ */
+const requestsLayer = Layer.unwrap(Effect.gen(function*() {
+  const requests = yield* InFlightRequests
+  return HttpRouter.middleware((httpEffect) =>
+    requests.track(httpEffect).pipe(
+      Effect.map((response) => response.status === 503 ? HttpServerResponse.setHeader(response, "retry-after", "1") : response)
+    ), { global: true })
+}))
 
 /** Request validation failures become 400 problems naming each offending path. */
 const problemDetailsLayer = HttpApiMiddleware.layerProblemDetails({ includeDetails: true })
@@ -241,6 +262,30 @@ const agentsHandlers = HttpApiBuilder.group(
   })
 )
 
+const iso = (millis: number) => new Date(millis).toISOString()
+
+const attemptView = (attempt: RetirementAttempt): RetirementAttemptView => ({ ...attempt, at: iso(attempt.at) })
+
+const daemonHandlers = HttpApiBuilder.group(
+  QuiesceApi,
+  "daemon",
+  Effect.fn(function*(handlers) {
+    const lifecycle = yield* DaemonLifecycle
+    return handlers
+      .handle("status", () =>
+        Effect.map(lifecycle.status, (status): DaemonStatusView => ({
+          ...lifecycle.identity,
+          phase: status.phase,
+          idleSince: iso(status.idleSince),
+          deadline: status.deadline === null ? null : iso(status.deadline),
+          blockers: status.blockers,
+          lastAttempt: status.lastAttempt === null ? null : attemptView(status.lastAttempt),
+          failure: status.failure
+        })))
+      .handle("retire", () => Effect.map(lifecycle.retireNow, attemptView))
+  })
+)
+
 const runtimesHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "runtimes",
@@ -302,6 +347,8 @@ export const routes = (options: RouteOptions): Layer.Layer<
   | AgentRegistry
   | RuntimeCollector
   | ProcessInspection
+  | DaemonLifecycle
+  | InFlightRequests
   | Admission
   | HttpRouter.HttpRouter
   | Etag.Generator
@@ -317,10 +364,11 @@ export const routes = (options: RouteOptions): Layer.Layer<
   )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
-      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers).pipe(
+      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers).pipe(
         Layer.provide(middleware)
       )
-    )
+    ),
+    Layer.merge(requestsLayer)
   )
 }
 
@@ -330,7 +378,11 @@ export const routes = (options: RouteOptions): Layer.Layer<
  */
 export const layer = (
   options: ApiServerOptions
-): Layer.Layer<Admission, HttpServerError.ServeError, AgentRegistry | RuntimeCollector | ProcessInspection> =>
+): Layer.Layer<
+  Admission,
+  HttpServerError.ServeError,
+  AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+> =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
     Layer.provide(NodeHttpServer.layer(createServer, {
       host: options.host,
@@ -354,7 +406,7 @@ const testServer = HttpServer.layerTestClient.pipe(
 export const layerTest = (options: RouteOptions): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | RuntimeCollector | ProcessInspection
+  AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
     Layer.provideMerge(testServer),

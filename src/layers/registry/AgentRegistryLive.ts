@@ -13,8 +13,10 @@ import {
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
 import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
+import type { DaemonRetiring, RetirementBlocker } from "../../domain/retirement.ts"
 import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
 import { AgentRegistry, type AgentView, type ResumeError } from "../../services/AgentRegistry.ts"
+import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
@@ -57,6 +59,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
 > {
   const store = yield* AgentStore
   const journal = yield* TurnJournal
+  // Optional: hosts with a daemon idle timer learn of every activity here.
+  const activity = yield* Effect.serviceOption(ActivityClock)
+  const noteActivity = yield* ActivityClock.noter
   const runtimeRecords = makeRuntimeRecords(yield* RuntimeLedger)
   const providers = yield* ProviderRegistry
   // Optional: hosts that can read process memory report what each release gives back.
@@ -76,6 +81,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
   let shuttingDown = false
+  let paused: DaemonRetiring | undefined
   // Keyed by agent, not runtime: a watch outlives releases and resumes.
   const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
   const lastReplies = new Map<string, string>()
@@ -99,12 +105,15 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     return lane
   }
 
-  /** Runs a lifecycle mutation in the agent's lane, one at a time per agent. */
+  /** Runs a lifecycle mutation in the agent's lane, one at a time per agent: activity, begun and ended. */
   const inLane = <A, E, R>(agentId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.suspend(() => {
       const lane = laneOf(agentId)
       lane.busy++
-      return lane.semaphore.withPermits(1)(effect).pipe(Effect.ensuring(Effect.sync(() => lane.busy--)))
+      return noteActivity.pipe(
+        Effect.andThen(lane.semaphore.withPermits(1)(effect)),
+        Effect.ensuring(Effect.andThen(Effect.sync(() => lane.busy--), noteActivity))
+      )
     })
 
   const isLive = (agent: LiveAgent) => live.get(agent.agentId) === agent
@@ -116,6 +125,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const touch = (agent: LiveAgent, now: number) => {
     agent.lastActivityAt = now
     agent.activityCount++
+    if (activity._tag === "Some") activity.value.touch(now)
   }
 
   const settleWaiters = (waiters: Array<Deferred.Deferred<void>> | undefined) => {
@@ -225,7 +235,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
    */
   const watchForDeath = (agent: LiveAgent, exited: Effect.Effect<void>) =>
     exited.pipe(
-      Effect.andThen(inLane(
+      // A runtime the registry is closing (or closed) itself: its close does the rest.
+      Effect.andThen(Effect.suspend(() => !isLive(agent) || agent.closedByDaemon ? Effect.void : inLane(
         agent.agentId,
         Effect.gen(function*() {
           if (!isLive(agent)) return
@@ -250,7 +261,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
             )
           )
         })
-      )),
+      ))),
       Effect.forkIn(scope),
       Effect.asVoid
     )
@@ -425,6 +436,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     liveOf: (agentId) => live.get(agentId),
     isLive,
     isShuttingDown: () => shuttingDown,
+    admissionPaused: () => paused,
     requireProvider: (provider) => Effect.asVoid(providers.get(provider)),
     // One synchronous step: a prompt either finds a live runtime that is not being released and
     // marks it busy, or it does not touch it at all (C9).
@@ -449,6 +461,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     readonly labels?: Record<string, string> | undefined
   }) {
     if (shuttingDown) return yield* ShuttingDown.of("creating an agent")
+    if (paused !== undefined) return yield* paused
     const client = yield* providers.get(input.provider)
     const agentId = yield* randomId("agent")
     const now = yield* Clock.currentTimeMillis
@@ -700,6 +713,18 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     prompt: prompts.prompt,
     turn: prompts.turn,
     stopAdmission,
+    pauseAdmission: (refusal) => Effect.sync(() => (paused = refusal)),
+    resumeAdmission: Effect.sync(() => (paused = undefined)),
+    retirementBlockers: Effect.sync(() => {
+      const blockers: Array<RetirementBlocker> = []
+      for (const record of prompts.carried()) {
+        blockers.push({ category: `turn-${record.state}`, agentId: record.agentId, detail: record.turnId })
+      }
+      for (const [agentId, lane] of lanes) {
+        if (lane.busy > 0 && !live.has(agentId)) blockers.push({ category: "lifecycle-operation", agentId })
+      }
+      return blockers
+    }),
     interrupt,
     respondToPermission,
     close,

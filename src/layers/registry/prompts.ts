@@ -20,6 +20,7 @@ import {
   TurnNotFound
 } from "../../domain/errors.ts"
 import type { FinishKind } from "../../domain/finish.ts"
+import type { DaemonRetiring } from "../../domain/retirement.ts"
 import type { TurnEnd } from "../../domain/provider.ts"
 import { type Disposition, isFinal, isRetryable, type TurnError, type TurnRecord } from "../../domain/turn.ts"
 import type { PromptError, PromptOptions, PromptReceipt } from "../../services/AgentRegistry.ts"
@@ -41,6 +42,8 @@ export interface PromptHost {
   readonly liveOf: (agentId: string) => LiveAgent | undefined
   readonly isLive: (agent: LiveAgent) => boolean
   readonly isShuttingDown: () => boolean
+  /** Set while a retirement is attempted: new prompts are refused with it. */
+  readonly admissionPaused: () => DaemonRetiring | undefined
   readonly requireProvider: (provider: string) => Effect.Effect<void, ProviderNotFound>
   /**
    * Admission, one synchronous step: a live runtime that is not being released is marked busy
@@ -385,6 +388,8 @@ export const makePrompts = (host: PromptHost) => {
   const admissible = (agentId: string, text: string) =>
     Effect.gen(function*() {
       if (host.isShuttingDown()) return yield* ShuttingDown.of(`a prompt to ${agentId}`)
+      const paused = host.admissionPaused()
+      if (paused !== undefined) return yield* paused
       const record = host.recordOf(agentId)
       if (record === undefined) return yield* AgentNotFound.of(agentId)
       const bytes = Buffer.byteLength(JSON.stringify(text))
@@ -515,5 +520,8 @@ export const makePrompts = (host: PromptHost) => {
   /** Turns a provider is running for this process: the shutdown waits for their outcomes. */
   const running = (): ReadonlyArray<TurnHandle> => [...taken]
 
-  return { prompt, turn, recover, stopWaiting, running, wake }
+  /** Every turn this process carries, not yet ended (accepted, waiting for a runtime, or running). */
+  const carried = (): ReadonlyArray<TurnRecord> => [...handles.values()].map((handle) => handle.record)
+
+  return { prompt, turn, recover, stopWaiting, running, carried, wake }
 }

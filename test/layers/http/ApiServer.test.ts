@@ -1,55 +1,31 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option } from "effect"
+import { Deferred, Effect, Fiber, Layer } from "effect"
 import { HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
-import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
-import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
-import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
-import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
-import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
+import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
-import { ProcessInspection } from "../../../src/services/ProcessInspection.ts"
-import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+import { memoryDaemon } from "../../support/memoryDaemon.ts"
 
 const token = "test-token"
 const metricsText = "# HELP quiesce_up 1 when up\nquiesce_up 1\n"
 
-/** Process inspection that never knows a process. */
-const noInspection = Layer.succeed(
-  ProcessInspection,
-  ProcessInspection.of({
-    sample: () => Effect.succeedNone,
-    sampleAll: (pids) => Effect.succeed(new Map(pids.map((pid) => [pid, Option.none()])))
-  })
-)
-
 /**
- * The API on an ephemeral port over the real registry and collector, with the in-memory
- * provider. Scheduled sweeps are out of reach; a test sweeps through the API.
+ * The API on an ephemeral port over a daemon's real services (registry, collector, delivery,
+ * finish subscriptions, lifecycle) and the in-memory provider. Scheduled sweeps are out of reach;
+ * a test sweeps through the API.
  */
-const serve = (provider: MemoryProvider, options: { readonly token?: string; readonly maxRequestBytes?: number } = {}) => {
-  const registry = AgentRegistryLive.layer.pipe(
-    Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, providerRegistryWith(provider)])
-  )
-  const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
-    Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
-  )
-  const services = collector.pipe(Layer.provideMerge(registry), Layer.provideMerge(noInspection))
-  return ApiServer.layerTest({
+const serve = (provider: MemoryProvider, options: { readonly token?: string; readonly maxRequestBytes?: number } = {}) =>
+  ApiServer.layerTest({
     token: options.token ?? token,
     renderMetrics: Effect.succeed(metricsText),
     maxRequestBytes: options.maxRequestBytes
-  }).pipe(
-    Layer.provideMerge(services)
-  )
-}
+  }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
 
 const apiClient = HttpApiClient.make(QuiesceApi, {
   transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))

@@ -1,0 +1,131 @@
+import { Schema } from "effect"
+
+/**
+ * Daemon self-retirement (R1, R2, R4, R6, R7): a daemon that has been provably idle for its idle
+ * timeout releases every runtime resumably and exits; the next message brings it back.
+ */
+
+/** The exit code of a daemon that retired (a clean, committed retirement), told apart from a crash (1) and a stop by signal (0). */
+export const retiredExitCode = 75
+
+/** The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons. */
+export const daemonProtocolVersion = 1
+
+/**
+ * Where the effective idle timeout came from: the flag, `daemon.idleTimeout` in config.json, a hub
+ * that launched the daemon, or nowhere (no timer: a daemon run directly stays resident).
+ */
+export const IdleTimeoutSource = Schema.Literals(["flag", "config", "hub", "omitted"])
+export type IdleTimeoutSource = typeof IdleTimeoutSource.Type
+
+/** The timeout the daemon armed, as configured: `"0s"` is an explicit "no timer", distinct from omitted. */
+export const EffectiveIdleTimeout = Schema.Struct({
+  /** The Go-style duration as given ("1h", "0s"); null when omitted. */
+  value: Schema.NullOr(Schema.String),
+  /** Its length; null when there is no timer (omitted or "0s"). */
+  millis: Schema.NullOr(Schema.Number),
+  source: IdleTimeoutSource
+})
+export type EffectiveIdleTimeout = typeof EffectiveIdleTimeout.Type
+
+/** `resident`: serving. `retiring`: an attempt runs (mutations refused), or one failed after its commit. */
+export const RetirementPhase = Schema.Literals(["resident", "retiring"])
+export type RetirementPhase = typeof RetirementPhase.Type
+
+/**
+ * Why an attempt failed (R7). `prepare_failed`: the evidence could not be read or a flush failed;
+ * nothing was released and the daemon serves on. `release_failed`: a runtime's close failed after
+ * the commit; `reader_drain_failed`: requests in flight did not leave in time. After either of
+ * those the daemon stays retiring, refusing mutations, and is not killed.
+ */
+export const RetirementFailureKind = Schema.Literals(["prepare_failed", "release_failed", "reader_drain_failed"])
+export type RetirementFailureKind = typeof RetirementFailureKind.Type
+
+export const RetirementFailure = Schema.Struct({
+  kind: RetirementFailureKind,
+  message: Schema.String
+})
+export type RetirementFailure = typeof RetirementFailure.Type
+
+/** What kept the daemon from retiring: a category (a runtime blocker kind, a veto, the daemon's own queues), and whose. */
+export const RetirementBlocker = Schema.Struct({
+  category: Schema.String,
+  /** The agent it belongs to; absent for the daemon's own work. */
+  agentId: Schema.optionalKey(Schema.String),
+  detail: Schema.optionalKey(Schema.String)
+})
+export type RetirementBlocker = typeof RetirementBlocker.Type
+
+/** One retirement attempt and how it ended. */
+export const RetirementAttempt = Schema.Struct({
+  /** Epoch ms. */
+  at: Schema.Number,
+  /** The idle timer elapsed, or someone asked (retire now). */
+  trigger: Schema.Literals(["timer", "request"]),
+  outcome: Schema.Literals(["refused", "failed", "committed"]),
+  blockers: Schema.Array(RetirementBlocker),
+  failure: Schema.NullOr(RetirementFailure)
+})
+export type RetirementAttempt = typeof RetirementAttempt.Type
+
+/**
+ * The daemon's rendezvous record, `<home>/daemon.json`: who it is and where it listens. Written
+ * atomically once the listener is open; removed as the last step of a retirement or a shutdown.
+ * No token, no environment.
+ */
+export const DaemonIdentity = Schema.Struct({
+  pid: Schema.Number,
+  /** The process's start time (procfs stat field 22): with the pid, its identity. */
+  startTime: Schema.NullOr(Schema.Number),
+  /** A random id of this daemon process. */
+  instanceId: Schema.String,
+  host: Schema.String,
+  port: Schema.Number,
+  protocolVersion: Schema.Number,
+  packageVersion: Schema.String,
+  idleTimeout: EffectiveIdleTimeout
+})
+export type DaemonIdentity = typeof DaemonIdentity.Type
+
+/** A daemon's lifecycle now, for `GET /v1/daemon` (times epoch ms; the API renders them ISO 8601). */
+export interface DaemonStatus {
+  readonly phase: RetirementPhase
+  readonly idleTimeout: EffectiveIdleTimeout
+  /** Since when the daemon has been idle: its last activity, or its last refused attempt. */
+  readonly idleSince: number
+  /** When the timer's interval ends if nothing happens; null without a timer or while retiring. */
+  readonly deadline: number | null
+  /** What would keep it from retiring now (the daemon's own work and its runtimes' baselines; no probes). */
+  readonly blockers: ReadonlyArray<RetirementBlocker>
+  readonly lastAttempt: RetirementAttempt | null
+  /** The failure the daemon is stuck in (release_failed, reader_drain_failed), if any. */
+  readonly failure: RetirementFailure | null
+}
+
+/** The daemon is retiring: mutations are refused until the attempt is over. Retry after `retryAfterSeconds`. */
+export class DaemonRetiring extends Schema.TaggedError<DaemonRetiring>()("DaemonRetiring", {
+  message: Schema.String,
+  retryAfterSeconds: Schema.Number
+}) {
+  static readonly of = (what: string) =>
+    new DaemonRetiring({
+      message: `The daemon is retiring: ${what} not admitted; retry (a retired daemon is started again on the next message)`,
+      retryAfterSeconds: 1
+    })
+}
+
+/** A retirement was refused: something would have been lost. The daemon keeps serving. */
+export class RetirementRefused extends Schema.TaggedError<RetirementRefused>()("RetirementRefused", {
+  message: Schema.String,
+  blockers: Schema.Array(RetirementBlocker)
+}) {}
+
+/** A retirement failed (see `RetirementFailureKind`). */
+export class RetirementFailed extends Schema.TaggedError<RetirementFailed>()("RetirementFailed", {
+  message: Schema.String,
+  failure: RetirementFailure
+}) {}
+
+/** One line for a set of blockers: their categories, with whose, in a stable order. */
+export const describeBlockers = (blockers: ReadonlyArray<RetirementBlocker>): string =>
+  [...new Set(blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`))].sort().join(", ")

@@ -1,0 +1,244 @@
+/**
+ * The daemon's idle timer and its retirement attempts (R1, R2, R4, R6, R7). See
+ * `services/DaemonLifecycle.ts` for the contract and docs/daemon.md for what a user sees.
+ */
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Layer, Option, type Scope, Semaphore } from "effect"
+import {
+  type DaemonIdentity,
+  DaemonRetiring,
+  type DaemonStatus,
+  describeBlockers,
+  type RetirementAttempt,
+  type RetirementBlocker,
+  RetirementFailed,
+  type RetirementFailure,
+  type RetirementPhase,
+  RetirementRefused
+} from "../../domain/retirement.ts"
+import { ActivityClock } from "../../services/ActivityClock.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
+import { FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
+import { InFlightRequests } from "../../services/InFlightRequests.ts"
+import { MessageDelivery } from "../../services/MessageDelivery.ts"
+import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
+
+export interface DaemonLifecycleOptions {
+  readonly identity: DaemonIdentity
+  /** How long requests in flight may take to leave after a commit. Default 5 s. */
+  readonly drainTimeout?: Duration.Input | undefined
+}
+
+type Trigger = RetirementAttempt["trigger"]
+
+const failureOf = (kind: RetirementFailure["kind"], message: string): RetirementFailure => ({ kind, message })
+
+export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLifecycleOptions): Effect.fn.Return<
+  DaemonLifecycle["Service"],
+  never,
+  | AgentRegistry
+  | RuntimeCollector
+  | MessageDelivery
+  | FinishSubscriptions
+  | TurnJournal
+  | ActivityClock
+  | Scope.Scope
+> {
+  const registry = yield* AgentRegistry
+  const collector = yield* RuntimeCollector
+  const delivery = yield* MessageDelivery
+  const finish = yield* FinishSubscriptions
+  const journal = yield* TurnJournal
+  const activity = yield* ActivityClock
+  const requests = yield* Effect.serviceOption(InFlightRequests)
+  const scope = yield* Effect.scope
+  const timeoutMillis = options.identity.idleTimeout.millis
+  const drainTimeout = Duration.fromInputUnsafe(options.drainTimeout ?? "5 seconds")
+
+  let phase: RetirementPhase = "resident"
+  /** A refused or failed attempt re-arms a full interval from the moment it ended (R7). */
+  let rearmedAt = yield* Clock.currentTimeMillis
+  let lastAttempt: RetirementAttempt | null = null
+  let failure: RetirementFailure | null = null
+  const retired = Deferred.makeUnsafe<void>()
+  /** Refusal reasons already logged: the same reason repeated is logged once. */
+  const logged = new Set<string>()
+  const attempts = yield* Semaphore.make(1)
+
+  const idleSince = () => Math.max(activity.lastActivityAt(), rearmedAt)
+
+  /** The daemon's own work that keeps it resident: turns, lifecycle operations, deliveries, subscriptions. */
+  const ownBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>> = Effect.gen(function*() {
+    const [turns, deliveries, subscriptions] = yield* Effect.all([
+      registry.retirementBlockers,
+      delivery.pendingRecipients,
+      finish.retirementBlockers
+    ])
+    return [
+      ...turns,
+      ...deliveries.map((agentId): RetirementBlocker => ({ category: "queued-delivery", agentId })),
+      ...subscriptions
+    ]
+  })
+
+  /** The whole evidence of an attempt; a journal that cannot be read fails it (prepare_failed). */
+  const evidence = Effect.gen(function*() {
+    const own = yield* ownBlockers
+    const runtimes = yield* collector.retirementBlockers(true)
+    // The journal must be readable: what it holds is what a restart takes over.
+    const unfinished = yield* journal.unfinished
+    const carried = new Set((yield* registry.retirementBlockers).flatMap((b) => b.detail === undefined ? [] : [b.detail]))
+    const stray = unfinished.filter((record) => !carried.has(record.turnId)).map((record): RetirementBlocker => ({
+      category: `turn-${record.state}`,
+      agentId: record.agentId,
+      detail: record.turnId
+    }))
+    return [...own, ...runtimes, ...stray]
+  })
+
+  const reopen = Effect.gen(function*() {
+    phase = "resident"
+    rearmedAt = yield* Clock.currentTimeMillis
+    yield* registry.resumeAdmission
+  })
+
+  const record = (attempt: RetirementAttempt) =>
+    Effect.sync(() => {
+      lastAttempt = attempt
+    })
+
+  const refuse = Effect.fnUntraced(function*(trigger: Trigger, at: number, blockers: ReadonlyArray<RetirementBlocker>) {
+    yield* record({ at, trigger, outcome: "refused", blockers, failure: null })
+    const reason = describeBlockers(blockers)
+    if (!logged.has(reason)) {
+      logged.add(reason)
+      yield* Effect.logInfo(`daemon retirement refused: ${reason}`)
+    }
+    yield* reopen
+    return yield* new RetirementRefused({ message: `Retirement refused: ${reason}`, blockers })
+  })
+
+  /** A failure before the commit: nothing was released, the daemon serves on. */
+  const prepareFailed = Effect.fnUntraced(function*(trigger: Trigger, at: number, message: string) {
+    const found = failureOf("prepare_failed", message)
+    yield* record({ at, trigger, outcome: "failed", blockers: [], failure: found })
+    yield* Effect.logWarning(`daemon retirement failed: prepare_failed: ${message}`)
+    yield* reopen
+    return yield* new RetirementFailed({ message: `Retirement failed (prepare_failed): ${message}`, failure: found })
+  })
+
+  /** A failure after the commit: admission stays closed, the phase stays retiring, nothing is killed. */
+  const stuck = Effect.fnUntraced(function*(trigger: Trigger, at: number, found: RetirementFailure) {
+    failure = found
+    yield* record({ at, trigger, outcome: "failed", blockers: [], failure: found })
+    yield* Effect.logError(`daemon retirement failed: ${found.kind}: ${found.message}`)
+    return yield* new RetirementFailed({ message: `Retirement failed (${found.kind}): ${found.message}`, failure: found })
+  })
+
+  /** After the commit: requests in flight leave within the bound, then the host may exit. */
+  const drain = (trigger: Trigger, at: number, mark: number) =>
+    Effect.gen(function*() {
+      if (Option.isSome(requests)) {
+        const left = () => requests.value.countBefore(mark)
+        const gone = yield* Effect.gen(function*() {
+          while (left() > 0) yield* Effect.sleep("20 millis")
+        }).pipe(Effect.timeoutOption(drainTimeout))
+        if (Option.isNone(gone)) {
+          return yield* Effect.ignore(stuck(trigger, at, failureOf(
+            "reader_drain_failed",
+            `${left()} requests were still in flight after ${Duration.format(drainTimeout)}`
+          )))
+        }
+      }
+      yield* Effect.logInfo("Daemon retired: every runtime released resumably").pipe(
+        Effect.annotateLogs({ trigger, idleTimeout: options.identity.idleTimeout.value ?? "none" })
+      )
+      yield* Deferred.succeed(retired, undefined)
+    })
+
+  const attempt = (trigger: Trigger): Effect.Effect<RetirementAttempt, RetirementRefused | RetirementFailed> =>
+    attempts.withPermits(1)(Effect.gen(function*() {
+      // A failed commit holds the daemon retiring; a committed one is on its way out.
+      if (failure !== null) {
+        return yield* new RetirementFailed({ message: `Retirement failed earlier (${failure.kind}): ${failure.message}`, failure })
+      }
+      if (lastAttempt?.outcome === "committed") return lastAttempt
+      const at = yield* Clock.currentTimeMillis
+      phase = "retiring"
+      yield* registry.pauseAdmission(DaemonRetiring.of("new work"))
+      const read = yield* Effect.exit(evidence)
+      if (Exit.isFailure(read)) return yield* prepareFailed(trigger, at, Cause.pretty(read.cause))
+      if (read.value.length > 0) return yield* refuse(trigger, at, read.value)
+
+      // Committed: every runtime is released as a collection would release it.
+      const released = yield* Effect.exit(collector.releaseAll)
+      if (Exit.isFailure(released)) {
+        return yield* stuck(trigger, at, failureOf("release_failed", Cause.pretty(released.cause)))
+      }
+      const { remaining, report } = released.value
+      if (report.failures.length > 0) {
+        const message = report.failures.map(({ agentId, error }) => `${agentId}: ${error.message}`).join("; ")
+        return yield* stuck(trigger, at, failureOf("release_failed", message))
+      }
+      // Something moved between the evidence and the release (a runtime's own work): released
+      // runtimes stay released (resumable), and the daemon serves on.
+      const after = [...yield* ownBlockers, ...yield* collector.retirementBlockers(false)]
+      if (remaining.length > 0 || after.length > 0) {
+        const blockers = after.length > 0 ? after : remaining.map((agentId): RetirementBlocker => ({ category: "release-declined", agentId }))
+        return yield* refuse(trigger, at, blockers)
+      }
+      const committed: RetirementAttempt = { at, trigger, outcome: "committed", blockers: [], failure: null }
+      yield* record(committed)
+      // The requests in flight now are drained; a retire request itself ends as soon as it is answered.
+      const mark = Option.isSome(requests) ? requests.value.mark() : 0
+      yield* drain(trigger, at, mark).pipe(Effect.forkIn(scope))
+      return committed
+    }))
+
+  // The timer: continuous proven inactivity from the latest activity or re-arm; any activity
+  // restarts the full interval (the deadline is recomputed every time it comes due).
+  if (timeoutMillis !== null) {
+    yield* Effect.gen(function*() {
+      while (true) {
+        const now = yield* Clock.currentTimeMillis
+        const due = idleSince() + timeoutMillis
+        if (phase !== "resident" || failure !== null) {
+          yield* Effect.sleep(Duration.millis(timeoutMillis))
+        } else if (now < due) {
+          yield* Effect.sleep(Duration.millis(due - now))
+        } else {
+          const outcome = yield* Effect.exit(attempt("timer"))
+          if (Exit.isSuccess(outcome)) return
+        }
+      }
+    }).pipe(Effect.forkScoped)
+  }
+
+  const status: Effect.Effect<DaemonStatus> = Effect.gen(function*() {
+    const blockers = [...yield* ownBlockers, ...yield* collector.retirementBlockers(false)]
+    return {
+      phase,
+      idleTimeout: options.identity.idleTimeout,
+      idleSince: idleSince(),
+      deadline: timeoutMillis === null || phase !== "resident" || failure !== null ? null : idleSince() + timeoutMillis,
+      blockers,
+      lastAttempt,
+      failure
+    }
+  })
+
+  return DaemonLifecycle.of({
+    identity: options.identity,
+    status,
+    retireNow: attempt("request"),
+    admit: (what) => phase === "resident" ? Effect.void : Effect.fail(DaemonRetiring.of(what)),
+    retired: Deferred.await(retired)
+  })
+})
+
+export const layer = (options: DaemonLifecycleOptions): Layer.Layer<
+  DaemonLifecycle,
+  never,
+  AgentRegistry | RuntimeCollector | MessageDelivery | FinishSubscriptions | TurnJournal | ActivityClock
+> => Layer.effect(DaemonLifecycle, makeDaemonLifecycle(options))
