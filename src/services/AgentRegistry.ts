@@ -119,8 +119,9 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly resumeAdmission: Effect.Effect<void>
   /**
    * What of the registry's own work keeps the daemon from retiring: turns it is carrying
-   * (accepted, waiting for a runtime, or running) and lifecycle operations under way on agents
-   * without a live runtime. The live runtimes' own baselines are the collector's to read.
+   * (accepted, waiting for a runtime, or running), lifecycle operations under way on agents
+   * without a live runtime, and a turn journal whose last write failed. The live runtimes' own
+   * baselines are the collector's to read.
    */
   readonly retirementBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>>
   /** Interrupts the running turn, if any. Never resumes a released agent. */

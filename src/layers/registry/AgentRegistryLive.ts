@@ -723,6 +723,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       for (const [agentId, lane] of lanes) {
         if (lane.busy > 0 && !live.has(agentId)) blockers.push({ category: "lifecycle-operation", agentId })
       }
+      const failing = prompts.failingWrite()
+      if (failing !== undefined) blockers.push({ category: "store-failing", detail: `turn ${failing.turnId}: ${failing.message}` })
       return blockers
     }),
     interrupt,

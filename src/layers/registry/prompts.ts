@@ -79,7 +79,40 @@ type Reach = "taken" | "refused" | "unknown"
 type Resolution = { readonly handle: TurnHandle } | { readonly record: TurnRecord }
 
 export const makePrompts = (host: PromptHost) => {
-  const { journal } = host
+  /**
+   * Records the journal refused, newest per turn: written again after the next write that
+   * succeeds. While any is left the store is failing, and the daemon may not retire (R2).
+   */
+  const unwritten = new Map<string, TurnRecord>()
+  let lastWriteError = ""
+  const writeAgain = Effect.suspend(() =>
+    Effect.forEach([...unwritten.values()], (record) =>
+      host.journal.update(record).pipe(
+        Effect.andThen(Effect.sync(() => {
+          if (unwritten.get(record.turnId) === record) unwritten.delete(record.turnId)
+        })),
+        Effect.ignore
+      ), { discard: true })
+  )
+  // Every write goes through here, so that a failing store is known and nothing it refused is lost.
+  const journal: TurnJournal["Service"] = {
+    ...host.journal,
+    update: (record) =>
+      host.journal.update(record).pipe(
+        Effect.tapError((error) =>
+          Effect.sync(() => {
+            unwritten.set(record.turnId, record)
+            lastWriteError = error.message
+          })
+        ),
+        Effect.tap(() => {
+          unwritten.delete(record.turnId)
+          return unwritten.size === 0 ? Effect.void : writeAgain
+        })
+      )
+  }
+  const failingWrite = () =>
+    unwritten.size === 0 ? undefined : { turnId: [...unwritten.keys()][0]!, message: lastWriteError }
   /** Turns in flight in this process, by turn id, and by client message id. */
   const handles = new Map<string, TurnHandle>()
   const byClient = new Map<string, TurnHandle>()
@@ -523,5 +556,5 @@ export const makePrompts = (host: PromptHost) => {
   /** Every turn this process carries, not yet ended (accepted, waiting for a runtime, or running). */
   const carried = (): ReadonlyArray<TurnRecord> => [...handles.values()].map((handle) => handle.record)
 
-  return { prompt, turn, recover, stopWaiting, running, carried, wake }
+  return { prompt, turn, recover, stopWaiting, running, carried, failingWrite, wake }
 }

@@ -240,6 +240,35 @@ describe("retirement attempts (R4, R6, R7)", () => {
     }))
 })
 
+describe("store writes (R2)", () => {
+  it.effect("a turn journal whose writes fail keeps the daemon resident until a write succeeds", () =>
+    Effect.gen(function*() {
+      const journal = yield* TurnJournalMemory.make
+      let failing = true
+      const flaky = TurnJournal.of({
+        ...journal,
+        update: (record) =>
+          failing ? Effect.fail(new AgentStoreError({ operation: "journal.update", message: "disk full" })) : journal.update(record)
+      })
+      const stores = Layer.mergeAll(AgentStoreMemory.layer, FinishStoreMemory.layer, RuntimeLedgerMemory.layer, Layer.succeed(TurnJournal, flaky))
+      const d = yield* daemon({ idleTimeout: noTimer, stores })
+      const agent = yield* d.create()
+      const lost = yield* d.registry.prompt(agent.agentId, "work", { wait: true })
+      assert.strictEqual(lost.state, "failed")
+      const refused = yield* Effect.flip(d.lifecycle.retireNow)
+      assert.strictEqual(refused._tag, "RetirementRefused")
+      if (refused._tag === "RetirementRefused") {
+        // The store fails, and the journal still holds the turn as accepted (its end was refused).
+        assert.deepStrictEqual(refused.blockers.map((b) => b.category).sort(), ["store-failing", "turn-accepted"])
+      }
+      failing = false
+      assert.strictEqual((yield* d.registry.prompt(agent.agentId, "again", { wait: true })).state, "completed")
+      // The refused write was made again: the journal says what the caller was told.
+      assert.strictEqual(Option.getOrThrow(yield* journal.get(agent.agentId, lost.turnId)).state, "failed")
+      assert.strictEqual((yield* d.lifecycle.retireNow).outcome, "committed")
+    }))
+})
+
 describe("retirement failures (R7)", () => {
   it.effect("prepare_failed: an unreadable journal releases nothing, and the daemon serves on", () =>
     Effect.gen(function*() {
