@@ -103,6 +103,11 @@ export interface DaemonStatus {
 }
 
 /** The daemon is retiring: mutations are refused until the attempt is over. Retry after `retryAfterSeconds`. */
+/** How long a client refused while an attempt decides should wait before trying again, in seconds. */
+export const retryWhileDecidingSeconds = 1
+/** The same once a failed commit holds the daemon retiring until an operator restarts it. */
+export const retryWhileStuckSeconds = 60
+
 export class DaemonRetiring extends Schema.TaggedError<DaemonRetiring>()("DaemonRetiring", {
   message: Schema.String,
   retryAfterSeconds: Schema.Number
@@ -110,7 +115,15 @@ export class DaemonRetiring extends Schema.TaggedError<DaemonRetiring>()("Daemon
   static readonly of = (what: string) =>
     new DaemonRetiring({
       message: `The daemon is retiring: ${what} not admitted; retry (a retired daemon is started again on the next message)`,
-      retryAfterSeconds: 1
+      retryAfterSeconds: retryWhileDecidingSeconds
+    })
+
+  /** After a commit that failed (the daemon holds still and keeps its runtimes): retrying does not help. */
+  static readonly stuck = (what: string, failure: RetirementFailure) =>
+    new DaemonRetiring({
+      message: `The daemon's retirement failed (${failure.kind}: ${failure.message}): ${what} not admitted until an ` +
+        "operator restarts the daemon (GET /v1/daemon shows the failure)",
+      retryAfterSeconds: retryWhileStuckSeconds
     })
 }
 

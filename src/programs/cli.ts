@@ -367,7 +367,10 @@ const retire = Command.make(
   Effect.fn(function*() {
     const api = yield* client
     const attempt = yield* api.daemon.retire()
-    yield* Console.log(`retired at ${attempt.at}: every runtime released resumably; the next message brings the daemon back`)
+    yield* Console.log(
+      `retirement committed at ${attempt.at}: every runtime released resumably; the daemon exits once the requests ` +
+        "in flight have left, and the next message brings it back"
+    )
   })
 ).pipe(Command.withDescription(
   "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"

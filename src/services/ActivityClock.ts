@@ -11,16 +11,24 @@ export class ActivityClock extends Context.Service<ActivityClock, {
   readonly touch: (now: number) => void
   /** The latest activity noted, or when the clock was made. */
   readonly lastActivityAt: () => number
+  /**
+   * How many times activity was noted: a retirement attempt that sees it change while it reads
+   * its evidence refuses (activity in the same millisecond does not move `lastActivityAt`).
+   */
+  readonly touches: () => number
 }>()("quiesce/retirement/ActivityClock") {
   static readonly layer: Layer.Layer<ActivityClock> = Layer.effect(
     ActivityClock,
     Effect.map(Clock.currentTimeMillis, (start) => {
       let last = start
+      let touches = 0
       return ActivityClock.of({
         touch: (now) => {
+          touches++
           if (now > last) last = now
         },
-        lastActivityAt: () => last
+        lastActivityAt: () => last,
+        touches: () => touches
       })
     })
   )

@@ -117,10 +117,13 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    */
   readonly pauseAdmission: (refusal: DaemonRetiring) => Effect.Effect<void>
   readonly resumeAdmission: Effect.Effect<void>
+  /** Writes again every record the store refused; what is still refused stays a blocker. */
+  readonly retryWrites: Effect.Effect<void>
   /**
    * What of the registry's own work keeps the daemon from retiring: turns it is carrying
-   * (accepted, waiting for a runtime, or running), lifecycle operations under way on agents
-   * without a live runtime, and a turn journal whose last write failed. The live runtimes' own
+   * (accepted, waiting for a runtime, or running), prompts and agents past admission and not yet
+   * recorded, lifecycle operations under way on agents without a live runtime, and records the
+   * store refused (turns or agents) and that are not yet written. The live runtimes' own
    * baselines are the collector's to read.
    */
   readonly retirementBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>>

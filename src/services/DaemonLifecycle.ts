@@ -28,6 +28,11 @@ export class DaemonLifecycle extends Context.Service<DaemonLifecycle, {
   readonly retireNow: Effect.Effect<RetirementAttempt, RetirementRefused | RetirementFailed>
   /** Refuses a mutation while an attempt runs (or a failed one holds admission closed). */
   readonly admit: (what: string) => Effect.Effect<void, DaemonRetiring>
+  /**
+   * How long a client refused now should wait before trying again, in seconds: 1 while the daemon
+   * decides (or shuts down), 60 once a failed commit holds it retiring until an operator acts.
+   */
+  readonly retryAfterSeconds: () => number
   /** Completes when a retirement has committed and drained: the host closes and exits. */
   readonly retired: Effect.Effect<void>
 }>()("quiesce/retirement/DaemonLifecycle") {}

@@ -90,8 +90,30 @@ describe("daemon self-retirement with real processes", () => {
     expect((await running).body.state).toBe("completed")
     const retired = runCli(daemon, "retire")
     expect(retired.status, retired.stderr).toBe(0)
-    expect(retired.stdout).toContain("retired at")
+    expect(retired.stdout).toContain("retirement committed at")
     expect(await exited(daemon.process)).toBe(retiredExitCode)
+  }, 60_000)
+
+  it("a retire request whose client goes away mid-attempt still ends it: the daemon retires (exit 75)", async () => {
+    const home = newHome()
+    // The shell runtime takes its time to answer the safety query: the client leaves before it does.
+    writeFileSync(join(home, "config.json"), JSON.stringify({
+      providers: {
+        shell: { kind: "plugin", command: process.execPath, args: [shellPluginPath], env: { QUIESCE_SHELL_CAN_STOP_DELAY_MS: "1500" } }
+      }
+    }))
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const agentId = await createShellAgent(daemon)
+    const { pid } = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body
+    const leaving = new AbortController()
+    const request = api(daemon, "POST", "/v1/daemon/retire", undefined, daemon.token(), leaving.signal).catch((error) => error)
+    await until(async () => (await status(daemon)).phase === "retiring", "the attempt reads the evidence")
+    leaving.abort()
+    expect(await request).toBeInstanceOf(Error)
+    expect(await exited(daemon.process)).toBe(retiredExitCode)
+    await until(() => !groupAlive(pid), "the runtime's process group is gone")
+    expect(daemon.output()).toContain("Daemon retired")
   }, 60_000)
 
   it("prompts racing the commit land in the old daemon or get a typed 503 (or no answer); retried, each runs exactly once", async () => {

@@ -147,9 +147,14 @@ const admissionGateLayer = Layer.effect(
  */
 const requestsLayer = Layer.unwrap(Effect.gen(function*() {
   const requests = yield* InFlightRequests
+  const lifecycle = yield* DaemonLifecycle
   return HttpRouter.middleware((httpEffect) =>
     requests.track(httpEffect).pipe(
-      Effect.map((response) => response.status === 503 ? HttpServerResponse.setHeader(response, "retry-after", "1") : response)
+      Effect.map((response) =>
+        response.status === 503
+          ? HttpServerResponse.setHeader(response, "retry-after", String(lifecycle.retryAfterSeconds()))
+          : response
+      )
     ), { global: true })
 }))
 

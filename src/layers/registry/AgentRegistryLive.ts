@@ -82,9 +82,19 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const events = yield* Queue.unbounded<QueuedEvent>()
   let shuttingDown = false
   let paused: DaemonRetiring | undefined
+  let creating = 0
   // Keyed by agent, not runtime: a watch outlives releases and resumes.
   const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
   const lastReplies = new Map<string, string>()
+  /** Agents whose record the store refused: saved again by `retryWrites`; until then the daemon may not retire. */
+  const unsaved = new Map<string, string>()
+
+  /** Saves a record, remembering a refusal (so that it is tried again, and known, R2). */
+  const saveRecord = (record: AgentRecord) =>
+    store.put(record).pipe(
+      Effect.tapError((error) => Effect.sync(() => void unsaved.set(record.agentId, error.message))),
+      Effect.tap(() => Effect.sync(() => void unsaved.delete(record.agentId)))
+    )
 
   const announceFinish = (agentId: string, kind: FinishKind) => {
     const waiters = finishWaiters.get(agentId)
@@ -253,7 +263,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
           yield* Effect.logWarning("Agent runtime ended on its own; the next prompt resumes it").pipe(
             Effect.annotateLogs({ agentId: agent.agentId, sessionId: agent.sessionId })
           )
-          yield* store.put(record).pipe(
+          yield* saveRecord(record).pipe(
             Effect.catch((error) =>
               Effect.logWarning("Saving the record of an ended runtime failed").pipe(
                 Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
@@ -333,7 +343,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       agent.sessionId = handle.sessionId
       const updated: AgentRecord = { ...record, persistence: handle }
       records.set(agent.agentId, updated)
-      yield* store.put(updated).pipe(
+      yield* saveRecord(updated).pipe(
         Effect.catch((error) =>
           Effect.logWarning("Saving a new persistence handle failed; it is saved again at close").pipe(
             Effect.annotateLogs({ agentId: agent.agentId, error: error.message })
@@ -386,7 +396,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
         closedAt: now
       }
       records.set(agent.agentId, record)
-      yield* store.put(record).pipe(
+      yield* saveRecord(record).pipe(
         Effect.mapError((error) => new RuntimePersistFailed({ agentId: agent.agentId, message: error.message }))
       )
     }))
@@ -402,7 +412,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId })
     )
     // The runtime is live either way; the record is saved again when it closes.
-    yield* store.put(loaded.record).pipe(
+    yield* saveRecord(loaded.record).pipe(
       Effect.catch((error) =>
         Effect.logWarning("Saving the record of a resumed agent failed").pipe(
           Effect.annotateLogs({ agentId, error: error.message })
@@ -462,6 +472,16 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   }) {
     if (shuttingDown) return yield* ShuttingDown.of("creating an agent")
     if (paused !== undefined) return yield* paused
+    // Counted from admission on, so a retirement that begins meanwhile sees it.
+    creating++
+    return yield* createAdmitted(input).pipe(Effect.ensuring(Effect.sync(() => creating--)))
+  })
+
+  const createAdmitted = Effect.fnUntraced(function*(input: {
+    readonly provider: string
+    readonly cwd: string
+    readonly labels?: Record<string, string> | undefined
+  }) {
     const client = yield* providers.get(input.provider)
     const agentId = yield* randomId("agent")
     const now = yield* Clock.currentTimeMillis
@@ -713,6 +733,13 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     prompt: prompts.prompt,
     turn: prompts.turn,
     stopAdmission,
+    retryWrites: Effect.gen(function*() {
+      yield* prompts.retryWrites
+      for (const agentId of [...unsaved.keys()]) {
+        const record = records.get(agentId)
+        if (record !== undefined) yield* Effect.ignore(saveRecord(record))
+      }
+    }),
     pauseAdmission: (refusal) => Effect.sync(() => (paused = refusal)),
     resumeAdmission: Effect.sync(() => (paused = undefined)),
     retirementBlockers: Effect.sync(() => {
@@ -725,6 +752,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       }
       const failing = prompts.failingWrite()
       if (failing !== undefined) blockers.push({ category: "store-failing", detail: `turn ${failing.turnId}: ${failing.message}` })
+      for (const [agentId, message] of unsaved) blockers.push({ category: "store-failing", agentId, detail: message })
+      if (prompts.accepting() > 0) blockers.push({ category: "prompt-accepting", detail: `${prompts.accepting()} in progress` })
+      if (creating > 0) blockers.push({ category: "agent-creating", detail: `${creating} in progress` })
       return blockers
     }),
     interrupt,

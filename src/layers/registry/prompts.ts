@@ -111,6 +111,8 @@ export const makePrompts = (host: PromptHost) => {
         })
       )
   }
+  /** Prompts past admission and not yet carried (nor refused): a retirement waits for them. */
+  let accepting = 0
   const failingWrite = () =>
     unwritten.size === 0 ? undefined : { turnId: [...unwritten.keys()][0]!, message: lastWriteError }
   /** Turns in flight in this process, by turn id, and by client message id. */
@@ -276,7 +278,6 @@ export const makePrompts = (host: PromptHost) => {
       }
     })
 
-  /** Starts the prompt as the runtime's next turn; the wait for its end runs in the registry's scope. */
   /**
    * Starts the prompt as the runtime's next turn; the wait for its end runs in the registry's
    * scope. False when the runtime began to go away (or the daemon to stop) while the start was
@@ -410,11 +411,13 @@ export const makePrompts = (host: PromptHost) => {
       const inFlight = handles.get(record.turnId)
       if (inFlight !== undefined) return { handle: inFlight } satisfies Resolution
       if (!isRetryable(record)) return { record } satisfies Resolution
-      yield* admissible(record.agentId, record.text)
-      // It never reached the provider: running it now cannot run it twice. Same turn, same id.
-      const retried: TurnRecord = { ...record, state: "accepted", error: null, endedAt: null }
-      yield* journal.update(retried)
-      return { handle: yield* start(retried) } satisfies Resolution
+      return yield* admitted(record.agentId, record.text, Effect.gen(function*() {
+        // It never reached the provider: running it now cannot run it twice. Same turn, same id.
+        const retried: TurnRecord = { ...record, state: "accepted", error: null, endedAt: null }
+        // Not through the retrying journal: a retry the caller was told failed is not run later.
+        yield* host.journal.update(retried)
+        return { handle: yield* start(retried) } satisfies Resolution
+      }))
     })
 
   /** The checks a new prompt passes before it is accepted. */
@@ -431,6 +434,20 @@ export const makePrompts = (host: PromptHost) => {
       if (host.liveOf(agentId) === undefined && record.persistence === null) return yield* AgentNotResumable.of(agentId)
     })
 
+  /**
+   * Runs `accept` for a prompt that passed admission, counted in `accepting` until it is carried
+   * or refused. The admission state is read again in the step that counts it: a retirement that
+   * paused admission either refuses this prompt or sees it.
+   */
+  const admitted = <A, E>(agentId: string, text: string, accept: Effect.Effect<A, E>) =>
+    admissible(agentId, text).pipe(Effect.andThen(Effect.suspend((): Effect.Effect<A, E | ShuttingDown | DaemonRetiring> => {
+      if (host.isShuttingDown()) return Effect.fail(ShuttingDown.of(`a prompt to ${agentId}`))
+      const paused = host.admissionPaused()
+      if (paused !== undefined) return Effect.fail(paused)
+      accepting++
+      return accept.pipe(Effect.ensuring(Effect.sync(() => accepting--)))
+    })))
+
   const resolve = (agentId: string, text: string, clientMessageId: string | null, messageIds: ReadonlyArray<string>) =>
     Effect.gen(function*() {
       if (host.recordOf(agentId) === undefined) return yield* AgentNotFound.of(agentId)
@@ -439,7 +456,11 @@ export const makePrompts = (host: PromptHost) => {
         const found = yield* journal.byClientMessageId(agentId, clientMessageId)
         if (Option.isSome(found)) return yield* resolveExisting(found.value)
       }
-      yield* admissible(agentId, text)
+      return yield* admitted(agentId, text, acceptNew(agentId, text, clientMessageId, messageIds))
+    })
+
+  const acceptNew = (agentId: string, text: string, clientMessageId: string | null, messageIds: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
       const record: TurnRecord = {
         turnId: yield* randomId("turn"),
         agentId,
@@ -517,16 +538,17 @@ export const makePrompts = (host: PromptHost) => {
    * turn had not, and is dispatched now, in acceptance order.
    */
   const recover = Effect.gen(function*() {
-    const unfinished = yield* journal.unfinished
+    const unfinished = yield* host.journal.unfinished
     let interrupted = 0
     let redispatched = 0
     for (const record of unfinished) {
       const now = yield* Clock.currentTimeMillis
       if (host.recordOf(record.agentId) === undefined) {
-        yield* journal.update({ ...record, state: "failed", error: turnError(AgentNotFound.of(record.agentId)), endedAt: now })
+        yield* host.journal.update({ ...record, state: "failed", error: turnError(AgentNotFound.of(record.agentId)), endedAt: now })
       } else if (record.state === "running") {
         interrupted++
-        yield* journal.update({
+        // A failing write fails the start, before anything is dispatched: nothing to write again later.
+        yield* host.journal.update({
           ...record,
           state: "interrupted",
           error: {
@@ -556,5 +578,17 @@ export const makePrompts = (host: PromptHost) => {
   /** Every turn this process carries, not yet ended (accepted, waiting for a runtime, or running). */
   const carried = (): ReadonlyArray<TurnRecord> => [...handles.values()].map((handle) => handle.record)
 
-  return { prompt, turn, recover, stopWaiting, running, carried, failingWrite, wake }
+  return {
+    prompt,
+    turn,
+    recover,
+    stopWaiting,
+    running,
+    carried,
+    failingWrite,
+    /** Writes again every record the journal refused (a retirement attempt calls it first). */
+    retryWrites: writeAgain,
+    accepting: () => accepting,
+    wake
+  }
 }

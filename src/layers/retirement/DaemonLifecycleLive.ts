@@ -2,7 +2,7 @@
  * The daemon's idle timer and its retirement attempts (R1, R2, R4, R6, R7). See
  * `services/DaemonLifecycle.ts` for the contract and docs/daemon.md for what a user sees.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Layer, Option, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, type Scope, Semaphore } from "effect"
 import {
   type DaemonIdentity,
   DaemonRetiring,
@@ -13,8 +13,11 @@ import {
   RetirementFailed,
   type RetirementFailure,
   type RetirementPhase,
-  RetirementRefused
+  RetirementRefused,
+  retryWhileDecidingSeconds,
+  retryWhileStuckSeconds
 } from "../../domain/retirement.ts"
+import type { CollectionError } from "../../domain/errors.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
@@ -62,8 +65,13 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
   let lastAttempt: RetirementAttempt | null = null
   let failure: RetirementFailure | null = null
   const retired = Deferred.makeUnsafe<void>()
-  /** Refusal reasons already logged: the same reason repeated is logged once. */
+  /**
+   * Refusals already logged, by their set of categories: the same kind of refusal repeated (on
+   * every interval, whoever holds it) is logged once, and the set stays small.
+   */
   const logged = new Set<string>()
+  /** When the attempt under way began: one that ends neither refused, failed nor committed is reopened. */
+  let attemptAt = 0
   const attempts = yield* Semaphore.make(1)
 
   const idleSince = () => Math.max(activity.lastActivityAt(), rearmedAt)
@@ -84,6 +92,9 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
 
   /** The whole evidence of an attempt; a journal that cannot be read fails it (prepare_failed). */
   const evidence = Effect.gen(function*() {
+    // What the store refused earlier is written again first: an idle daemon is not held resident
+    // by a write that would succeed now.
+    yield* registry.retryWrites
     const own = yield* ownBlockers
     const runtimes = yield* collector.retirementBlockers(true)
     // The journal must be readable: what it holds is what a restart takes over.
@@ -111,8 +122,9 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
   const refuse = Effect.fnUntraced(function*(trigger: Trigger, at: number, blockers: ReadonlyArray<RetirementBlocker>) {
     yield* record({ at, trigger, outcome: "refused", blockers, failure: null })
     const reason = describeBlockers(blockers)
-    if (!logged.has(reason)) {
-      logged.add(reason)
+    const kind = [...new Set(blockers.map((blocker) => blocker.category))].sort().join(",")
+    if (!logged.has(kind)) {
+      logged.add(kind)
       yield* Effect.logInfo(`daemon retirement refused: ${reason}`)
     }
     yield* reopen
@@ -131,6 +143,7 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
   /** A failure after the commit: admission stays closed, the phase stays retiring, nothing is killed. */
   const stuck = Effect.fnUntraced(function*(trigger: Trigger, at: number, found: RetirementFailure) {
     failure = found
+    yield* registry.pauseAdmission(DaemonRetiring.stuck("new work", found))
     yield* record({ at, trigger, outcome: "failed", blockers: [], failure: found })
     yield* Effect.logError(`daemon retirement failed: ${found.kind}: ${found.message}`)
     return yield* new RetirementFailed({ message: `Retirement failed (${found.kind}): ${found.message}`, failure: found })
@@ -157,19 +170,29 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
       yield* Deferred.succeed(retired, undefined)
     })
 
-  const attempt = (trigger: Trigger): Effect.Effect<RetirementAttempt, RetirementRefused | RetirementFailed> =>
-    attempts.withPermits(1)(Effect.gen(function*() {
+  /** Closing a runtime or saving its record failed: the release cannot be taken back (release_failed). */
+  const isReleaseError = (error: CollectionError) =>
+    error._tag === "RuntimeCloseFailed" || error._tag === "RuntimePersistFailed"
+
+  const attemptOnce = (trigger: Trigger): Effect.Effect<RetirementAttempt, RetirementRefused | RetirementFailed> =>
+    Effect.gen(function*() {
       // A failed commit holds the daemon retiring; a committed one is on its way out.
       if (failure !== null) {
         return yield* new RetirementFailed({ message: `Retirement failed earlier (${failure.kind}): ${failure.message}`, failure })
       }
       if (lastAttempt?.outcome === "committed") return lastAttempt
       const at = yield* Clock.currentTimeMillis
+      attemptAt = at
+      const touches = activity.touches()
       phase = "retiring"
       yield* registry.pauseAdmission(DaemonRetiring.of("new work"))
       const read = yield* Effect.exit(evidence)
       if (Exit.isFailure(read)) return yield* prepareFailed(trigger, at, Cause.pretty(read.cause))
       if (read.value.length > 0) return yield* refuse(trigger, at, read.value)
+      // Work that came while the evidence was read (a session event, a runtime's own turn) may not be in it.
+      if (activity.touches() !== touches) {
+        return yield* refuse(trigger, at, [{ category: "activity", detail: "activity while the evidence was read" }])
+      }
 
       // Committed: every runtime is released as a collection would release it.
       const released = yield* Effect.exit(collector.releaseAll)
@@ -177,13 +200,21 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
         return yield* stuck(trigger, at, failureOf("release_failed", Cause.pretty(released.cause)))
       }
       const { remaining, report } = released.value
-      if (report.failures.length > 0) {
-        const message = report.failures.map(({ agentId, error }) => `${agentId}: ${error.message}`).join("; ")
+      const releaseFailures = report.failures.filter(({ error }) => isReleaseError(error))
+      if (releaseFailures.length > 0) {
+        const message = releaseFailures.map(({ agentId, error }) => `${agentId}: ${error.message}`).join("; ")
         return yield* stuck(trigger, at, failureOf("release_failed", message))
       }
+      // A provider that could not be asked again before its release (a probe that failed or timed
+      // out): that runtime was not closed, so nothing is lost — the daemon serves on.
+      const unprobed = report.failures.map(({ agentId, error }): RetirementBlocker => ({
+        category: "probe-failed",
+        agentId,
+        detail: error.message
+      }))
       // Something moved between the evidence and the release (a runtime's own work): released
       // runtimes stay released (resumable), and the daemon serves on.
-      const after = [...yield* ownBlockers, ...yield* collector.retirementBlockers(false)]
+      const after = [...unprobed, ...yield* ownBlockers, ...yield* collector.retirementBlockers(false)]
       if (remaining.length > 0 || after.length > 0) {
         const blockers = after.length > 0 ? after : remaining.map((agentId): RetirementBlocker => ({ category: "release-declined", agentId }))
         return yield* refuse(trigger, at, blockers)
@@ -194,7 +225,35 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
       const mark = Option.isSome(requests) ? requests.value.mark() : 0
       yield* drain(trigger, at, mark).pipe(Effect.forkIn(scope))
       return committed
-    }))
+    })
+
+  /** An attempt that ended neither refused, failed, nor committed (a defect, an interruption). */
+  const unsettled = () => phase === "retiring" && failure === null && lastAttempt?.outcome !== "committed"
+
+  /**
+   * One attempt at a time, run in the lifecycle's own scope: a caller that goes away (a client
+   * abort) stops waiting, and the attempt still ends refused, failed, or committed. One that
+   * ends otherwise is reopened as prepare_failed.
+   */
+  const attempt = (trigger: Trigger): Effect.Effect<RetirementAttempt, RetirementRefused | RetirementFailed> =>
+    attempts.withPermits(1)(attemptOnce(trigger).pipe(
+      Effect.onExit((exit) =>
+        unsettled()
+          ? Effect.ignore(prepareFailed(trigger, attemptAt, Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "the attempt ended unsettled"))
+          : Effect.void
+      ),
+      Effect.catchDefect((defect) =>
+        Effect.fail(
+          new RetirementFailed({
+            message: `Retirement failed (prepare_failed): ${String(defect)}`,
+            failure: failureOf("prepare_failed", String(defect))
+          })
+        )
+      )
+    )).pipe(
+      Effect.forkIn(scope, { startImmediately: true }),
+      Effect.flatMap(Fiber.join)
+    )
 
   // The timer: continuous proven inactivity from the latest activity or re-arm; any activity
   // restarts the full interval (the deadline is recomputed every time it comes due).
@@ -232,7 +291,11 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
     identity: options.identity,
     status,
     retireNow: attempt("request"),
-    admit: (what) => phase === "resident" ? Effect.void : Effect.fail(DaemonRetiring.of(what)),
+    admit: (what) =>
+      phase === "resident"
+        ? Effect.void
+        : Effect.fail(failure === null ? DaemonRetiring.of(what) : DaemonRetiring.stuck(what, failure)),
+    retryAfterSeconds: () => failure === null ? retryWhileDecidingSeconds : retryWhileStuckSeconds,
     retired: Deferred.await(retired)
   })
 })

@@ -10,6 +10,7 @@ import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { DaemonLifecycle } from "../../../src/services/DaemonLifecycle.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"
 
 const token = "test-token"
@@ -49,7 +50,7 @@ const raw = Effect.fnUntraced(function*(
   } catch {
     // not JSON
   }
-  return { status: response.status, contentType: response.headers["content-type"], body }
+  return { status: response.status, contentType: response.headers["content-type"], retryAfter: response.headers["retry-after"], body }
 })
 
 describe("ApiServer", () => {
@@ -439,6 +440,39 @@ describe("ApiServer", () => {
       assert.isTrue(shown.resident)
       yield* Deferred.succeed(release, undefined)
       assert.strictEqual((yield* Fiber.join(waiting)).output, "late")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+})
+
+describe("ApiServer while the daemon retires", () => {
+  it.effect("new work gets 503 DaemonRetiring with Retry-After: 1 while an attempt decides; 60 once a commit failed", () => {
+    const provider = new MemoryProvider("codex")
+    const probing = Deferred.makeUnsafe<void>()
+    const answer = Deferred.makeUnsafe<boolean>()
+    provider.probe = () => Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer)))
+    return Effect.gen(function*() {
+      const registry = yield* AgentRegistry
+      const lifecycle = yield* DaemonLifecycle
+      const agent = yield* registry.create({ provider: "codex", cwd: "/work" })
+      const attempt = yield* Effect.forkChild(lifecycle.retireNow)
+      yield* Deferred.await(probing)
+      const create = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: "/work" }) })
+      const prompt = yield* raw("POST", `/v1/agents/${agent.agentId}/prompts`, { token, body: JSON.stringify({ text: "x" }) })
+      for (const refused of [create, prompt]) {
+        assert.strictEqual(refused.status, 503)
+        assert.strictEqual(refused.retryAfter, "1")
+        assert.deepInclude(refused.body, { _tag: "DaemonRetiring", retryAfterSeconds: 1 })
+      }
+      // Reads keep working.
+      assert.strictEqual((yield* raw("GET", "/v1/daemon", { token })).status, 200)
+      // The provider permits; the close then fails after the commit: the daemon holds still.
+      provider.closeFailure = "the provider would not close"
+      yield* Deferred.succeed(answer, true)
+      assert.strictEqual((yield* Effect.flip(Fiber.join(attempt)))._tag, "RetirementFailed")
+      const stuck = yield* raw("POST", `/v1/agents/${agent.agentId}/prompts`, { token, body: JSON.stringify({ text: "x" }) })
+      assert.strictEqual(stuck.status, 503)
+      assert.strictEqual(stuck.retryAfter, "60")
+      assert.deepInclude(stuck.body, { _tag: "DaemonRetiring", retryAfterSeconds: 60 })
     }).pipe(Effect.provide(serve(provider)))
   })
 })

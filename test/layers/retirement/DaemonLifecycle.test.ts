@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
-import { AgentStoreError } from "../../../src/domain/errors.ts"
+import { AgentStoreError, RuntimeProbeFailed } from "../../../src/domain/errors.ts"
 import type { EffectiveIdleTimeout } from "../../../src/domain/retirement.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -13,6 +13,7 @@ import * as FinishStoreMemory from "../../../src/layers/store/FinishStoreMemory.
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { DaemonLifecycle } from "../../../src/services/DaemonLifecycle.ts"
 import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
 import { InFlightRequests } from "../../../src/services/InFlightRequests.ts"
@@ -56,6 +57,27 @@ const hasRetired = (d: Daemon) =>
     yield* TestClock.adjust("1 millis")
     return yield* Fiber.join(check)
   })
+
+const storesWith = (journal: TurnJournal["Service"]) =>
+  Layer.mergeAll(AgentStoreMemory.layer, FinishStoreMemory.layer, RuntimeLedgerMemory.layer, Layer.succeed(TurnJournal, journal))
+
+/** `journal`, whose updates fail (the disk is full) while `failing()` says so. */
+const updatesFailingWhile = (journal: TurnJournal["Service"], failing: () => boolean) =>
+  TurnJournal.of({
+    ...journal,
+    update: (record) =>
+      failing() ? Effect.fail(new AgentStoreError({ operation: "journal.update", message: "disk full" })) : journal.update(record)
+  })
+
+/** A provider whose first safety query waits for `answer` (announcing itself on `probing`); later ones permit. */
+const slowFirstProbe = Effect.gen(function*() {
+  const provider = new MemoryProvider("codex")
+  const probing = yield* Deferred.make<void>()
+  const answer = yield* Deferred.make<boolean>()
+  let asks = 0
+  provider.probe = () => ++asks === 1 ? Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer))) : Effect.succeed(true)
+  return { provider, probing, answer }
+})
 
 describe("the daemon's idle timer (R1, R2)", () => {
   it.effect("an idle daemon retires after its timeout, releasing every runtime resumably", () =>
@@ -137,7 +159,7 @@ describe("the daemon's idle timer (R1, R2)", () => {
 })
 
 describe("retirement attempts (R4, R6, R7)", () => {
-  it.effect("a refusal re-arms a full interval, records its blockers and logs once per distinct reason", () =>
+  it.effect("a refusal re-arms a full interval, records its blockers and logs each kind of refusal once", () =>
     Effect.gen(function*() {
       const logs: Array<LogEntry> = []
       const d = yield* daemon({ logs })
@@ -153,12 +175,18 @@ describe("retirement attempts (R4, R6, R7)", () => {
       assert.strictEqual((yield* d.lifecycle.status).lastAttempt?.at, first?.at)
       yield* TestClock.adjust(minutes(31))
       assert.isAbove((yield* d.lifecycle.status).lastAttempt!.at, first!.at)
+      // Nor is the same kind of refusal held by another agent: the log names kinds, boundedly.
+      const other = yield* d.create()
+      d.provider.emit(other.agentId, { _tag: "PermissionRequested", id: "p2" })
+      yield* d.registry.respondToPermission(agent.agentId, "p1", true)
+      yield* TestClock.adjust(minutes(61))
+      assert.deepStrictEqual((yield* d.lifecycle.status).lastAttempt?.blockers, [{ category: "pending-permission", agentId: other.agentId }])
       const refusals = logs.filter((entry) => entry.message.startsWith("daemon retirement refused"))
       assert.deepStrictEqual(refusals.map((entry) => entry.message), [
         `daemon retirement refused: pending-permission (${agent.agentId})`
       ])
       // Answered: that is activity; a full interval later the daemon retires.
-      yield* d.registry.respondToPermission(agent.agentId, "p1", true)
+      yield* d.registry.respondToPermission(other.agentId, "p2", true)
       yield* TestClock.adjust(minutes(59))
       assert.isFalse(yield* hasRetired(d))
       yield* TestClock.adjust(minutes(2))
@@ -245,13 +273,7 @@ describe("store writes (R2)", () => {
     Effect.gen(function*() {
       const journal = yield* TurnJournalMemory.make
       let failing = true
-      const flaky = TurnJournal.of({
-        ...journal,
-        update: (record) =>
-          failing ? Effect.fail(new AgentStoreError({ operation: "journal.update", message: "disk full" })) : journal.update(record)
-      })
-      const stores = Layer.mergeAll(AgentStoreMemory.layer, FinishStoreMemory.layer, RuntimeLedgerMemory.layer, Layer.succeed(TurnJournal, flaky))
-      const d = yield* daemon({ idleTimeout: noTimer, stores })
+      const d = yield* daemon({ idleTimeout: noTimer, stores: storesWith(updatesFailingWhile(journal, () => failing)) })
       const agent = yield* d.create()
       const lost = yield* d.registry.prompt(agent.agentId, "work", { wait: true })
       assert.strictEqual(lost.state, "failed")
@@ -266,6 +288,79 @@ describe("store writes (R2)", () => {
       // The refused write was made again: the journal says what the caller was told.
       assert.strictEqual(Option.getOrThrow(yield* journal.get(agent.agentId, lost.turnId)).state, "failed")
       assert.strictEqual((yield* d.lifecycle.retireNow).outcome, "committed")
+    }))
+
+  it.effect("an idle daemon writes them again at its next attempt, and retires once they are written", () =>
+    Effect.gen(function*() {
+      const inner = yield* TurnJournalMemory.make
+      let failing = true
+      const d = yield* daemon({ stores: storesWith(updatesFailingWhile(inner, () => failing)) })
+      const agent = yield* d.create()
+      const lost = yield* d.registry.prompt(agent.agentId, "work", { wait: true })
+      assert.strictEqual(lost.state, "failed")
+      // The disk has room again; nothing else happens on this daemon.
+      failing = false
+      yield* TestClock.adjust(minutes(61))
+      assert.isTrue(yield* hasRetired(d))
+      assert.strictEqual(Option.getOrThrow(yield* inner.get(agent.agentId, lost.turnId)).state, "failed")
+    }))
+
+  it.effect("a retry the caller was told failed is not written later: it stays failed, and a repeat runs it once", () =>
+    Effect.gen(function*() {
+      const inner = yield* TurnJournalMemory.make
+      let failNext = 0
+      const journal = TurnJournal.of({
+        ...inner,
+        update: (record) =>
+          Effect.suspend(() => {
+            if (failNext === 0) return inner.update(record)
+            failNext--
+            return Effect.fail(new AgentStoreError({ operation: "journal.update", message: "busy" }))
+          })
+      })
+      const d = yield* daemon({ idleTimeout: noTimer, stores: storesWith(journal) })
+      const agent = yield* d.create()
+      d.provider.failingTurnStarts = 1 // refused: it never ran, so a repeat may run it
+      const first = yield* d.registry.prompt(agent.agentId, "work", { clientMessageId: "m", wait: true })
+      assert.strictEqual(first.state, "failed")
+      failNext = 1 // the retry's acceptance is refused: its caller hears so
+      assert.strictEqual((yield* Effect.flip(d.registry.prompt(agent.agentId, "work", { clientMessageId: "m", wait: true })))._tag, "AgentStoreError")
+      // A later write that succeeds does not bring the abandoned retry back.
+      yield* d.registry.prompt(agent.agentId, "other", { wait: true })
+      assert.strictEqual(Option.getOrThrow(yield* inner.get(agent.agentId, first.turnId)).state, "failed")
+      const again = yield* d.registry.prompt(agent.agentId, "work", { clientMessageId: "m", wait: true })
+      assert.strictEqual(again.state, "completed")
+      assert.deepStrictEqual(d.provider.deliveries.map((delivery) => delivery.prompt), ["other", "work"])
+      assert.strictEqual((yield* d.lifecycle.retireNow).outcome, "committed")
+    }))
+
+  it.effect("an agent record the store refused keeps the daemon resident; written again, the daemon retires resumably", () =>
+    Effect.gen(function*() {
+      const inner = yield* AgentStoreMemory.make
+      let failing = false
+      const store = AgentStore.of({
+        ...inner,
+        put: (record) => failing ? Effect.fail(new AgentStoreError({ operation: "agents.put", message: "disk full" })) : inner.put(record)
+      })
+      const journal = yield* TurnJournalMemory.make
+      const stores = Layer.mergeAll(Layer.succeed(AgentStore, store), FinishStoreMemory.layer, RuntimeLedgerMemory.layer, Layer.succeed(TurnJournal, journal))
+      const provider = new MemoryProvider("codex")
+      provider.reportsSessionAfterTurn = true // the session is named after the first turn
+      const d = yield* daemon({ provider, idleTimeout: noTimer, stores })
+      const agent = yield* d.create()
+      failing = true
+      yield* d.registry.prompt(agent.agentId, "first", { wait: true })
+      const saved = (yield* d.registry.get(agent.agentId)).record.persistence
+      assert.isNotNull(saved)
+      const refused = yield* Effect.flip(d.lifecycle.retireNow)
+      assert.strictEqual(refused._tag, "RetirementRefused")
+      if (refused._tag === "RetirementRefused") {
+        assert.deepStrictEqual(refused.blockers.map((b) => [b.category, b.agentId]), [["store-failing", agent.agentId]])
+      }
+      assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
+      failing = false
+      assert.strictEqual((yield* d.lifecycle.retireNow).outcome, "committed")
+      assert.deepStrictEqual(Option.getOrThrow(yield* inner.get(agent.agentId)).persistence, saved, "the next daemon resumes it")
     }))
 })
 
@@ -296,7 +391,12 @@ describe("retirement failures (R7)", () => {
       const status = yield* d.lifecycle.status
       assert.strictEqual(status.phase, "retiring")
       assert.strictEqual(status.failure?.kind, "release_failed")
-      assert.strictEqual((yield* Effect.flip(d.registry.prompt(agent.agentId, "new")))._tag, "DaemonRetiring")
+      const refused = yield* Effect.flip(d.registry.prompt(agent.agentId, "new"))
+      assert.strictEqual(refused._tag, "DaemonRetiring")
+      // Retrying does not help here: the refusal says so, and what failed.
+      assert.include(refused.message, "until an operator restarts the daemon")
+      assert.include(refused.message, "the provider would not close")
+      assert.include((yield* Effect.flip(d.lifecycle.admit("a request"))).message, "release_failed")
       assert.strictEqual((yield* Effect.flip(d.lifecycle.retireNow))._tag, "RetirementFailed")
       assert.isFalse(yield* hasRetired(d))
       assert.isTrue((yield* d.registry.get(agent.agentId)).resident, "nothing is killed")
@@ -335,3 +435,103 @@ const failingLater = (journal: TurnJournal["Service"]) => {
     Layer.succeed(TurnJournal, failing)
   )
 }
+
+describe("attempts that race the daemon's work", () => {
+  it.effect("a retire request whose caller goes away (a client abort) still ends: committed once the provider answers", () =>
+    Effect.gen(function*() {
+      const { provider, probing, answer } = yield* slowFirstProbe
+      const d = yield* daemon({ provider, idleTimeout: noTimer })
+      const agent = yield* d.create()
+      const caller = yield* Effect.forkChild(d.lifecycle.retireNow)
+      yield* Deferred.await(probing)
+      yield* Fiber.interrupt(caller)
+      assert.strictEqual((yield* d.lifecycle.status).phase, "retiring")
+      yield* Deferred.succeed(answer, true)
+      // Nobody waits for the attempt any more; it ends all the same (a hang here fails the test).
+      yield* d.lifecycle.retired
+      assert.strictEqual((yield* d.lifecycle.status).lastAttempt?.outcome, "committed")
+      assert.isFalse((yield* d.registry.get(agent.agentId)).resident)
+    }))
+
+  it.effect("a prompt past admission whose acceptance is still being written is seen: the attempt refuses, the prompt runs", () =>
+    Effect.gen(function*() {
+      const inner = yield* TurnJournalMemory.make
+      let acceptGate: Deferred.Deferred<void> | undefined
+      // The latency of a group commit: the prompt is admitted, then waits for its acceptance to be durable.
+      const journal = TurnJournal.of({
+        ...inner,
+        accept: (input) => acceptGate === undefined ? inner.accept(input) : Effect.andThen(Deferred.await(acceptGate), inner.accept(input))
+      })
+      const d = yield* daemon({ idleTimeout: noTimer, stores: storesWith(journal) })
+      const agent = yield* d.create()
+      acceptGate = yield* Deferred.make<void>()
+      const prompt = yield* Effect.forkChild(d.registry.prompt(agent.agentId, "important work", { wait: true }))
+      yield* Effect.yieldNow
+      const refused = yield* Effect.flip(d.lifecycle.retireNow)
+      assert.strictEqual(refused._tag, "RetirementRefused")
+      if (refused._tag === "RetirementRefused") assert.deepStrictEqual(refused.blockers.map((b) => b.category), ["prompt-accepting"])
+      yield* Deferred.succeed(acceptGate, undefined)
+      assert.strictEqual((yield* Fiber.join(prompt)).state, "completed")
+      assert.deepStrictEqual(d.provider.deliveries.map((delivery) => delivery.prompt), ["important work"])
+      assert.isFalse(yield* hasRetired(d))
+    }))
+
+  it.effect("an agent being created when the attempt begins is seen: the attempt refuses, the agent is made", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const starting = yield* Deferred.make<void>()
+      provider.createGate = Deferred.await(starting)
+      const d = yield* daemon({ provider, idleTimeout: noTimer })
+      const creating = yield* Effect.forkChild(d.create())
+      yield* Effect.yieldNow
+      const refused = yield* Effect.flip(d.lifecycle.retireNow)
+      assert.strictEqual(refused._tag, "RetirementRefused")
+      if (refused._tag === "RetirementRefused") assert.include(refused.blockers.map((b) => b.category), "agent-creating")
+      yield* Deferred.succeed(starting, undefined)
+      const agent = yield* Fiber.join(creating)
+      assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
+    }))
+
+  it.effect("activity while the evidence is read (a runtime's own work) refuses the attempt; a full interval later it retires", () =>
+    Effect.gen(function*() {
+      const { provider, probing, answer } = yield* slowFirstProbe
+      const d = yield* daemon({ provider })
+      const agent = yield* d.create()
+      const timer = yield* Effect.forkChild(TestClock.adjust(minutes(61)))
+      yield* Deferred.await(probing)
+      d.provider.emit(agent.agentId, { _tag: "Activity" })
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(answer, true)
+      yield* Fiber.join(timer)
+      assert.isFalse(yield* hasRetired(d))
+      const refused = (yield* d.lifecycle.status).lastAttempt
+      assert.strictEqual(refused?.outcome, "refused")
+      assert.deepStrictEqual(refused?.blockers.map((b) => b.category), ["activity"])
+      assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
+      yield* TestClock.adjust(minutes(61))
+      assert.isTrue(yield* hasRetired(d))
+    }))
+
+  it.effect("a probe that fails when asked again at the release refuses (nothing was closed); the daemon serves on", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      let asked = 0
+      provider.probe = (sessionId) =>
+        Effect.suspend(() =>
+          ++asked === 1 ? Effect.succeed(true) : Effect.fail(new RuntimeProbeFailed({ agentId: sessionId, message: "busy, ask later" }))
+        )
+      const d = yield* daemon({ provider, idleTimeout: noTimer })
+      const agent = yield* d.create()
+      const refused = yield* Effect.flip(d.lifecycle.retireNow)
+      assert.strictEqual(refused._tag, "RetirementRefused")
+      if (refused._tag === "RetirementRefused") {
+        assert.deepStrictEqual(refused.blockers.map((b) => [b.category, b.agentId]), [["probe-failed", agent.agentId]])
+      }
+      const status = yield* d.lifecycle.status
+      assert.strictEqual(status.phase, "resident")
+      assert.isNull(status.failure)
+      assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
+      assert.strictEqual(d.provider.closes, 0)
+      assert.strictEqual((yield* d.registry.prompt(agent.agentId, "still here", { wait: true })).state, "completed")
+    }))
+})

@@ -35,6 +35,8 @@ export class MemoryProvider {
   closes = 0
   /** Prompts handled out of band instead of as turns. */
   readonly commands = new Set<string>(["/maintenance"])
+  /** Runs before a new session opens: holds an agent's creation. */
+  createGate: Effect.Effect<void> = Effect.void
   /** Runs before a prompt is accepted (turn, steer or command): holds dispatch acknowledgement. */
   dispatchGate: Effect.Effect<void> = Effect.void
   /** How many of the next turn starts are refused (provider unavailable): they never run. */
@@ -67,10 +69,13 @@ export class MemoryProvider {
     this.client = {
       provider,
       create: (config) =>
-        Effect.sync(() => {
-          this.creates++
-          return this.#session(`${provider}-session-${++this.#sessions}`, config)
-        }),
+        Effect.andThen(
+          Effect.suspend(() => this.createGate),
+          Effect.sync(() => {
+            this.creates++
+            return this.#session(`${provider}-session-${++this.#sessions}`, config)
+          })
+        ),
       resume: (handle, config) =>
         Effect.suspend(() => {
           if (!this.transcripts.has(handle.sessionId)) {
