@@ -1,5 +1,6 @@
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
+import { hubBench } from "./hub.ts"
 import { registryBench } from "./registry.ts"
 import { retirementBench } from "./retirement.ts"
 import { shellBench } from "./shell.ts"
@@ -13,5 +14,6 @@ printTable([
   ...(await finishBench()),
   ...(await shellBench()),
   ...(await turnsBench()),
-  ...(await retirementBench(100, 10))
+  ...(await retirementBench(100, 10)),
+  ...(await hubBench(20, 500))
 ])

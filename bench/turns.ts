@@ -186,8 +186,9 @@ const idleTimerCost = async (agents: number, rounds: number): Promise<BenchRow> 
   return {
     name: "idle timer bookkeeping on the prompt path: acceptance p50 with the timer vs without",
     value: `${ms(b)} vs ${ms(a)} (${change >= 0 ? "+" : ""}${ms(change)}), ${failed(failures)}`,
-    target: "no measurable change (within 0.1 ms or 15%)",
-    ok: failures === 0 && (Math.abs(change) <= 0.1 || Math.abs(change) <= 0.15 * a)
+    // One-sided: the timer being faster is noise, not a cost.
+    target: "no measurable cost (at most +0.1 ms or +15%)",
+    ok: failures === 0 && (change <= 0.1 || change <= 0.15 * a)
   }
 }
 

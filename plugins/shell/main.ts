@@ -512,9 +512,13 @@ const handleAck = (message: Message): void => {
   if (!undelivered.delete(notificationId)) log(`notification.ack for unknown notification ${notificationId}`)
 }
 
+/** Testing hook: QUIESCE_SHELL_CLOSE_DELAY_MS delays a requested close (a slow release). */
+const closeDelayMs = Math.max(0, Number(process.env.QUIESCE_SHELL_CLOSE_DELAY_MS ?? "0") || 0)
+
 const handleClose = (message: Message, requestId: string): void => {
   ourSession(message)
-  shutdown(requestId)
+  if (closeDelayMs === 0) shutdown(requestId)
+  else setTimeout(() => shutdown(requestId), closeDelayMs)
 }
 
 // ---- shutdown -------------------------------------------------------------------------------

@@ -41,8 +41,10 @@ export const defaultMaxRequestBytes = 1_048_576
 
 /** `daemon` in `<home>/config.json`: where the HTTP API listens, and what it accepts. */
 export const DaemonConfig = Schema.Struct({
-  port: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })).pipe(
-    Schema.annotate({ description: "TCP port of the HTTP API. Default 7377." }),
+  port: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })).pipe(
+    Schema.annotate({
+      description: "TCP port of the HTTP API; 0 takes any free port (daemon.json records which). Default 7377."
+    }),
     Schema.withDecodingDefaultKey(Effect.succeed(7377))
   ),
   host: Schema.String.pipe(
@@ -167,8 +169,11 @@ const closeObjects = (node: unknown): unknown => {
   return out
 }
 
-/** The JSON Schema of the configuration file, generated from the same Schema. */
-export const configJsonSchema = (): unknown => {
-  const document = Schema.toJsonSchemaDocument(QuiesceConfig)
+/** The JSON Schema of a strictly decoded file's Schema (its objects closed, as decoding is). */
+export const closedJsonSchema = (schema: Schema.Top): unknown => {
+  const document = Schema.toJsonSchemaDocument(schema)
   return closeObjects({ $schema: "https://json-schema.org/draft/2020-12/schema", ...document.schema, $defs: document.definitions })
 }
+
+/** The JSON Schema of the configuration file, generated from the same Schema. */
+export const configJsonSchema = (): unknown => closedJsonSchema(QuiesceConfig)

@@ -8,6 +8,9 @@ import { Schema } from "effect"
 /** The exit code of a daemon that retired (a clean, committed retirement), told apart from a crash (1) and a stop by signal (0). */
 export const retiredExitCode = 75
 
+/** Set to "1" in the environment of a daemon a hub launched: its idle timeout's source is then `hub`. */
+export const launchedByHubVariable = "QUIESCE_LAUNCHED_BY_HUB"
+
 /** The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons. */
 export const daemonProtocolVersion = 1
 

@@ -5,7 +5,7 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Context, Effect, Layer, Option, Runtime, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -15,11 +15,24 @@ import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
 import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import { removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
-import { type DaemonIdentity, daemonProtocolVersion, retiredExitCode } from "../domain/retirement.ts"
+import { type DaemonIdentity, daemonProtocolVersion, launchedByHubVariable, retiredExitCode } from "../domain/retirement.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import { packageVersion } from "./version.ts"
 import { randomBytes } from "node:crypto"
-import { type PromptResult, QuiesceApi } from "../layers/http/Api.ts"
+import type { PromptResult } from "../layers/http/Api.ts"
+import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
+import {
+  addHome,
+  defaultHubHome,
+  hubConfigFile,
+  hubDefault,
+  hubTokenFile,
+  readHubAddress,
+  readHubConfig,
+  removeHome,
+  setArchived
+} from "../layers/hub/hubFiles.ts"
+import { defaultHubPort, runHub } from "./hub.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
@@ -28,17 +41,31 @@ import { logReady, servicesLayer } from "./daemon.ts"
 class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
 
 const home = Flag.String("home").pipe(
-  Flag.withDescription("The daemon's home directory (default $QUIESCE_HOME or ./.quiesce)"),
+  Flag.withDescription(
+    "The daemon's home directory (default $QUIESCE_HOME or ./.quiesce); for hub and daemons commands, and with --hub, " +
+      "the hub's home (default $QUIESCE_HUB_HOME or $XDG_STATE_HOME/quiesce/hub)"
+  ),
+  Flag.optional
+)
+
+const hub = Flag.String("hub").pipe(
+  Flag.withDescription("Go through the hub to the home of this name (default $QUIESCE_HUB); the hub starts its daemon if needed"),
   Flag.optional
 )
 
 const root = Command.make("quiesce").pipe(
-  Command.withSharedFlags({ home }),
+  Command.withSharedFlags({ home, hub }),
   Command.withDescription("Release idle coding-agent runtimes when nothing is lost; resume them on the next prompt")
 )
 
 const homeDirectory = Effect.map(root, (flags) =>
   Option.getOrElse(flags.home, () => process.env["QUIESCE_HOME"] ?? ".quiesce"))
+
+const hubHomeDirectory = Effect.map(root, (flags) => path.resolve(Option.getOrElse(flags.home, defaultHubHome)))
+
+/** The managed home the daemon commands go to through the hub, if any. */
+const viaHub = Effect.map(root, (flags) =>
+  Option.orElse(flags.hub, () => Option.fromNullishOr(process.env["QUIESCE_HUB"] || undefined)))
 
 // ---- the daemon --------------------------------------------------------------------------------
 
@@ -85,7 +112,15 @@ const daemon = Command.make(
     }
     // Configuration is checked before anything is locked, opened or listening.
     const config = yield* loadConfig(path.join(root, "config.json"), overrides)
-    const idleTimeout = yield* resolveIdleTimeout(Option.getOrUndefined(flags.daemonIdleTimeout), config)
+    // A hub that launches a daemon says so (its default is then the timeout's source); it is not
+    // passed on to the agents' processes.
+    const launchedByHub = process.env[launchedByHubVariable] === "1"
+    delete process.env[launchedByHubVariable]
+    const idleTimeout = yield* resolveIdleTimeout(
+      Option.getOrUndefined(flags.daemonIdleTimeout),
+      config,
+      launchedByHub ? "hub" : "flag"
+    )
     yield* Effect.scoped(Effect.gen(function*() {
       const homeContext = yield* Layer.build(HomeLive.layer(root))
       const homeService = Context.get(homeContext, Home)
@@ -117,9 +152,12 @@ const daemon = Command.make(
           Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
         )
       )
-      // Where this daemon listens and who it is, for the CLI and a hub (flags may differ from the file).
-      yield* writeRendezvous(root, identity)
-      yield* logReady(homeService, config, identity)
+      // Where this daemon listens and who it is, for the CLI and a hub (flags may differ from the
+      // file, and port 0 means whichever port the system gave).
+      const address = Context.get(running, HttpServer.HttpServer).address
+      const listening: DaemonIdentity = { ...identity, port: address._tag === "UnixPathAddress" ? identity.port : address.port }
+      yield* writeRendezvous(root, listening)
+      yield* logReady(homeService, config, listening)
       daemonRunning = true
       // Until a signal, or until the daemon retires itself: then everything closes in order.
       yield* Context.get(running, DaemonLifecycle).retired.pipe(
@@ -142,37 +180,79 @@ const decodeDaemonAddress = Schema.decodeUnknownOption(DaemonAddress)
 const readDaemonAddress = (file: string) =>
   fs.existsSync(file) ? Option.getOrUndefined(decodeDaemonAddress(fs.readFileSync(file, "utf8"))) : undefined
 
-/** A typed client for the daemon of the home, authenticated with its token. */
+/** Reads a token file for a client; the message says what to do when it is unusable. */
+const readClientToken = (tokenFile: string, restart: string) =>
+  Effect.gen(function*() {
+    const token = yield* Effect.try({
+      try: () => fs.readFileSync(tokenFile, "utf8").trim(),
+      catch: (error) =>
+        new UsageError({
+          message: `Cannot read the API token file ${tokenFile}: ${error instanceof Error ? error.message : String(error)}`
+        })
+    })
+    const problem = tokenProblem(token)
+    if (problem !== undefined) {
+      return yield* new UsageError({ message: `The API token file ${tokenFile} ${problem}. Delete it and ${restart} to have a new one made` })
+    }
+    return token
+  })
+
+/** Where the hub of the hub home listens, and its token. */
+const hubConnection = Effect.gen(function*() {
+  const hubHome = yield* hubHomeDirectory
+  const address = readHubAddress(hubHome)
+  if (Option.isNone(address)) {
+    return yield* new UsageError({ message: `No hub is running for ${hubHome}. Start one with: quiesce hub` })
+  }
+  const token = yield* readClientToken(hubTokenFile(hubHome), "restart the hub")
+  return { baseUrl: `http://${address.value.host}:${address.value.port}`, token }
+})
+
+/** A typed client of the hub's own API. */
+const hubClient = Effect.flatMap(hubConnection, ({ baseUrl, token }) =>
+  HttpApiClient.make(HubApi, { baseUrl, transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token)) }))
+
+/**
+ * A typed client for the daemon of the home, authenticated with its token; with `--hub NAME`, the
+ * same API through the hub (`/v1/…` becomes `/v1/homes/NAME/…`), authenticated with the hub's.
+ */
 const client = Effect.gen(function*() {
+  const name = yield* viaHub
+  if (Option.isSome(name)) {
+    const { baseUrl, token } = yield* hubConnection
+    const prefix = `/v1/homes/${encodeURIComponent(name.value)}/`
+    return yield* HttpApiClient.make(QuiesceApiViaHub, {
+      baseUrl,
+      transformClient: HttpClient.mapRequest((request) =>
+        HttpClientRequest.bearerToken(HttpClientRequest.updateUrl(request, (url) => url.replace("/v1/", prefix)), token)
+      )
+    })
+  }
   const root = path.resolve(yield* homeDirectory)
   const config = yield* loadConfig(path.join(root, "config.json"))
   const tokenFile = path.join(root, "token")
   if (!fs.existsSync(tokenFile)) {
     return yield* new UsageError({ message: `No daemon has run in ${root} (no token). Start one with: quiesce daemon` })
   }
-  const token = yield* Effect.try({
-    try: () => fs.readFileSync(tokenFile, "utf8").trim(),
-    catch: (error) =>
-      new UsageError({
-        message: `Cannot read the API token file ${tokenFile}: ${error instanceof Error ? error.message : String(error)}`
-      })
-  })
-  const problem = tokenProblem(token)
-  if (problem !== undefined) {
-    return yield* new UsageError({
-      message: `The API token file ${tokenFile} ${problem}. Delete it and restart the daemon to have a new one made`
-    })
-  }
+  const token = yield* readClientToken(tokenFile, "restart the daemon")
   const running = readDaemonAddress(path.join(root, "daemon.json"))
   const listening = running ?? { host: config.daemon.host, port: config.daemon.port }
   const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
-  return yield* HttpApiClient.make(QuiesceApi, {
+  return yield* HttpApiClient.make(QuiesceApiViaHub, {
     baseUrl: `http://${host}:${listening.port}`,
     transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
   })
 })
 
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+/** Rows of cells (the first a header) in aligned columns. */
+const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = table[0]!.map((_, column) => Math.max(...table.map((row) => row[column]!.length)))
+  return Effect.forEach(table, (cells) => Console.log(cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()), {
+    discard: true
+  })
+}
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
 class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
@@ -305,8 +385,7 @@ const runtimes = Command.make(
         ].join(", ") || "-"
       ])
     ]
-    const widths = table[0]!.map((_, column) => Math.max(...table.map((cells) => cells[column]!.length)))
-    for (const cells of table) yield* Console.log(cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd())
+    yield* printColumns(table)
   })
 ).pipe(Command.withDescription("Every resident runtime, and why it is still resident"))
 
@@ -390,6 +469,173 @@ const config = Command.make("config").pipe(
   ])
 )
 
+// ---- the hub ----------------------------------------------------------------------------------
+
+const hubCommand = Command.make(
+  "hub",
+  { port: Flag.Int("port").pipe(Flag.withDescription(`HTTP port on 127.0.0.1 (default ${defaultHubPort})`), Flag.optional) },
+  Effect.fn(function*({ port }) {
+    const hubHome = yield* hubHomeDirectory
+    yield* runHub({ hubHome, port: Option.getOrElse(port, () => defaultHubPort) }).pipe(
+      Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running"))
+    )
+  })
+).pipe(
+  Command.withDescription(
+    "Run the hub: it starts each managed home's daemon on the next mutation, routes /v1/homes/NAME/… to it, and lists what is resident"
+  ),
+  Command.withSubcommands([
+    Command.make(
+      "add",
+      { name: Argument.String("name"), dir: Argument.String("dir") },
+      Effect.fn(function*({ dir, name }) {
+        const hubHome = yield* hubHomeDirectory
+        yield* addHome(hubHome, name, dir)
+        yield* Console.log(`${name}: ${path.resolve(dir)} (in ${hubConfigFile(hubHome)})`)
+      })
+    ).pipe(Command.withDescription("Manage a daemon home under a name")),
+    Command.make(
+      "remove",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* removeHome(yield* hubHomeDirectory, name)
+        yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
+      })
+    ).pipe(Command.withDescription("Stop managing a home (nothing is deleted or stopped)")),
+    Command.make(
+      "list",
+      {},
+      Effect.fn(function*() {
+        const hubHome = yield* hubHomeDirectory
+        const config = yield* readHubConfig(hubHome)
+        const timeout = hubDefault(config)
+        yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(hubHome)}`)
+        for (const entry of config.homes) {
+          yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
+        }
+      })
+    ).pipe(Command.withDescription("The homes in hub.json")),
+    Command.make(
+      "archive",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* setArchived(yield* hubHomeDirectory, name, true)
+        yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
+      })
+    ).pipe(Command.withDescription("Archive a home: its data is kept and readable, new work is refused")),
+    Command.make(
+      "unarchive",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* setArchived(yield* hubHomeDirectory, name, false)
+        yield* Console.log(`${name}: accepts work again`)
+      })
+    ).pipe(Command.withDescription("Accept work for an archived home again"))
+  ])
+)
+
+const mib = (bytes: number | null) => bytes === null ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
+const timeoutText = (timeout: DaemonRow["idleTimeout"]) =>
+  timeout === null ? "-" : timeout.millis === null ? `none (${timeout.value ?? "omitted"})` : `${timeout.value} (${timeout.source})`
+
+/** The inventory row of a home, for an action on the identity it shows. */
+const rowNamed = (name: string) =>
+  Effect.gen(function*() {
+    const api = yield* hubClient
+    const inventory = yield* api.daemons.list()
+    const row = inventory.daemons.find((candidate) => candidate.name === name)
+    if (row === undefined) return yield* new UsageError({ message: `The hub manages no home named "${name}" (see quiesce hub list)` })
+    return { api, row }
+  })
+
+const identityOf = (row: DaemonRow) =>
+  row.pid === null || row.instanceId === null
+    ? Effect.fail(new UsageError({ message: `${row.name} has no daemon running (${row.state}): ${row.note}` }))
+    : Effect.succeed({ pid: row.pid, startTime: row.startTime, instanceId: row.instanceId })
+
+const daemons = Command.make(
+  "daemons",
+  { json: Flag.Boolean("json").pipe(Flag.withDescription("Print the inventory as JSON"), Flag.withDefault(false)) },
+  Effect.fn(function*({ json }) {
+    const api = yield* hubClient
+    const inventory = yield* api.daemons.list()
+    if (json) return yield* printJson(inventory)
+    yield* Console.log(
+      `hub default idle timeout ${inventory.hubDefaultIdleTimeout.value} (${inventory.hubDefaultIdleTimeout.source}); protocol ${inventory.protocolVersion}`
+    )
+    const table = [
+      ["NAME", "STATE", "PID", "STARTED", "PROTOCOL", "TIMEOUT", "PHASE", "RETIRES", "BLOCKERS", "MEMORY"],
+      ...inventory.daemons.map((row) => [
+        `${row.name}${row.archived ? " (archived)" : ""}`,
+        row.state,
+        row.pid === null ? "-" : String(row.pid),
+        row.startedAt === null ? "-" : relative(row.startedAt),
+        row.protocolVersion === null ? "-" : `${row.protocolVersion}${row.compatible === false ? " (incompatible)" : ""}`,
+        timeoutText(row.idleTimeout),
+        row.phase ?? "-",
+        row.deadline === null ? "-" : relative(row.deadline),
+        row.blockers.join(", ") || "-",
+        mib(row.memoryBytes)
+      ])
+    ]
+    yield* printColumns(table)
+    for (const row of inventory.daemons) {
+      const attempt = row.lastAttempt === null
+        ? ""
+        : ` Last attempt ${relative(row.lastAttempt.at)}: ${row.lastAttempt.outcome}${
+          row.lastAttempt.blockers.length === 0 ? "" : ` by ${blockerList(row.lastAttempt.blockers)}`
+        }.`
+      yield* Console.log(`${row.name}: ${row.note}${attempt}`)
+    }
+  })
+).pipe(
+  Command.withDescription("The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident"),
+  Command.withSubcommands([
+    Command.make(
+      "retire",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        const { api, row } = yield* rowNamed(name)
+        const attempt = yield* api.daemons.retire({ params: { name }, payload: yield* identityOf(row) })
+        yield* Console.log(`${name}: retirement committed at ${attempt.at}; the next mutation through the hub brings it back`)
+      })
+    ).pipe(Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")),
+    Command.make(
+      "stop",
+      {
+        name: Argument.String("name"),
+        confirm: Flag.String("confirm").pipe(
+          Flag.withDescription("NAME:PID of the daemon, as `quiesce daemons` shows it: you accept that its work may be interrupted"),
+          Flag.optional
+        )
+      },
+      Effect.fn(function*({ confirm, name }) {
+        const { api, row } = yield* rowNamed(name)
+        const identity = yield* identityOf(row)
+        const result = yield* api.daemons.stop({
+          params: { name },
+          payload: { identity, confirm: Option.getOrElse(confirm, () => "") }
+        })
+        yield* Console.log(
+          `${name}: pid ${result.pid} stopped${result.killed ? " (killed after its grace)" : ""}; it stays stopped until: quiesce daemons resume ${name}`
+        )
+      })
+    ).pipe(Command.withDescription(
+      "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
+    )),
+    Command.make(
+      "resume",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        const api = yield* hubClient
+        const row = yield* api.daemons.resume({ params: { name } })
+        yield* Console.log(`${name}: ${row.state}${row.pid === null ? "" : `, pid ${row.pid}`}`)
+      })
+    ).pipe(Command.withDescription("Start a force-stopped (or retired) home's daemon again"))
+  ])
+)
+
 export const cli = root.pipe(Command.withSubcommands([
   daemon,
   agents,
@@ -403,7 +649,9 @@ export const cli = root.pipe(Command.withSubcommands([
   sweep,
   status,
   retire,
-  config
+  config,
+  hubCommand,
+  daemons
 ]))
 
 /** Errors the user can act on are printed plainly; the exit code is 1. */

@@ -81,7 +81,7 @@ export const servicesLayer = (home: Home["Service"], config: QuiesceConfig, iden
 
 /** One log line once the daemon is ready, with where it listens. */
 export const logReady = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
-  Effect.logInfo(`Quiesce ready on http://${config.daemon.host}:${config.daemon.port}`).pipe(
+  Effect.logInfo(`Quiesce ready on http://${identity.host}:${identity.port}`).pipe(
     Effect.annotateLogs({
       home: home.root,
       idlePeriod: Duration.format(config.agents.idlePeriod),

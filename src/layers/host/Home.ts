@@ -57,17 +57,23 @@ const readLock = (file: string) => {
   }
 }
 
+/** The pid of the live process holding `<root>/<lockName>`, if one does (a stale lock has none). */
+export const liveLockHolder = (root: string, lockName = "daemon.lock"): number | undefined => {
+  const holder = readLock(path.join(root, lockName))
+  return Option.isSome(holder) && holderAlive(holder.value) ? holder.value.pid : undefined
+}
+
 const isCode = (error: unknown, code: string) => error instanceof Error && "code" in error && error.code === code
 
 /**
- * Takes `<home>/daemon.lock` atomically: the content is written to a private file first and then
+ * Takes `<home>/<lockName>` (`daemon.lock` for a daemon, `hub.lock` for a hub) atomically: the content is written to a private file first and then
  * hard-linked into place, so nobody ever reads a half-written lock. A lock whose holder is gone
  * (dead, or its pid reused) is moved aside with a rename that only one contender can win; a live
  * holder is named in the error. Released when the scope closes.
  */
-const acquireLock = (root: string) => {
-  const lockPath = path.join(root, "daemon.lock")
-  const mine = path.join(root, `daemon.lock.${process.pid}`)
+export const acquireLock = (root: string, lockName = "daemon.lock", holderKind = "Quiesce daemon") => {
+  const lockPath = path.join(root, lockName)
+  const mine = path.join(root, `${lockName}.${process.pid}`)
   const take = Effect.try({
     try: () => {
       const holder: LockHolder = {
@@ -90,11 +96,11 @@ const acquireLock = (root: string) => {
           if (Option.isSome(current) && (ours ? heldHere.has(lockPath) : holderAlive(current.value))) {
             throw new HomeUnavailable({
               home: root,
-              message: `${root} is in use by another Quiesce daemon (pid ${current.value.pid})`
+              message: `${root} is in use by another ${holderKind} (pid ${current.value.pid})`
             })
           }
           // Stale: move it aside. If what we moved is not what we judged stale, put it back.
-          const aside = path.join(root, `daemon.lock.stale.${process.pid}`)
+          const aside = path.join(root, `${lockName}.stale.${process.pid}`)
           try {
             fs.renameSync(lockPath, aside)
           } catch (error) {
@@ -140,7 +146,7 @@ export const tokenProblem = (token: string): string | undefined =>
  * Reads `<home>/token`, creating it (mode 0600) on first start. A token file that is empty,
  * unreadable or otherwise unusable is an error: the API never runs without authentication.
  */
-const readOrCreateToken = Effect.fn("Home.readOrCreateToken")(function*(tokenFile: string, root: string) {
+export const readOrCreateToken = Effect.fn("Home.readOrCreateToken")(function*(tokenFile: string, root: string) {
   const token = yield* Effect.try({
     try: () => {
       if (!fs.existsSync(tokenFile)) {

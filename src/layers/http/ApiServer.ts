@@ -80,12 +80,17 @@ const digest = (value: string) => createHash("sha256").update(value).digest()
 const tokenMatches = (expected: Buffer, candidate: string) => timingSafeEqual(expected, digest(candidate))
 
 /**
- * The bearer check. An empty credential (what a missing header decodes to) never matches, and an
+ * The bearer check: whether a credential is the token. An empty credential (what a missing header decodes to) never matches, and an
  * empty configured token matches nothing: a server given no token refuses every request.
  */
-const authorizationLayer = (token: string) => {
+export const bearerAccepts = (token: string) => {
   const expected = digest(token)
-  const accepts = (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
+  return (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
+}
+
+/** The `Authorization` middleware over `bearerAccepts`. */
+export const authorizationLayer = (token: string) => {
+  const accepts = bearerAccepts(token)
   return Layer.succeed(
     Authorization,
     Authorization.of({
@@ -276,10 +281,14 @@ const daemonHandlers = HttpApiBuilder.group(
   "daemon",
   Effect.fn(function*(handlers) {
     const lifecycle = yield* DaemonLifecycle
+    // The port it really listens on (the configured one may be 0: any free port).
+    const address = (yield* HttpServer.HttpServer).address
+    const port = address._tag === "UnixPathAddress" ? lifecycle.identity.port : address.port
     return handlers
       .handle("status", () =>
         Effect.map(lifecycle.status, (status): DaemonStatusView => ({
           ...lifecycle.identity,
+          port,
           phase: status.phase,
           idleSince: iso(status.idleSince),
           deadline: status.deadline === null ? null : iso(status.deadline),
@@ -356,6 +365,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   | InFlightRequests
   | Admission
   | HttpRouter.HttpRouter
+  | HttpServer.HttpServer
   | Etag.Generator
   | FileSystem.FileSystem
   | HttpPlatform.HttpPlatform
@@ -379,17 +389,18 @@ export const routes = (options: RouteOptions): Layer.Layer<
 
 /**
  * The API served on `host:port` with node:http, plus the `Admission` it checks (close it at
- * shutdown). Fails with `ServeError` when it cannot listen.
+ * shutdown) and the server (its address: port 0 listens on any free port). Fails with
+ * `ServeError` when it cannot listen.
  */
 export const layer = (
   options: ApiServerOptions
 ): Layer.Layer<
-  Admission,
+  Admission | HttpServer.HttpServer,
   HttpServerError.ServeError,
   AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, {
+    Layer.provideMerge(NodeHttpServer.layer(createServer, {
       host: options.host,
       port: options.port,
       // Shutdown must not wait long on requests (a waiting prompt ends only after runtimes close).

@@ -1,0 +1,138 @@
+/**
+ * Serves `HubApi` and forwards `/v1/homes/{name}/…` to the home's daemon (`/v1/…`), over
+ * node:http on loopback. The hub's token guards every route but health and the OpenAPI document;
+ * the daemon's own token, which the hub reads from the daemon's home, never leaves the hub.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { ByteSize, Effect, Layer } from "effect"
+import { HttpIncomingMessage, HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { createServer } from "node:http"
+import { defaultMaxRequestBytes } from "../../domain/config.ts"
+import { HubDaemons, type RoutingError } from "../hub/HubDaemons.ts"
+import { RequestTooLarge, Unauthorized } from "./Api.ts"
+import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
+import { HubApi, hubOpenapiPath } from "./HubApi.ts"
+
+const handlers = HttpApiBuilder.group(
+  HubApi,
+  "daemons",
+  Effect.fn(function*(handlers) {
+    const daemons = yield* HubDaemons
+    return handlers
+      .handle("list", () => daemons.inventory)
+      .handle("retire", ({ params, payload }) => daemons.retire(params.name, payload))
+      .handle("stop", ({ params, payload }) => daemons.stop(params.name, payload.identity, payload.confirm))
+      .handle("resume", ({ params }) => daemons.resume(params.name))
+  })
+)
+
+const health = HttpApiBuilder.group(HubApi, "system", (handlers) => handlers.handle("health", () => Effect.succeed({ status: "ok" as const })))
+
+const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "RequestTooLarge", number> = {
+  HomeNotManaged: 404,
+  HomeRetired: 409,
+  HomeStopped: 409,
+  HomeArchived: 409,
+  DaemonIncompatible: 409,
+  DaemonUnavailable: 503,
+  DaemonStartFailed: 502,
+  HubConfigInvalid: 500,
+  Unauthorized: 401,
+  RequestTooLarge: 413
+}
+
+const errorResponse = (error: { readonly _tag: keyof typeof statusOf }) =>
+  HttpServerResponse.text(JSON.stringify(error), {
+    status: statusOf[error._tag],
+    contentType: "application/json",
+    ...(error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error
+      ? { headers: { "retry-after": String(error.retryAfterSeconds) } }
+      : {})
+  })
+
+const safeDecode = (text: string) => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return undefined
+  }
+}
+
+const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
+
+/** `/v1/homes/{name}/rest?query` → the daemon's `/v1/rest?query`. */
+const forwardRoute = (token: string, maxRequestBytes: number) => {
+  const accepts = bearerAccepts(token)
+  const maxBodySize = ByteSize.bytes(maxRequestBytes)
+  return HttpRouter.add("*", "/v1/homes/*", (request) =>
+    Effect.gen(function*() {
+      const daemons = yield* HubDaemons
+      const header = request.headers["authorization"] ?? ""
+      if (!header.startsWith("Bearer ") || !accepts(header.slice(7))) {
+        return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
+      }
+      const match = homePrefix.exec(request.url)
+      if (match === null) return HttpServerResponse.empty({ status: 404 })
+      const name = safeDecode(match[1]!)
+      if (name === undefined) return HttpServerResponse.empty({ status: 404 })
+      const rest = match[2] ?? "/"
+      const declared = request.headers["content-length"]
+      if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
+      const body = request.method === "GET" || request.method === "HEAD"
+        ? new Uint8Array()
+        : new Uint8Array(yield* request.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)))
+      const answer = yield* daemons.route(name, {
+        method: request.method,
+        path: rest === "/" ? "/v1" : `/v1${rest}`,
+        search: match[3] ?? "",
+        contentType: request.headers["content-type"],
+        body
+      })
+      return HttpServerResponse.uint8Array(answer.body, {
+        status: answer.status,
+        ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
+        ...(answer.retryAfter === undefined ? {} : { headers: { "retry-after": answer.retryAfter } })
+      })
+    }).pipe(
+      Effect.catch((error) =>
+        Effect.succeed(
+          error._tag !== "HttpServerError"
+            ? errorResponse(error)
+            : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+            ? errorResponse(RequestTooLarge.of(maxRequestBytes))
+            // The client went away, or sent a body that cannot be read.
+            : HttpServerResponse.empty({ status: 400 })
+        )
+      )
+    ))
+}
+
+export interface HubServerOptions {
+  readonly host: string
+  readonly port: number
+  /** The hub's bearer token; never empty. */
+  readonly token: string
+  readonly maxRequestBytes?: number | undefined
+}
+
+/** The hub's routes, to serve with `HttpRouter.serve`. */
+export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestBytes">) =>
+  Layer.mergeAll(
+    HttpApiBuilder.layer(HubApi, { openapiPath: hubOpenapiPath }).pipe(
+      Layer.provide(Layer.mergeAll(handlers, health).pipe(
+        Layer.provide(Layer.mergeAll(authorizationLayer(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })))
+      ))
+    ),
+    forwardRoute(options.token, options.maxRequestBytes ?? defaultMaxRequestBytes)
+  )
+
+/** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
+export const layer = (options: HubServerOptions) =>
+  HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(createServer, {
+      host: options.host,
+      port: options.port,
+      gracefulShutdownTimeout: "1 second"
+    }))
+  )

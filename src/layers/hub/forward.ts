@@ -1,0 +1,68 @@
+/**
+ * One request passed to a daemon and its answer passed back, over node:http with kept-alive
+ * connections (a routed request should cost well under a millisecond beyond the daemon's own
+ * work). Interrupting it (the hub's caller went away) aborts the request to the daemon.
+ */
+import { Effect, Schema } from "effect"
+import * as http from "node:http"
+
+/** A request for a home's daemon, as the hub received it (the path is the daemon's: `/v1/…`). */
+export interface RoutedRequest {
+  readonly method: string
+  readonly path: string
+  /** The query string, with its `?`, or "". */
+  readonly search: string
+  readonly contentType: string | undefined
+  readonly body: Uint8Array
+}
+
+/** The daemon's answer, passed on as it came. */
+export interface RoutedResponse {
+  readonly status: number
+  readonly contentType: string | undefined
+  readonly retryAfter: string | undefined
+  readonly body: Uint8Array
+}
+
+/** The daemon could not be reached, or the connection broke before its answer was whole. */
+export class ForwardFailed extends Schema.TaggedError<ForwardFailed>()("ForwardFailed", {
+  message: Schema.String,
+  /** The system's error code: `ECONNREFUSED` means nothing reached the daemon. */
+  code: Schema.NullOr(Schema.String)
+}) {}
+
+const codeOf = (error: Error) => "code" in error && typeof error.code === "string" ? error.code : null
+
+const header = (value: string | ReadonlyArray<string> | undefined) => typeof value === "string" ? value : value?.[0]
+
+export const makeForwarder = () => {
+  const agent = new http.Agent({ keepAlive: true })
+  return (target: { readonly baseUrl: string; readonly token: string }, request: RoutedRequest) =>
+    Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
+      const hasBody = request.method !== "GET" && request.method !== "HEAD"
+      const outgoing = http.request(`${target.baseUrl}${request.path}${request.search}`, {
+        method: request.method,
+        agent,
+        headers: {
+          authorization: `Bearer ${target.token}`,
+          ...(hasBody
+            ? { "content-type": request.contentType ?? "application/json", "content-length": String(request.body.byteLength) }
+            : {})
+        }
+      }, (response) => {
+        const chunks: Array<Buffer> = []
+        response.on("data", (chunk: Buffer) => chunks.push(chunk))
+        response.on("error", (error) => resume(Effect.fail(new ForwardFailed({ message: error.message, code: codeOf(error) }))))
+        response.on("end", () =>
+          resume(Effect.succeed({
+            status: response.statusCode ?? 502,
+            contentType: header(response.headers["content-type"]),
+            retryAfter: header(response.headers["retry-after"]),
+            body: Buffer.concat(chunks)
+          })))
+      })
+      outgoing.on("error", (error) => resume(Effect.fail(new ForwardFailed({ message: error.message, code: codeOf(error) }))))
+      outgoing.end(hasBody ? request.body : undefined)
+      return Effect.sync(() => outgoing.destroy())
+    })
+}
