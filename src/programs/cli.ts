@@ -201,7 +201,10 @@ const readClientToken = (tokenFile: string, restart: string) =>
 const hubConnection = Effect.gen(function*() {
   const hubHome = yield* hubHomeDirectory
   const address = readHubAddress(hubHome)
-  if (Option.isNone(address)) {
+  // The token goes only to the process that wrote the address: alive, with the recorded start time.
+  const alive = Option.isSome(address) && address.value.startTime !== null &&
+    readStat(address.value.pid)?.startTime === address.value.startTime
+  if (Option.isNone(address) || !alive) {
     return yield* new UsageError({ message: `No hub is running for ${hubHome}. Start one with: quiesce hub` })
   }
   const token = yield* readClientToken(hubTokenFile(hubHome), "restart the hub")
@@ -306,6 +309,15 @@ const agents = Command.make("agents").pipe(
   ])
 )
 
+const retryableTags: ReadonlySet<string> = new Set([
+  "HttpClientError",
+  "ShuttingDown",
+  "DaemonRetiring",
+  "DaemonUnavailable",
+  "HomeStopped",
+  "DaemonStartFailed"
+])
+
 const prompt = Command.make(
   "prompt",
   {
@@ -316,8 +328,17 @@ const prompt = Command.make(
   },
   Effect.fn(function*({ agent, clientMessageId, text, wait }) {
     const api = yield* client
-    const payload = Option.isSome(clientMessageId) ? { text, wait, clientMessageId: clientMessageId.value } : { text, wait }
-    const result = yield* api.agents.prompt({ params: { id: agent }, payload })
+    // Always an id: when the answer is lost (a timeout, a daemon that went away), repeating the
+    // prompt with it returns the same turn instead of running it again.
+    const id = Option.getOrElse(clientMessageId, () => `cli-${randomBytes(12).toString("hex")}`)
+    const result = yield* api.agents.prompt({ params: { id: agent }, payload: { text, wait, clientMessageId: id } }).pipe(
+      // Where the prompt may have been accepted, or would be on a retry: say how to repeat it.
+      Effect.tapError((error) =>
+        retryableTags.has(error._tag)
+          ? Console.error(`quiesce: the prompt's client message id is ${id}: repeat it with --client-message-id ${id} to get the same turn`)
+          : Effect.void
+      )
+    )
     yield* reportTurn(result, wait)
   })
 ).pipe(Command.withDescription(

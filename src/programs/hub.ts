@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import { HomeUnavailable } from "../layers/host/Home.ts"
 import { acquireLock, readOrCreateToken } from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
+import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import * as HubDaemons from "../layers/hub/HubDaemons.ts"
 import { hubDefault, hubTokenFile, readHubConfig, removeHubAddress, writeHubAddress } from "../layers/hub/hubFiles.ts"
 import * as HubServer from "../layers/http/HubServer.ts"
@@ -45,7 +46,13 @@ export const runHub = (options: HubRunOptions) =>
     const running = yield* Layer.build(server)
     const address = Context.get(running, HttpServer.HttpServer).address
     const port = address._tag === "UnixPathAddress" ? options.port : address.port
-    yield* writeHubAddress(hubHome, { pid: process.pid, host: hubHost, port, instanceId: randomBytes(8).toString("hex") })
+    yield* writeHubAddress(hubHome, {
+      pid: process.pid,
+      startTime: readStat(process.pid)?.startTime ?? null,
+      host: hubHost,
+      port,
+      instanceId: randomBytes(8).toString("hex")
+    })
     yield* Effect.logInfo(`Quiesce hub ready on http://${hubHost}:${port}`).pipe(
       Effect.annotateLogs({
         hubHome,

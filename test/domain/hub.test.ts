@@ -3,7 +3,7 @@ import { Duration, Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { decodeHubConfigJson, hubConfigJsonSchema } from "../../src/domain/hub.ts"
 import { hubDefault } from "../../src/layers/hub/hubFiles.ts"
-import { startsDaemon } from "../../src/layers/hub/HubDaemons.ts"
+import { prepare, startsDaemon } from "../../src/layers/hub/HubDaemons.ts"
 
 describe("hub.json", () => {
   it.effect("an empty file: no homes, the default timeout; omitted and \"0s\" stay distinct", () =>
@@ -43,6 +43,33 @@ describe("hub.json", () => {
   })
 })
 
+describe("a prompt through the hub", () => {
+  const request = (body: unknown) => ({
+    method: "POST",
+    path: "/v1/agents/a/prompts",
+    search: "",
+    contentType: "application/json",
+    body: new TextEncoder().encode(JSON.stringify(body))
+  })
+
+  it("without a client message id gets one, which the hub reports; with one keeps it", () => {
+    const injected = prepare(request({ text: "hi", wait: true }))
+    assert.isTrue(injected.prompt?.injected)
+    assert.isTrue(injected.prompt?.waits)
+    assert.match(injected.prompt?.clientMessageId ?? "", /^hub-[0-9a-f]{24}$/)
+    assert.deepStrictEqual(JSON.parse(new TextDecoder().decode(injected.request.body)), {
+      text: "hi",
+      wait: true,
+      clientMessageId: injected.prompt?.clientMessageId
+    })
+    const kept = prepare(request({ text: "hi", clientMessageId: "mine" }))
+    assert.deepStrictEqual(kept.prompt, { clientMessageId: "mine", injected: false, waits: false })
+    // What the daemon refuses anyway passes as it is.
+    assert.isUndefined(prepare(request({ text: "hi", clientMessageId: 7 })).prompt)
+    assert.isUndefined(prepare({ ...request({}), body: new TextEncoder().encode("not json") }).prompt)
+  })
+})
+
 describe("which requests may start a retired home's daemon", () => {
   it("mutations do; reads, retire now, collection, sweeps and closes never do", () => {
     for (const path of ["/v1/agents", "/v1/agents/a/prompts", "/v1/agents/a/interrupt", "/v1/agents/a/permissions/p"]) {
@@ -51,8 +78,10 @@ describe("which requests may start a retired home's daemon", () => {
     for (const path of ["/v1/agents", "/v1/agents/a", "/v1/daemon", "/v1/runtimes", "/v1/agents/a/turns/t"]) {
       assert.isFalse(startsDaemon({ method: "GET", path }), path)
     }
-    for (const path of ["/v1/daemon/retire", "/v1/sweep", "/v1/runtimes/a/collect", "/v1/agents/a/close"]) {
+    for (const path of ["/v1/daemon/retire", "/v1/sweep", "/v1/runtimes/a/collect", "/v1/agents/a/close", "/v1/agents/", "/v1/nothing"]) {
       assert.isFalse(startsDaemon({ method: "POST", path }), path)
     }
+    assert.isFalse(startsDaemon({ method: "OPTIONS", path: "/v1/agents" }))
+    assert.isFalse(startsDaemon({ method: "DELETE", path: "/v1/agents/a" }))
   })
 })

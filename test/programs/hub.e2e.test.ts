@@ -60,7 +60,10 @@ const stranger = () => {
   return { pid, stop: () => process.kill(-pid, "SIGKILL") }
 }
 
-const handWrittenRecord = (dir: string, fields: { readonly pid: number; readonly startTime: number; readonly protocolVersion: number }) => {
+const handWrittenRecord = (
+  dir: string,
+  fields: { readonly pid: number; readonly startTime: number | null; readonly protocolVersion: number }
+) => {
   writeFileSync(join(dir, "daemon.json"), JSON.stringify({
     ...fields,
     instanceId: "hand-written",
@@ -103,8 +106,19 @@ describe("the hub with real daemons", () => {
     expect(JSON.stringify(inventory)).not.toContain(daemonToken)
     expect(JSON.stringify(inventory)).not.toContain(hub.token)
 
-    const answered = await promptVia(hub, agentId, { text: "echo remembered", wait: true })
+    // A prompt without a client message id gets one at the hub, named in the answer.
+    const sent = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/prompts`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${hub.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ text: "echo remembered", wait: true })
+    })
+    const answered = { status: sent.status, body: await sent.json() }
     expect(answered.body).toMatchObject({ state: "completed", output: "remembered\n" })
+    const givenId = sent.headers.get("quiesce-client-message-id") ?? ""
+    expect(givenId).toMatch(/^hub-/)
+    // Its repeat is the same turn.
+    expect((await promptVia(hub, agentId, { text: "echo remembered", wait: true, clientMessageId: givenId })).body.turnId)
+      .toBe(answered.body.turnId)
     const { pid: runtimePid, sessionId } = (await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body
 
     await until(() => !processAlive(first.pid), "the daemon retires itself", 30_000)
@@ -220,6 +234,12 @@ describe("the hub with real daemons", () => {
       expect(stop.status).toBe(409)
       expect(stop.body._tag).toBe("StaleIdentity")
       expect((await hubApi(hub, "POST", "/v1/daemons/work/retire", identity)).body._tag).toBe("StaleIdentity")
+      // A record without a start time cannot be verified: it is stale too, never signalled.
+      handWrittenRecord(dir, { pid: other.pid, startTime: null, protocolVersion: 1 })
+      expect((await inventoryRow(hub, "work")).note).toContain("cannot be verified")
+      const unverifiable = { pid: other.pid, startTime: null, instanceId: "hand-written" }
+      expect((await hubApi(hub, "POST", "/v1/daemons/work/stop", { identity: unverifiable, confirm: `work:${other.pid}` })).body._tag)
+        .toBe("StaleIdentity")
       expect(processAlive(other.pid)).toBe(true)
       // A mutation starts a real daemon, which takes the home over; the stranger is left alone.
       await createAgent(hub, root)
@@ -255,7 +275,7 @@ describe("the hub with real daemons", () => {
 
   it("force stop through the CLI: needs NAME:PID, then the home answers stopped until resumed; a stale identity is refused", async () => {
     const { dir, hubHome, root } = setUp()
-    await startHub(hubHome)
+    const hub = await startHub(hubHome)
     const created = runHubCli(hubHome, "--hub", "work", "agents", "create", "--cwd", root)
     expect(created.status, created.stderr).toBe(0)
     const agentId = JSON.parse(created.stdout).agentId
@@ -287,7 +307,6 @@ describe("the hub with real daemons", () => {
     expect(second.pid).not.toBe(first.pid)
 
     // The identity the operator saw before is gone: an action on it stops nothing.
-    const hub = { hubHome, port: JSON.parse(readFileSync(join(hubHome, "hub.address.json"), "utf8")).port, token: readFileSync(join(hubHome, "token"), "utf8").trim() }
     const stale = await fetch(`http://127.0.0.1:${hub.port}/v1/daemons/work/stop`, {
       method: "POST",
       headers: { authorization: `Bearer ${hub.token}`, "content-type": "application/json" },
@@ -295,6 +314,23 @@ describe("the hub with real daemons", () => {
     })
     expect(stale.status).toBe(409)
     expect(processAlive(second.pid)).toBe(true)
+
+    // Prompts racing a stop: each ran before it or is refused as stopped; no replacement starts.
+    const starts = daemonStarts(hubHome)
+    const identity = { pid: second.pid, startTime: second.startTime, instanceId: second.instanceId }
+    const [stopAnswer, ...racing] = await Promise.all([
+      hubApi(hub, "POST", "/v1/daemons/work/stop", { identity, confirm: `work:${second.pid}` }),
+      ...Array.from({ length: 8 }, (_, n) =>
+        new Promise((resolve) => setTimeout(resolve, n * 150)).then(() =>
+          promptVia(hub, agentId, { text: `echo race-${n}`, wait: true, clientMessageId: `race-${n}` })))
+    ])
+    expect(stopAnswer.status, JSON.stringify(stopAnswer.body)).toBe(200)
+    for (const answer of racing) {
+      expect(answer.body.state === "completed" || answer.body._tag === "HomeStopped", JSON.stringify(answer.body)).toBe(true)
+    }
+    expect(racing.some((answer) => answer.body._tag === "HomeStopped")).toBe(true)
+    expect(daemonRecord(dir)).toBeUndefined()
+    expect(daemonStarts(hubHome)).toBe(starts)
   }, 90_000)
 
   it("a hub SIGKILLed leaves its daemons serving; a new hub adopts them", async () => {

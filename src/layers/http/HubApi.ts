@@ -93,7 +93,9 @@ export const StopResult = Schema.Struct({
   name: Schema.String,
   pid: Schema.Number,
   /** Whether the grace ran out and the daemon's process group was killed. */
-  killed: Schema.Boolean
+  killed: Schema.Boolean,
+  /** Whether its exit is confirmed (false: still there 10 s after SIGKILL, as in an uninterruptible wait). */
+  exited: Schema.Boolean
 })
 export type StopResult = typeof StopResult.Type
 
@@ -123,6 +125,7 @@ export class DaemonsGroup extends HttpApiGroup.make("daemons")
       success: RetirementAttemptView.pipe(HttpApiSchema.status(202)),
       error: [
         HomeNotManagedError,
+        HomeArchivedError,
         StaleIdentityError,
         DaemonIncompatibleError,
         DaemonUnavailableError,

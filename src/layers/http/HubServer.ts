@@ -9,7 +9,7 @@ import { HttpIncomingMessage, HttpRouter, HttpServerResponse } from "effect/http
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
-import { HubDaemons, type RoutingError } from "../hub/HubDaemons.ts"
+import { HubDaemons, prepare, type RoutingError } from "../hub/HubDaemons.ts"
 import { RequestTooLarge, Unauthorized } from "./Api.ts"
 import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
@@ -59,6 +59,9 @@ const safeDecode = (text: string) => {
   }
 }
 
+/** The response header that names a routed prompt's client message id. */
+export const clientMessageIdHeader = "quiesce-client-message-id"
+
 const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
 /** `/v1/homes/{name}/rest?query` → the daemon's `/v1/rest?query`. */
@@ -82,26 +85,31 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
       const body = request.method === "GET" || request.method === "HEAD"
         ? new Uint8Array()
         : new Uint8Array(yield* request.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)))
-      const answer = yield* daemons.route(name, {
+      const prepared = prepare({
         method: request.method,
         path: rest === "/" ? "/v1" : `/v1${rest}`,
         search: match[3] ?? "",
         contentType: request.headers["content-type"],
         body
       })
-      return HttpServerResponse.uint8Array(answer.body, {
-        status: answer.status,
-        ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
-        ...(answer.retryAfter === undefined ? {} : { headers: { "retry-after": answer.retryAfter } })
-      })
+      // A prompt's client message id (maybe the hub's own), on every answer: a retry with it gets the same turn.
+      const idHeader = prepared.prompt === undefined ? {} : { [clientMessageIdHeader]: prepared.prompt.clientMessageId }
+      return yield* daemons.route(name, prepared).pipe(
+        Effect.map((answer) =>
+          HttpServerResponse.uint8Array(answer.body, {
+            status: answer.status,
+            ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
+            headers: { ...idHeader, ...(answer.retryAfter === undefined ? {} : { "retry-after": answer.retryAfter }) }
+          })
+        ),
+        Effect.catch((error) => Effect.succeed(HttpServerResponse.setHeaders(errorResponse(error), idHeader)))
+      )
     }).pipe(
-      Effect.catch((error) =>
+      // The body reader's own failures: over the limit, or a client that went away.
+      Effect.catchTag("HttpServerError", (error) =>
         Effect.succeed(
-          error._tag !== "HttpServerError"
-            ? errorResponse(error)
-            : error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+          error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
             ? errorResponse(RequestTooLarge.of(maxRequestBytes))
-            // The client went away, or sent a body that cannot be read.
             : HttpServerResponse.empty({ status: 400 })
         )
       )

@@ -6,7 +6,7 @@
  * The daemon owns its idle timer: the hub only observes (passive status reads) and recovers. It
  * never signals a daemon to retire it, and never acts on a record it has not verified.
  */
-import { Context, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
 import { HttpClient } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -45,10 +45,13 @@ import {
   type VerifiedDaemons
 } from "./discovery.ts"
 import { makeForwarder, type RoutedRequest, type RoutedResponse } from "./forward.ts"
-import { clearStopped, findHome, hubDefault, isStopped, markStopped, readHubConfig } from "./hubFiles.ts"
+import { clearStopped, daemonLogFile, findHome, hubDefault, isStopped, markStopped, readHubConfig } from "./hubFiles.ts"
 import { launchDaemon } from "./launch.ts"
 
 export type { RoutedRequest, RoutedResponse }
+
+/** How a start ended: one was started (it may have retired at once), one is there, one holds the lock unseen, or the home is stopped. */
+type StartOutcome = "started" | "present" | "held" | "stopped"
 
 export type RoutingError =
   | HomeNotManaged
@@ -64,11 +67,12 @@ export class HubDaemons extends Context.Service<HubDaemons, {
   /** One row per home: its verified daemon, or what it is without one. Passive: no daemon is started or kept. */
   readonly inventory: Effect.Effect<Inventory, HubConfigInvalid>
   /** Forwards a request to the home's daemon; only a mutation may start one. */
-  readonly route: (name: string, request: RoutedRequest) => Effect.Effect<RoutedResponse, RoutingError>
+  readonly route: (name: string, request: PreparedRequest) => Effect.Effect<RoutedResponse, RoutingError>
   /** The daemon's own retire now, on the identity the caller saw. */
   readonly retire: (name: string, identity: RenderedIdentity) => Effect.Effect<
     RetirementAttemptView,
     | HomeNotManaged
+    | HomeArchived
     | StaleIdentity
     | DaemonIncompatible
     | DaemonUnavailable
@@ -102,37 +106,63 @@ export interface HubDaemonsOptions {
 // ---- what a request is -------------------------------------------------------------------------
 
 /**
- * Requests that never start a daemon although they are not reads: retire now, collection and
- * sweeps (a retired daemon has nothing to collect), and closing a runtime (a retired one has none).
+ * The mutations that may start a retired home's daemon: create, prompt, interrupt, permission
+ * answer. Nothing else does — reads, retire now, collect, sweep, close, unknown routes.
  */
-const neverResurrects = [/^\/v1\/daemon\/retire$/, /^\/v1\/sweep$/, /^\/v1\/runtimes\/[^/]+\/collect$/, /^\/v1\/agents\/[^/]+\/close$/]
+const mutationRoutes = [
+  /^\/v1\/agents$/,
+  /^\/v1\/agents\/[^/]+\/prompts$/,
+  /^\/v1\/agents\/[^/]+\/interrupt$/,
+  /^\/v1\/agents\/[^/]+\/permissions\/[^/]+$/
+]
 
 const isRead = (method: string) => method === "GET" || method === "HEAD"
 
-/** A mutation (create, prompt, permission answer, interrupt…): the only kind of request that may start a daemon. */
+/** A mutation (create, prompt, permission answer, interrupt): the only kind of request that may start a daemon. */
 export const startsDaemon = (request: Pick<RoutedRequest, "method" | "path">) =>
-  !isRead(request.method) && !neverResurrects.some((pattern) => pattern.test(request.path))
+  request.method === "POST" && mutationRoutes.some((pattern) => pattern.test(request.path))
 
 const promptPath = /^\/v1\/agents\/[^/]+\/prompts$/
 
 const JsonObject = Schema.fromJsonString(Schema.Record(Schema.String, Schema.Unknown))
 const decodeObject = Schema.decodeUnknownOption(JsonObject)
 
-/**
- * A prompt without a client message id gets one here, so that the hub's own retries of it (across
- * a retirement, after a connection that broke) are answered from the daemon's journal and never
- * run it twice. A body the daemon would refuse anyway is passed on as it is.
- */
-const withClientMessageId = (request: RoutedRequest): RoutedRequest => {
-  if (request.method !== "POST" || !promptPath.test(request.path)) return request
-  const body = decodeObject(new TextDecoder().decode(request.body))
-  if (Option.isNone(body) || body.value["clientMessageId"] !== undefined) return request
-  const payload = { ...body.value, clientMessageId: `hub-${randomBytes(12).toString("hex")}` }
-  return { ...request, body: new TextEncoder().encode(JSON.stringify(payload)) }
+/** A request as the hub routes it. */
+export interface PreparedRequest {
+  readonly request: RoutedRequest
+  readonly mutation: boolean
+  /** For a prompt: its client message id (the caller's, or one the hub gave it), and whether it waits for its turn. */
+  readonly prompt: { readonly clientMessageId: string; readonly injected: boolean; readonly waits: boolean } | undefined
 }
 
-/** A request the daemon may receive again without doing it twice: it carries its client message id. */
-const repeatable = (request: RoutedRequest) => request.method === "POST" && promptPath.test(request.path)
+/**
+ * A prompt without a client message id gets one here (`hub-…`), so that the hub's own retries of
+ * it (across a retirement, after a connection that broke) are answered from the daemon's journal
+ * and never run it twice; the hub tells the caller which (`quiesce-client-message-id`). A body
+ * the daemon would refuse anyway is passed on as it is.
+ */
+export const prepare = (request: RoutedRequest): PreparedRequest => {
+  const mutation = startsDaemon(request)
+  if (request.method !== "POST" || !promptPath.test(request.path)) return { request, mutation, prompt: undefined }
+  const body = decodeObject(new TextDecoder().decode(request.body))
+  if (Option.isNone(body)) return { request, mutation, prompt: undefined }
+  const waits = body.value["wait"] === true
+  const given = body.value["clientMessageId"]
+  if (typeof given === "string") return { request, mutation, prompt: { clientMessageId: given, injected: false, waits } }
+  if (given !== undefined) return { request, mutation, prompt: undefined }
+  const clientMessageId = `hub-${randomBytes(12).toString("hex")}`
+  return {
+    request: { ...request, body: new TextEncoder().encode(JSON.stringify({ ...body.value, clientMessageId })) },
+    mutation,
+    prompt: { clientMessageId, injected: true, waits }
+  }
+}
+
+/** How long a request other than a waiting prompt may take at the daemon before the hub gives up on it. */
+const responseTimeoutMillis = 120_000
+
+/** How many daemons one request may start (one that retires at once is started again, but not forever). */
+const startsPerRequest = 3
 
 const Refusal = Schema.fromJsonString(Schema.Struct({ _tag: Schema.String, retryAfterSeconds: Schema.optionalKey(Schema.Number) }))
 const decodeRefusal = Schema.decodeUnknownOption(Refusal)
@@ -275,9 +305,10 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const stopGrace = Duration.toMillis(Duration.fromInputUnsafe(options.stopGrace ?? "10 seconds"))
 
       // Daemons that answered with their own id: while their records stand, no status call per request.
-      const verifiedInstances: VerifiedDaemons = new Map()
+      const verifiedDaemons: VerifiedDaemons = new Map()
       // One launch at a time per home (across processes, the daemon's home lock).
       const lanes = new Map<string, Semaphore.Semaphore>()
+      const starting = new Map<string, Deferred.Deferred<StartOutcome, DaemonStartFailed>>()
       const laneOf = (name: string) => {
         let lane = lanes.get(name)
         if (lane === undefined) lanes.set(name, lane = Semaphore.makeUnsafe(1))
@@ -290,6 +321,23 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           ? Effect.fail(new HomeNotManaged({ name, message: `The hub manages no home named "${name}" (see quiesce hub list)` }))
           : Effect.succeed(home)
       }
+
+      const archivedError = (name: string) =>
+        new HomeArchived({
+          name,
+          message: `The home ${name} is archived: its data is kept and readable, nothing else is done (quiesce hub unarchive ${name})`
+        })
+
+      const stoppedError = (name: string) =>
+        new HomeStopped({ name, message: `The home ${name} was force-stopped; start it again with: quiesce daemons resume ${name}` })
+
+      const incompatibleError = (name: string, identity: DaemonIdentity, what: string) =>
+        new DaemonIncompatible({
+          name,
+          protocolVersion: identity.protocolVersion,
+          message: `The daemon of ${name} (pid ${identity.pid}) speaks protocol ${identity.protocolVersion}, this hub ` +
+            `${daemonProtocolVersion}: ${what}`
+        })
 
       const memoryOf = (identity: DaemonIdentity) =>
         inspection.sample(identity.pid, identity.startTime ?? undefined).pipe(
@@ -311,14 +359,16 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       })
 
       /**
-       * Starts the home's daemon unless one is there by the time this caller's turn comes (another
-       * caller, or another hub, started it). Not interruptible: a caller that goes away does not
-       * leave a half-started daemon for the next one to start beside.
+       * One start at a time per home, under the home's lane (which a force stop also takes): the
+       * home is checked again inside it — stopped, a daemon there by now (another caller's, or
+       * another hub's), or a live process holding the home lock without a record yet (starting or
+       * exiting: nothing is started beside it).
        */
-      const ensureStarted = (home: ManagedHome, config: HubConfig) =>
+      const startOnce = (home: ManagedHome, config: HubConfig): Effect.Effect<StartOutcome, DaemonStartFailed> =>
         laneOf(home.name).withPermit(Effect.gen(function*() {
-          const found = yield* discover(home)
-          if (found.state !== "absent") return
+          if (isStopped(hubHome, home.name)) return "stopped" as const
+          if ((yield* discover(home)).state !== "absent") return "present" as const
+          if (liveLockHolder(home.dir) !== undefined) return "held" as const
           const launched = yield* launchDaemon({
             hubHome,
             home,
@@ -326,64 +376,69 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
             readyTimeoutMillis
           }).pipe(Effect.result)
           if (launched._tag === "Success") {
+            if (launched.success === "retired") return "started" as const
             yield* Effect.logInfo(`Started the daemon of ${home.name}`).pipe(
               Effect.annotateLogs({ pid: launched.success.pid, home: home.dir, idleTimeout: hubDefault(config).value })
             )
-            return
+            return "started" as const
           }
           // Lost a race to another starter (another hub's daemon holds the home lock): that one
           // serves once it is ready.
-          const until = Date.now() + readyTimeoutMillis
-          while (liveLockHolder(home.dir) !== undefined && Date.now() < until) {
-            if ((yield* discover(home)).state !== "absent") return
-            yield* Effect.sleep(poll)
-          }
-          if ((yield* discover(home)).state !== "absent") return
+          if ((yield* discover(home)).state !== "absent") return "present" as const
+          if (liveLockHolder(home.dir) !== undefined) return "held" as const
           return yield* launched.failure
-        })).pipe(Effect.uninterruptible)
+        }))
 
-      const unavailable = (home: ManagedHome, why: string) =>
+      /**
+       * Starts the home's daemon, or waits for the start already under way and shares its outcome.
+       * The start itself is not interruptible: a caller that goes away does not leave a
+       * half-started daemon for the next one to start beside.
+       */
+      const ensureStarted = (home: ManagedHome, config: HubConfig): Effect.Effect<StartOutcome, DaemonStartFailed> =>
+        Effect.suspend(() => {
+          const under = starting.get(home.name)
+          if (under !== undefined) return Deferred.await(under)
+          const outcome = Deferred.makeUnsafe<StartOutcome, DaemonStartFailed>()
+          starting.set(home.name, outcome)
+          return startOnce(home, config).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => Deferred.done(outcome, exit)),
+            Effect.ensuring(Effect.sync(() => starting.delete(home.name))),
+            Effect.uninterruptible,
+            Effect.andThen(Deferred.await(outcome))
+          )
+        })
+
+      const unavailable = (home: ManagedHome, why: string, prompt?: PreparedRequest["prompt"]) =>
         new DaemonUnavailable({
           name: home.name,
-          message: `The daemon of ${home.name} is unavailable: ${why}. Retry the same request (with the same client ` +
-            "message id); it resumes the home once the daemon's exit is confirmed",
+          message: `The daemon of ${home.name} is unavailable: ${why}. Retry the same request` + (
+            prompt === undefined
+              ? ""
+              : ` with client message id ${prompt.clientMessageId}${prompt.injected ? " (the hub gave it that id)" : ""}, which returns the same turn`
+          ) + "; the home is resumed once the daemon's exit is confirmed",
           retryAfterSeconds: retryWhileDecidingSeconds
         })
 
       const forward = makeForwarder()
 
-      const route = (name: string, received: RoutedRequest): Effect.Effect<RoutedResponse, RoutingError> =>
+      const route = (name: string, prepared: PreparedRequest): Effect.Effect<RoutedResponse, RoutingError> =>
         Effect.gen(function*() {
-          const request = withClientMessageId(received)
-          const mutation = startsDaemon(request)
+          const { mutation, prompt, request } = prepared
           const until = Date.now() + unavailableWait
           const waitOrGiveUp = (home: ManagedHome, why: string) =>
-            Date.now() > until ? Effect.fail(unavailable(home, why)) : Effect.sleep(poll)
+            Date.now() > until ? Effect.fail(unavailable(home, why, prompt)) : Effect.sleep(poll)
+          let starts = 0
           while (true) {
             const config = yield* readHubConfig(hubHome)
             const home = yield* homeNamed(config, name)
-            if (!isRead(request.method) && home.archived === true) {
-              return yield* new HomeArchived({
-                name,
-                message: `The home ${name} is archived: its data is kept and new work is refused (quiesce hub unarchive ${name})`
-              })
-            }
-            const found = yield* locate(home, verifiedInstances)
+            if (!isRead(request.method) && home.archived === true) return yield* archivedError(name)
+            const found = yield* locate(home, verifiedDaemons)
             switch (found.state) {
               case "incompatible":
-                return yield* new DaemonIncompatible({
-                  name,
-                  protocolVersion: found.identity.protocolVersion,
-                  message: `The daemon of ${name} (pid ${found.identity.pid}) speaks protocol ${found.identity.protocolVersion}, ` +
-                    `this hub ${daemonProtocolVersion}; it is left alone. Stop it explicitly, then resume the home`
-                })
+                return yield* incompatibleError(name, found.identity, "it is left alone: stop it explicitly, then resume the home")
               case "absent": {
-                if (isStopped(hubHome, name)) {
-                  return yield* new HomeStopped({
-                    name,
-                    message: `The home ${name} was force-stopped; start it again with: quiesce daemons resume ${name}`
-                  })
-                }
+                if (isStopped(hubHome, name)) return yield* stoppedError(name)
                 if (!mutation) {
                   return yield* new HomeRetired({
                     name,
@@ -391,30 +446,41 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
                       "mutation (a prompt, say) does"
                   })
                 }
-                yield* ensureStarted(home, config)
+                if (starts >= startsPerRequest) {
+                  return yield* unavailable(home, `its daemon was started ${starts} times and did not stay (see ${daemonLogFile(hubHome, name)})`, prompt)
+                }
+                const outcome = yield* ensureStarted(home, config)
+                if (outcome === "stopped") return yield* stoppedError(name)
+                if (outcome === "held") yield* waitOrGiveUp(home, "a process holds its home lock without a record (starting or exiting)")
+                if (outcome === "started") starts++
                 continue
               }
               case "unavailable":
-                if (!mutation) return yield* unavailable(home, found.reason)
+                if (!mutation) return yield* unavailable(home, found.reason, prompt)
                 yield* waitOrGiveUp(home, found.reason)
                 continue
               case "verified":
               case "running": {
-                const answer = yield* forward(found.daemon, request).pipe(Effect.result)
+                const answer = yield* forward(found.daemon, request, {
+                  responseTimeoutMillis: prompt?.waits === true ? undefined : responseTimeoutMillis
+                }).pipe(Effect.result)
                 if (answer._tag === "Failure") {
-                  const code = answer.failure.code
-                  // Refused: nothing reached the daemon. Otherwise only a repeatable request is sent again.
-                  if (mutation && (code === "ECONNREFUSED" || repeatable(request))) {
-                    yield* waitOrGiveUp(home, `the connection failed (${code ?? answer.failure.message})`)
+                  // Verified afresh next time: a daemon that stopped answering is not routed to on trust.
+                  verifiedDaemons.delete(home.dir)
+                  const why = `the request failed (${answer.failure.code ?? answer.failure.message})`
+                  // Refused: nothing reached the daemon. Otherwise only a prompt (it carries its id) is sent again.
+                  if (mutation && (answer.failure.code === "ECONNREFUSED" || prompt !== undefined)) {
+                    yield* waitOrGiveUp(home, why)
                     continue
                   }
-                  return yield* unavailable(home, `the connection failed (${code ?? answer.failure.message})`)
+                  return yield* unavailable(home, why, prompt)
                 }
                 const refusal = notAdmitted(answer.success)
                 if (!mutation || Option.isNone(refusal)) return answer.success
                 // A failed commit holds the daemon until an operator acts: its own answer says so.
                 if ((refusal.value.retryAfterSeconds ?? 0) > retryWhileDecidingSeconds) return answer.success
-                // Not admitted while it decides: wait for the outcome (it exits, or serves on), then again.
+                // Not admitted while it decides (or shuts down): wait for the outcome (it exits, or
+                // serves on), then again. A prompt it had accepted is a repeat by then.
                 yield* waitOrGiveUp(home, "it is retiring")
                 continue
               }
@@ -443,14 +509,9 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const retire = (name: string, identity: RenderedIdentity) =>
         Effect.gen(function*() {
           const home = yield* homeNamed(yield* readHubConfig(hubHome), name)
+          if (home.archived === true) return yield* archivedError(name)
           const { found } = yield* verified(home, identity)
-          if (found.state === "incompatible") {
-            return yield* new DaemonIncompatible({
-              name,
-              protocolVersion: found.identity.protocolVersion,
-              message: `The daemon of ${name} speaks protocol ${found.identity.protocolVersion}: it cannot be retired safely`
-            })
-          }
+          if (found.state === "incompatible") return yield* incompatibleError(name, found.identity, "it cannot be retired safely")
           if (found.state !== "running") return yield* unavailable(home, found.state === "unavailable" ? found.reason : "it is gone")
           return yield* daemonClient(found.daemon).pipe(
             Effect.flatMap((api) => api.daemon.retire()),
@@ -482,40 +543,41 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
                 "may be interrupted, and the home stays stopped until quiesce daemons resume"
             })
           }
-          const { current } = yield* verified(home, identity)
-          // Marked first: a mutation arriving while it stops must not start a replacement.
-          yield* markStopped(hubHome, name, current.pid)
-          yield* Effect.logWarning(`Force-stopping the daemon of ${name}`).pipe(Effect.annotateLogs({ pid: current.pid }))
-          signal(current.pid, "SIGTERM")
-          const deadline = Date.now() + stopGrace
-          while (recordedProcessAlive(current) && Date.now() < deadline) yield* Effect.sleep(poll)
-          const killed = recordedProcessAlive(current)
-          if (killed) {
-            // Its group when it leads one (every daemon a hub starts does); the process alone otherwise.
-            signal(groupLeader(current.pid) ? -current.pid : current.pid, "SIGKILL")
-            while (recordedProcessAlive(current)) yield* Effect.sleep(poll)
-          }
-          return { name, pid: current.pid, killed }
-        })
+          // Under the home's lane: no start runs while the identity is checked, marked and signalled.
+          return yield* laneOf(name).withPermit(Effect.gen(function*() {
+            const { current } = yield* verified(home, identity)
+            // Marked first: a mutation arriving while it stops must not start a replacement.
+            yield* markStopped(hubHome, name, current.pid)
+            yield* Effect.logWarning(`Force-stopping the daemon of ${name}`).pipe(Effect.annotateLogs({ pid: current.pid }))
+            signal(current.pid, "SIGTERM")
+            const graceEnds = Date.now() + stopGrace
+            while (recordedProcessAlive(current) && Date.now() < graceEnds) yield* Effect.sleep(poll)
+            const killed = recordedProcessAlive(current)
+            if (killed) {
+              // Its group when it leads one (every daemon a hub starts does); the process alone otherwise.
+              signal(groupLeader(current.pid) ? -current.pid : current.pid, "SIGKILL")
+              const killEnds = Date.now() + stopGrace
+              while (recordedProcessAlive(current) && Date.now() < killEnds) yield* Effect.sleep(poll)
+            }
+            return { name, pid: current.pid, killed, exited: !recordedProcessAlive(current) }
+          }))
+          // Once begun, a stop runs to its end even if the caller goes away.
+        }).pipe(Effect.uninterruptible)
 
       const resume = (name: string) =>
         Effect.gen(function*() {
           const config = yield* readHubConfig(hubHome)
           const home = yield* homeNamed(config, name)
-          if (home.archived === true) {
-            return yield* new HomeArchived({ name, message: `The home ${name} is archived (quiesce hub unarchive ${name})` })
-          }
-          yield* clearStopped(hubHome, name)
+          if (home.archived === true) return yield* archivedError(name)
           const found = yield* discover(home)
-          if (found.state === "incompatible") {
-            return yield* new DaemonIncompatible({
-              name,
-              protocolVersion: found.identity.protocolVersion,
-              message: `The daemon of ${name} speaks protocol ${found.identity.protocolVersion}; stop it before resuming`
-            })
-          }
+          if (found.state === "incompatible") return yield* incompatibleError(name, found.identity, "stop it before resuming")
           if (found.state === "unavailable") return yield* unavailable(home, found.reason)
-          if (found.state === "absent") yield* ensureStarted(home, config)
+          // The stop is lifted only once nothing stands in the way of the start.
+          yield* clearStopped(hubHome, name)
+          if (found.state === "absent") {
+            const outcome = yield* ensureStarted(home, config)
+            if (outcome === "held") return yield* unavailable(home, "a process holds its home lock without a record")
+          }
           return yield* rowFor(home)
         })
 

@@ -36,15 +36,15 @@ const isZombie = (state: string) => state === "Z" || state === "X"
 /** Whether the process the record names is the one that wrote it: alive, with the recorded start time. */
 export const recordedProcessAlive = (identity: DaemonIdentity): boolean => {
   const stat = readStat(identity.pid)
-  return stat !== undefined && !isZombie(stat.state) &&
-    (identity.startTime === null || stat.startTime === identity.startTime)
+  return stat !== undefined && !isZombie(stat.state) && identity.startTime !== null && stat.startTime === identity.startTime
 }
 
-/** Why a record's process is not the one that wrote it, or `undefined` when it is. */
+/** Why a record's process is not the one that wrote it (or cannot be shown to be), or `undefined` when it is. */
 const staleness = (identity: DaemonIdentity): string | undefined => {
+  if (identity.startTime === null) return `the record names no start time, so pid ${identity.pid} cannot be verified`
   const stat = readStat(identity.pid)
   if (stat === undefined || isZombie(stat.state)) return `the recorded process ${identity.pid} has exited`
-  if (identity.startTime !== null && stat.startTime !== identity.startTime) {
+  if (stat.startTime !== identity.startTime) {
     return `pid ${identity.pid} now belongs to another process (start time ${stat.startTime}, recorded ${identity.startTime})`
   }
   return undefined

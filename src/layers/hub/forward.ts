@@ -35,11 +35,24 @@ const codeOf = (error: Error) => "code" in error && typeof error.code === "strin
 
 const header = (value: string | ReadonlyArray<string> | undefined) => typeof value === "string" ? value : value?.[0]
 
+export interface ForwardOptions {
+  /** How long the whole answer may take; undefined: as long as it takes (a prompt waiting for its turn). */
+  readonly responseTimeoutMillis: number | undefined
+}
+
+/** How long connecting to a daemon may take (loopback: a daemon that does not accept is wedged or stopped). */
+const connectTimeoutMillis = 5_000
+
 export const makeForwarder = () => {
   const agent = new http.Agent({ keepAlive: true })
-  return (target: { readonly baseUrl: string; readonly token: string }, request: RoutedRequest) =>
+  return (target: { readonly baseUrl: string; readonly token: string }, request: RoutedRequest, options: ForwardOptions) =>
     Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
       const hasBody = request.method !== "GET" && request.method !== "HEAD"
+      const timeout = (what: string, millis: number) =>
+        setTimeout(() => {
+          outgoing.destroy()
+          resume(Effect.fail(new ForwardFailed({ message: `the daemon did not ${what} within ${millis} ms`, code: "ETIMEDOUT" })))
+        }, millis)
       const outgoing = http.request(`${target.baseUrl}${request.path}${request.search}`, {
         method: request.method,
         agent,
@@ -62,6 +75,18 @@ export const makeForwarder = () => {
           })))
       })
       outgoing.on("error", (error) => resume(Effect.fail(new ForwardFailed({ message: error.message, code: codeOf(error) }))))
+      const timers = [
+        ...(options.responseTimeoutMillis === undefined ? [] : [timeout("answer", options.responseTimeoutMillis)])
+      ]
+      // A kept-alive socket is connected already; a new one must connect in time.
+      outgoing.on("socket", (socket) => {
+        if (socket.connecting) {
+          const connecting = timeout("accept the connection", connectTimeoutMillis)
+          socket.once("connect", () => clearTimeout(connecting))
+          timers.push(connecting)
+        }
+      })
+      outgoing.on("close", () => timers.forEach(clearTimeout))
       outgoing.end(hasBody ? request.body : undefined)
       return Effect.sync(() => outgoing.destroy())
     })

@@ -154,6 +154,8 @@ export const clearStopped = (hubHome: string, name: string) =>
 /** Where a running hub listens, for the CLI: `<hub home>/hub.address.json`. No token. */
 export const HubAddress = Schema.Struct({
   pid: Schema.Number,
+  /** The hub process's start time (procfs): a client checks it before it sends the token. */
+  startTime: Schema.NullOr(Schema.Number),
   host: Schema.String,
   port: Schema.Number,
   instanceId: Schema.String

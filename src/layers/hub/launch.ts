@@ -5,11 +5,11 @@
  * is found through the `daemon.json` it writes once it is ready.
  */
 import { Effect, Option } from "effect"
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { DaemonStartFailed, type ManagedHome } from "../../domain/hub.ts"
-import { type DaemonIdentity, launchedByHubVariable } from "../../domain/retirement.ts"
+import { type DaemonIdentity, launchedByHubVariable, retiredExitCode } from "../../domain/retirement.ts"
 import { readRendezvous } from "../host/rendezvous.ts"
 import { daemonLogFile } from "./hubFiles.ts"
 
@@ -44,12 +44,13 @@ const endGroup = (pid: number) => {
 }
 
 /**
- * Starts the home's daemon and waits until its record names it. Fails with `DaemonStartFailed`
+ * Starts the home's daemon and waits until its record names it (or it has already retired: exit
+ * 75, "retired"). Fails with `DaemonStartFailed`
  * (the log's last lines in the message) when it exits first or is not ready in time; one that is
  * not ready in time is ended (this hub started it, and it never admitted anything).
  */
-export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdentity, DaemonStartFailed> =>
-  Effect.callback<DaemonIdentity, DaemonStartFailed>((resume) => {
+export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdentity | "retired", DaemonStartFailed> =>
+  Effect.callback<DaemonIdentity | "retired", DaemonStartFailed>((resume) => {
     const { home } = options
     const log = daemonLogFile(options.hubHome, home.name)
     const fail = (message: string) => resume(Effect.fail(new DaemonStartFailed({ name: home.name, message })))
@@ -64,12 +65,19 @@ export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdenti
       return
     }
     const args = [cliPath, "--home", home.dir, "daemon", "--port", "0", "--daemon-idle-timeout", options.idleTimeout]
-    const child = spawn(process.execPath, args, {
-      detached: true,
-      stdio: ["ignore", descriptor, descriptor],
-      env: { ...process.env, [launchedByHubVariable]: "1" }
-    })
-    fs.closeSync(descriptor)
+    let child: ChildProcess
+    try {
+      child = spawn(process.execPath, args, {
+        detached: true,
+        stdio: ["ignore", descriptor, descriptor],
+        env: { ...process.env, [launchedByHubVariable]: "1" }
+      })
+    } catch (error) {
+      fail(`Cannot start the daemon of ${home.name}: ${error instanceof Error ? error.message : String(error)}`)
+      return
+    } finally {
+      fs.closeSync(descriptor)
+    }
     // The hub's event loop must not wait for its daemons, nor they for it.
     child.unref()
     let settled = false
@@ -86,6 +94,8 @@ export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdenti
     child.once("exit", (code, signal) => {
       if (settled) return
       settle()
+      // Ready, and already retired (a very short idle timeout): a clean exit, not a failure.
+      if (code === retiredExitCode) return resume(Effect.succeed("retired"))
       fail(
         `The daemon of ${home.name} (${home.dir}) exited before it was ready (${
           signal === null ? `exit code ${code}` : signal
