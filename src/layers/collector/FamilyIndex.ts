@@ -11,6 +11,8 @@ export interface FamilyIndex {
   readonly members: (position: number) => ReadonlyArray<number>
   /** How many live ancestors the runtime has; roots of families are at depth 0. */
   readonly depth: (position: number) => number
+  /** The runtime's live parent's position, or -1. */
+  readonly parentOf: (position: number) => number
   /**
    * For each position, a family member at which `marked` holds (the runtime itself first), or
    * -1 when no member is marked. One upward walk per marked runtime, stopping at the first
@@ -105,7 +107,7 @@ export const indexFamilies = (snapshot: ReadonlyArray<RuntimeCandidate>): Family
     return witness
   }
 
-  return { size, members, depth, propagate }
+  return { size, members, depth, parentOf: (position) => parent[position]!, propagate }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Cause, Clock, Deferred, Effect, Option, Schedule, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Option, Schedule, type Scope, Semaphore } from "effect"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { type CollectionError, RuntimeCloseFailed, RuntimeNotFound } from "../../domain/errors.ts"
@@ -185,14 +185,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const probedBy = index.propagate((i) => snapshot[i]!.canStopRuntime !== undefined)
 
       const failures: Array<SweepFailure> = []
-      const toProbe: Array<number> = []
-      const toClose: Array<number> = []
-      const consider = (position: number, at: number) => {
-        const idleSince = clocks.observeClear(snapshot[position]!, at)
-        if (decision.ignoreIdlePeriod || at - idleSince >= settings.idlePeriodMillis) {
-          toClose.push(position)
-        }
-      }
+      const collected: Array<CollectedRuntime> = []
+      // Families that go on: with a probe to ask, or clear and idle long enough to close.
+      const pending: Array<{ readonly position: number; readonly probe: boolean }> = []
+      const idleEnough = (root: RuntimeCandidate, at: number) =>
+        decision.ignoreIdlePeriod || at - clocks.observeClear(root, at) >= settings.idlePeriodMillis
 
       const roots = decision.roots
       const rootCount = roots === undefined ? snapshot.length : roots.length
@@ -205,73 +202,97 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           clocks.retain(root, startedAt)
           retained.add(own[witness]!.kind)
           yield* logRetention(root, own[witness]!.kind, snapshot[witness]!)
-        } else if (probedBy[position] !== -1) toProbe.push(position)
-        else consider(position, startedAt)
+        } else if (probedBy[position] !== -1) pending.push({ position, probe: true })
+        // The hot path of a large sweep: clear, nothing to ask, and (mostly) not idle long enough.
+        else if (idleEnough(root, startedAt)) pending.push({ position, probe: false })
+      }
+      if (pending.length === 0) return emptySweepReport
+
+      // One probe per runtime per decision, shared by every family it belongs to.
+      const probes = new Map<number, Deferred.Deferred<ProbeVerdict>>()
+      const probeOf = (member: number, check: NonNullable<RuntimeCandidate["canStopRuntime"]>) => {
+        const known = probes.get(member)
+        if (known !== undefined) return Deferred.await(known)
+        const done = Deferred.makeUnsafe<ProbeVerdict>()
+        probes.set(member, done)
+        const candidate = snapshot[member]!
+        return runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
+          Effect.map(({ observation, verdict }) => {
+            lastProbes.set(candidate.identity, observation)
+            return verdict
+          }),
+          Effect.onExit((exit) => Deferred.done(done, exit))
+        )
+      }
+      // Within a family the members are asked in turn and the first veto stops the rest.
+      const familyVerdict = Effect.fnUntraced(function*(position: number) {
+        for (const member of index.members(position)) {
+          const check = snapshot[member]!.canStopRuntime
+          if (check === undefined) continue
+          const verdict = yield* probeOf(member, check)
+          if (verdict._tag !== "Permitted") return { member, verdict }
+        }
+        return undefined
+      })
+      // A probe that failed is reported once, however many families hold the runtime.
+      const reportedFailures = new Set<number>()
+
+      // Each family goes on as soon as its own verdict is in, so a hung probe delays only the
+      // families it belongs to (X4). A close still waits for the families of its ancestors decided
+      // in this pass, so that a parent's revalidation sees the family it was decided on.
+      const settled = new Map<number, Deferred.Deferred<void>>()
+      for (const { position } of pending) settled.set(position, Deferred.makeUnsafe<void>())
+      const ancestorsPending = (position: number) => {
+        const out: Array<Deferred.Deferred<void>> = []
+        let at = index.parentOf(position)
+        // Bounded, should parent labels form a cycle.
+        for (let steps = 0; at !== -1 && steps < snapshot.length; steps++) {
+          const ancestor = settled.get(at)
+          if (ancestor !== undefined) out.push(ancestor)
+          at = index.parentOf(at)
+        }
+        return out
       }
 
-      if (toProbe.length > 0) {
-        // One probe per runtime per decision, shared by every family it belongs to.
-        const probes = new Map<number, Deferred.Deferred<ProbeVerdict>>()
-        const probeOf = (member: number, check: NonNullable<RuntimeCandidate["canStopRuntime"]>) => {
-          const pending = probes.get(member)
-          if (pending !== undefined) return Deferred.await(pending)
-          const done = Deferred.makeUnsafe<ProbeVerdict>()
-          probes.set(member, done)
-          const candidate = snapshot[member]!
-          return runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
-            Effect.map(({ observation, verdict }) => {
-              lastProbes.set(candidate.identity, observation)
-              return verdict
-            }),
-            Effect.onExit((exit) => Deferred.done(done, exit))
-          )
+      const decideFamily = Effect.fnUntraced(function*(position: number, probe: boolean) {
+        const root = snapshot[position]!
+        let at = startedAt
+        if (probe) {
+          const found = yield* familyVerdict(position)
+          at = yield* Clock.currentTimeMillis
+          if (found !== undefined) {
+            clocks.retain(root, at)
+            if (found.verdict._tag === "Failed") {
+              retained.add("probe-failure")
+              if (reportedFailures.has(found.member)) return
+              reportedFailures.add(found.member)
+              const agentId = snapshot[found.member]!.agentId
+              failures.push({ agentId, error: found.verdict.error })
+              yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
+                Effect.annotateLogs({ agentId, error: found.verdict.error.message })
+              )
+            } else {
+              retained.add("veto")
+              yield* logRetention(root, "veto", snapshot[found.member]!)
+            }
+            return
+          }
+          if (!idleEnough(root, at)) return
         }
-        // Within a family the members are asked in turn and the first veto stops the rest.
-        const familyVerdict = Effect.fnUntraced(function*(position: number) {
-          for (const member of index.members(position)) {
-            const check = snapshot[member]!.canStopRuntime
-            if (check === undefined) continue
-            const verdict = yield* probeOf(member, check)
-            if (verdict._tag !== "Permitted") return { member, verdict }
-          }
-          return undefined
-        })
-        const verdicts = yield* Effect.forEach(toProbe, familyVerdict, { concurrency: settings.probeConcurrency })
-        const probedAt = yield* Clock.currentTimeMillis
-        for (let k = 0; k < toProbe.length; k++) {
-          const position = toProbe[k]!
-          const root = snapshot[position]!
-          const found = verdicts[k]
-          if (found === undefined) {
-            consider(position, probedAt)
-            continue
-          }
-          clocks.retain(root, probedAt)
-          if (found.verdict._tag === "Failed") {
-            failures.push({ agentId: root.agentId, error: found.verdict.error })
-            yield* Effect.logWarning("Idle runtime cleanup failed").pipe(
-              Effect.annotateLogs({ agentId: root.agentId, error: found.verdict.error.message })
-            )
-            retained.add("probe-failure")
-          } else {
-            retained.add("veto")
-            yield* logRetention(root, "veto", snapshot[found.member]!)
-          }
-        }
-      }
+        yield* Effect.forEach(ancestorsPending(position), Deferred.await, { discard: true })
+        const outcome = yield* closeRuntime(snapshot, index, position, decision.ignoreCallerProtection === true)
+        if (outcome._tag === "Collected") collected.push(outcome.entry)
+        else if (outcome._tag === "Failed") failures.push(outcome.failure)
+      })
 
-      const collected: Array<CollectedRuntime> = []
-      if (toClose.length > 0) {
-        for (const level of byDepth(toClose, index)) {
-          const outcomes = yield* Effect.forEach(level, (position) => closeRuntime(snapshot, index, position, decision.ignoreCallerProtection === true), {
-            concurrency: settings.probeConcurrency
-          })
-          for (const outcome of outcomes) {
-            if (outcome._tag === "Collected") collected.push(outcome.entry)
-            else if (outcome._tag === "Failed") failures.push(outcome.failure)
-          }
-        }
-      }
+      // Ancestors first: a family waits only on ancestors that started before it, so the bounded
+      // concurrency never leaves a waiting family without the one it waits for running.
+      const ordered = [...pending].sort((a, b) => index.depth(a.position) - index.depth(b.position))
+      yield* Effect.forEach(
+        ordered,
+        ({ position, probe }) => decideFamily(position, probe).pipe(Effect.ensuring(Deferred.done(settled.get(position)!, Exit.void))),
+        { concurrency: settings.probeConcurrency, discard: true }
+      )
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
     }).pipe(Effect.ensuring(retained.flush))
 
@@ -434,12 +455,3 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   return { sweep, collectNow, explain, retirementBlockers, releaseAll }
 })
 
-/** Groups positions by family depth, shallowest first, keeping snapshot order inside a level. */
-const byDepth = (positions: ReadonlyArray<number>, index: FamilyIndex): ReadonlyArray<ReadonlyArray<number>> => {
-  const levels: Array<Array<number>> = []
-  for (const position of positions) {
-    const depth = index.depth(position)
-    ;(levels[depth] ??= []).push(position)
-  }
-  return levels.filter((level) => level !== undefined)
-}

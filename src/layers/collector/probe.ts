@@ -19,7 +19,7 @@ const vetoed: ProbeVerdict = { _tag: "Vetoed" }
  * The probe runs in a fiber of its own so that the timeout never waits for a probe that is slow
  * to give up: a timed-out probe is interrupted in the background and its late answer is never
  * seen. If the caller is interrupted (the collector's scope closes), the probe is interrupted and
- * awaited.
+ * awaited for up to the probe timeout; one that ignores its interruption is abandoned and logged.
  */
 export const runProbe = (
   candidate: RuntimeCandidate,
@@ -31,7 +31,20 @@ export const runProbe = (
     const probe = yield* Effect.forkDetach(Effect.exit(check))
     const answer = yield* Fiber.join(probe).pipe(
       Effect.timeoutOption(timeoutMillis),
-      Effect.onInterrupt(() => Fiber.interrupt(probe))
+      // A probe that ignores its interruption is abandoned after the probe timeout, not awaited
+      // forever: closing the collector must not hang on a provider.
+      Effect.onInterrupt(() =>
+        Fiber.interrupt(probe).pipe(
+          Effect.timeoutOption(timeoutMillis),
+          Effect.flatMap((ended) =>
+            Option.isSome(ended)
+              ? Effect.void
+              : Effect.logWarning("A runtime's safety probe ignored its interruption; abandoned").pipe(
+                Effect.annotateLogs({ agentId: candidate.agentId })
+              )
+          )
+        )
+      )
     )
     let verdict: ProbeVerdict
     if (Option.isNone(answer)) {

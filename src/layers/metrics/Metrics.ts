@@ -5,7 +5,8 @@
  * default one registry per process). Update them through the helpers below, which reuse one
  * attributed metric per label value instead of building one per update.
  */
-import { Effect, Metric } from "effect"
+import { Context, Effect, Metric } from "effect"
+import { PrometheusMetrics } from "effect/observability"
 import type { BlockerKind } from "../../domain/blocker.ts"
 
 /** Why a runtime stayed resident in a decision: a baseline blocker, a provider veto, or a failure. */
@@ -117,124 +118,30 @@ export const recordReleasedBytes = (bytes: number): Effect.Effect<void> =>
   bytes > 0 && Number.isFinite(bytes) ? Metric.update(releasedBytes, bytes) : Effect.void
 
 // ---------------------------------------------------------------------------------------------
-// Prometheus text exposition format 0.0.4
+// Prometheus text exposition format
 
 const prefix = "quiesce_"
 
 /** Series without labels are shown from the start (at zero), as Prometheus clients do. */
 const unlabelled: ReadonlyArray<Metric.Metric<never, unknown>> = [sweeps, probeDuration, residentRuntimes, releasedBytes]
 
-const sanitizeName = (name: string): string => {
-  const replaced = name.replace(/[^a-zA-Z0-9_:]/g, "_")
-  return /^[0-9]/.test(replaced) ? `_${replaced}` : replaced
-}
+const seriesKey = (attributes: Metric.Metric.AttributeSet | undefined) =>
+  Object.entries(attributes ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}=${v}`).join(",")
 
-const sanitizeLabelName = (name: string): string => {
-  const replaced = name.replace(/[^a-zA-Z0-9_]/g, "_")
-  return /^[0-9]/.test(replaced) ? `_${replaced}` : replaced
-}
-
-const escapeLabelValue = (value: string): string =>
-  value.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/\n/g, "\\n")
-
-const escapeHelp = (text: string): string => text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
-
-const formatNumber = (value: number | bigint): string => {
-  if (typeof value === "bigint") return value.toString()
-  if (Number.isNaN(value)) return "NaN"
-  if (value === Number.POSITIVE_INFINITY) return "+Inf"
-  if (value === Number.NEGATIVE_INFINITY) return "-Inf"
-  return String(value)
-}
-
-const formatLabels = (labels: ReadonlyArray<readonly [string, string]>): string =>
-  labels.length === 0 ? "" : `{${labels.map(([k, v]) => `${sanitizeLabelName(k)}="${escapeLabelValue(v)}"`).join(",")}}`
-
-const sortedLabels = (attributes: Metric.Metric.AttributeSet | undefined): ReadonlyArray<readonly [string, string]> =>
-  Object.entries(attributes ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-
-const typeName = (type: Metric.Metric.Type): string => {
-  switch (type) {
-    case "Counter":
-    case "Frequency":
-      return "counter"
-    case "Gauge":
-      return "gauge"
-    case "Histogram":
-      return "histogram"
-    case "Summary":
-      return "summary"
-  }
-}
-
-const renderSeries = (name: string, snapshot: Metric.Metric.Snapshot, lines: Array<string>): void => {
-  const labels = sortedLabels(snapshot.attributes)
-  switch (snapshot.type) {
-    case "Counter":
-      lines.push(`${name}${formatLabels(labels)} ${formatNumber(snapshot.state.count)}`)
-      return
-    case "Gauge":
-      lines.push(`${name}${formatLabels(labels)} ${formatNumber(snapshot.state.value)}`)
-      return
-    case "Frequency": {
-      const words = [...snapshot.state.occurrences].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      for (const [word, count] of words) {
-        lines.push(`${name}${formatLabels([...labels, ["key", word]])} ${formatNumber(count)}`)
-      }
-      return
-    }
-    case "Histogram": {
-      const state = snapshot.state
-      let sawInfinity = false
-      for (const [boundary, cumulative] of state.buckets) {
-        if (boundary === Number.POSITIVE_INFINITY) sawInfinity = true
-        lines.push(`${name}_bucket${formatLabels([...labels, ["le", formatNumber(boundary)]])} ${cumulative}`)
-      }
-      if (!sawInfinity) lines.push(`${name}_bucket${formatLabels([...labels, ["le", "+Inf"]])} ${state.count}`)
-      lines.push(`${name}_sum${formatLabels(labels)} ${formatNumber(state.sum)}`)
-      lines.push(`${name}_count${formatLabels(labels)} ${state.count}`)
-      return
-    }
-    case "Summary": {
-      const state = snapshot.state
-      for (const [quantile, value] of state.quantiles) {
-        lines.push(
-          `${name}${formatLabels([...labels, ["quantile", formatNumber(quantile)]])} ${formatNumber(value ?? Number.NaN)}`
-        )
-      }
-      lines.push(`${name}_sum${formatLabels(labels)} ${formatNumber(state.sum)}`)
-      lines.push(`${name}_count${formatLabels(labels)} ${state.count}`)
-      return
-    }
-  }
-}
-
-/** Renders metric snapshots (those named `quiesce_*`) in the Prometheus text format, families sorted by name. */
-export const renderSnapshots = (snapshots: ReadonlyArray<Metric.Metric.Snapshot>): string => {
-  const families = new Map<string, Array<Metric.Metric.Snapshot>>()
-  for (const snapshot of snapshots) {
-    if (!snapshot.id.startsWith(prefix)) continue
-    const family = families.get(snapshot.id)
-    if (family === undefined) families.set(snapshot.id, [snapshot])
-    else family.push(snapshot)
-  }
-  const lines: Array<string> = []
-  for (const id of [...families.keys()].sort()) {
-    const family = families.get(id)!
-    const name = sanitizeName(id)
-    const description = family.find((snapshot) => snapshot.description !== undefined)?.description
-    if (description !== undefined) lines.push(`# HELP ${name} ${escapeHelp(description)}`)
-    lines.push(`# TYPE ${name} ${typeName(family[0]!.type)}`)
-    const ordered = family
-      .map((snapshot) => ({ snapshot, key: formatLabels(sortedLabels(snapshot.attributes)) }))
-      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-    for (const { snapshot } of ordered) renderSeries(name, snapshot, lines)
-  }
-  return lines.length === 0 ? "" : `${lines.join("\n")}\n`
-}
-
-/** The `quiesce_*` metrics of the current registry in the Prometheus text exposition format. */
-export const renderPrometheus: Effect.Effect<string> = Effect.forEach(unlabelled, Metric.value, { discard: true }).pipe(
-  Effect.andThen(Metric.snapshot),
-  Effect.map(renderSnapshots)
-)
+/**
+ * The `quiesce_*` metrics of the current registry in the Prometheus text exposition format, by
+ * effect's own renderer (`PrometheusMetrics`) over the registry's entries of ours.
+ */
+export const renderPrometheus: Effect.Effect<string> = Effect.gen(function*() {
+  yield* Effect.forEach(unlabelled, Metric.value, { discard: true })
+  const context = yield* Effect.context<never>()
+  const registry = Context.get(context, Metric.MetricRegistry)
+  // Families sorted by name and series by their labels, so the text is stable between scrapes.
+  const sorted = [...registry]
+    .filter(([, entry]) => entry.id.startsWith(prefix))
+    .map(([key, entry]) => ({ key, entry, order: `${entry.id}\u0000${seriesKey(entry.attributes)}` }))
+    .sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0))
+  const ours = new Map<string, (typeof sorted)[number]["entry"]>()
+  for (const { entry, key } of sorted) ours.set(key, entry)
+  return PrometheusMetrics.formatUnsafe(Context.add(context, Metric.MetricRegistry, ours))
+})

@@ -220,6 +220,28 @@ describe("RuntimeCollector: the tick loop and its scope", () => {
       assert.deepStrictEqual(yield* collector.sweep, { collected: [], failures: [] }, "a closed collector sweeps nothing")
     }))
 
+  it.effect("closing the scope returns within the probe timeout when a probe ignores its interruption (X4)", () =>
+    Effect.gen(function*() {
+      const runtimes = new FakeRuntimes()
+      const runtime = runtimes.add("agent")
+      const started = yield* Deferred.make<void>()
+      runtime.probe = Deferred.succeed(started, undefined).pipe(Effect.andThen(Effect.never), Effect.uninterruptible)
+      const scope = yield* Scope.make()
+      yield* makeRuntimeCollector({ tickInterval: "1 minute" }).pipe(
+        Effect.provideService(RuntimeCandidates, runtimes.service),
+        Effect.provideService(CallerProtection, new FakeCallerProtection().service),
+        Scope.provide(scope)
+      )
+      yield* TestClock.setTime(minutes(61))
+      yield* Deferred.await(started)
+      const closing = yield* Scope.close(scope, Exit.void).pipe(Effect.forkChild)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.isUndefined(closing.pollUnsafe(), "the probe is given its timeout to end")
+      yield* TestClock.adjust("10 seconds")
+      yield* Fiber.join(closing)
+      assert.isFalse(runtime.closed)
+    }))
+
   it.effect("a close that has begun is never interrupted and is awaited by scope closure", () =>
     Effect.gen(function*() {
       const runtimes = new FakeRuntimes()
@@ -346,6 +368,57 @@ describe("RuntimeCollector: sweeps", () => {
       assert.deepStrictEqual(report.failures.map((failure) => failure.error._tag), ["RuntimeProbeTimedOut"])
     }))
 
+  it.effect("a hung probe delays no other family: the others are closed while it still waits (X4)", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      const hung = yield* heldProbe()
+      s.runtime.probe = hung.probe
+      const others = ["one", "two", "three"].map((name) => {
+        const other = s.runtimes.add(name)
+        other.probe = always(true)
+        return other
+      })
+      yield* TestClock.setTime(minutes(61))
+      const sweeping = yield* s.collector.sweep.pipe(Effect.forkChild)
+      yield* Deferred.await(hung.started)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.isTrue(others.every((other) => other.closed), "released before the hung probe's timeout")
+      assert.isUndefined(sweeping.pollUnsafe(), "the sweep still waits for the hung probe")
+      yield* TestClock.adjust("10 seconds")
+      const report = yield* Fiber.join(sweeping)
+      assert.sameMembers(report.collected.map((entry) => entry.agentId), ["one", "two", "three"])
+      assert.isFalse(s.runtime.closed)
+    }))
+
+  it.effect("a child's probe failure is reported once per sweep, not once per family that holds it", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      s.runtime.probe = always(true)
+      const child = s.runtimes.add("child", { parentAgentId: "agent" })
+      child.probe = Effect.fail(new RuntimeProbeFailed({ agentId: "child", message: "no answer" }))
+      const report = yield* s.sweepAt(61)
+      assert.deepStrictEqual(report.collected, [])
+      assert.deepStrictEqual(report.failures.map((failure) => failure.agentId), ["child"])
+      assert.isFalse(s.runtime.closed)
+      assert.isFalse(child.closed)
+    }))
+
+  it.effect("a parent and its child decided in one sweep close parent first, each once", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      const held = yield* heldProbe()
+      s.runtime.probe = held.probe
+      const child = s.runtimes.add("child", { parentAgentId: "agent" })
+      child.probe = always(true)
+      const sweeping = yield* s.sweepAt(61).pipe(Effect.forkChild)
+      yield* Deferred.await(held.started)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.isFalse(child.closed, "the child waits for its parent's family to be decided")
+      yield* Deferred.succeed(held.answer, true)
+      const report = yield* Fiber.join(sweeping)
+      assert.deepStrictEqual(report.collected.map((entry) => entry.agentId), ["agent", "child"])
+    }))
+
   it.effect("a probe defect is a typed failure that retains the runtime", () =>
     Effect.gen(function*() {
       const s = yield* scenario()
@@ -407,12 +480,14 @@ describe("RuntimeCollector: sweeps", () => {
       broken.probe = Effect.fail(new RuntimeProbeFailed({ agentId: "broken", message: "no answer" }))
       yield* s.sweepAt(60)
       const seen = entries.map((entry) => [entry.level, entry.message, entry.annotations["agentId"]])
-      assert.deepStrictEqual(seen, [
+      // Families are decided concurrently: the lines, not their order.
+      assert.sameDeepMembers(seen, [
         ["Debug", "Idle runtime retained", "busy"],
         ["Warn", "Idle runtime cleanup failed", "broken"],
         ["Info", "Collected idle agent runtime", "agent"]
       ])
-      assert.strictEqual(entries[0]!.annotations["reason"], "foreground-turn")
+      assert.lengthOf(seen, 3)
+      assert.strictEqual(entries.find((entry) => entry.level === "Debug")!.annotations["reason"], "foreground-turn")
       assert.isFalse(busy.closed)
     }).pipe(recordingLogs(entries))
   })

@@ -92,23 +92,18 @@ describe("Metrics.renderPrometheus", () => {
       assert.notInclude(lines.join("\n"), "quiesce_collections_total{")
     })))
 
-  it("escapes label values and help text", () => {
-    const text = Metrics.renderSnapshots([
-      {
-        id: "quiesce_test_total",
-        type: "Counter",
-        description: "a \\ back\nslash",
-        attributes: { "bad-name": "say \"hi\"\\\nbye" },
-        state: { count: 3, incremental: true }
-      }
-    ])
-    assert.deepStrictEqual(linesOf(text), [
-      "# HELP quiesce_test_total a \\\\ back\\nslash",
-      "# TYPE quiesce_test_total counter",
-      "quiesce_test_total{bad_name=\"say \\\"hi\\\"\\\\\\nbye\"} 3",
-      ""
-    ])
-  })
+  it.effect("escapes label values and help text", () =>
+    isolated(Effect.gen(function*() {
+      const odd = Metric.counter("quiesce_test_total", { description: "a \\ back\nslash", incremental: true })
+      yield* Metric.update(Metric.withAttributes(odd, { "bad-name": "say \"hi\"\\\nbye" }), 3)
+      const text = yield* Metrics.renderPrometheus
+      const family = linesOf(text).filter((line) => line.includes("quiesce_test_total"))
+      assert.deepStrictEqual(family, [
+        "# HELP quiesce_test_total a \\\\ back\\nslash",
+        "# TYPE quiesce_test_total counter",
+        "quiesce_test_total{bad_name=\"say \\\"hi\\\"\\\\\\nbye\"} 3"
+      ])
+    })))
 })
 
 describe("collector instrumentation", () => {
