@@ -140,6 +140,7 @@ const Providers = Schema.Record(Schema.String, ProviderConfig).check(
 
 /** The whole configuration file. Unknown keys are errors, so a typo never goes unnoticed. */
 export const QuiesceConfig = Schema.Struct({
+  $schema: Schema.optionalKey(Schema.String.pipe(Schema.annotate({ description: "The JSON Schema this file follows, for editors." }))),
   agents: AgentsConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
   daemon: DaemonConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
   providers: Providers.pipe(

@@ -208,3 +208,12 @@ export class PluginProtocolError extends Schema.TaggedError<PluginProtocolError>
   provider: Schema.String,
   message: Schema.String
 }) {}
+
+/** An agent's working directory is not an existing directory. */
+export class WorkingDirectoryNotFound extends Schema.TaggedError<WorkingDirectoryNotFound>()("WorkingDirectoryNotFound", {
+  cwd: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (cwd: string, why: string) =>
+    new WorkingDirectoryNotFound({ cwd, message: `The working directory ${cwd} ${why}` })
+}

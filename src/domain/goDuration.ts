@@ -56,7 +56,13 @@ export const formatGoDuration = (duration: Duration.Duration): string => {
  * A non-negative Go-style duration string decoded to a `Duration` ("0s" is zero, which callers
  * treat as "disabled"). Negative and malformed values fail with a readable message.
  */
-export const GoDuration = Schema.String.pipe(
+/** What a non-negative Go duration looks like, for the JSON Schema (decoding gives the precise message). */
+export const goDurationPattern = "^\\+?(0|((\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))+)$"
+
+export const GoDuration = Schema.String.check(
+  // Documents the shape only: every string passes here, so decoding reports its own message.
+  Schema.makeFilter(() => true, { toJsonSchema: () => ({ pattern: goDurationPattern }) })
+).pipe(
   Schema.decodeTo(
     Schema.Duration,
     SchemaTransformation.transformEffect<Duration.Duration, string>({

@@ -14,10 +14,10 @@ import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
 import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
-import { removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
+import { readRendezvous, removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
 import { type DaemonIdentity, daemonProtocolVersion, launchedByHubVariable, retiredExitCode } from "../domain/retirement.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
-import { packageVersion } from "./version.ts"
+import { packageVersion } from "../domain/version.ts"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
@@ -173,12 +173,6 @@ const daemon = Command.make(
 
 // ---- talking to a daemon -----------------------------------------------------------------------
 
-const DaemonAddress = Schema.fromJsonString(Schema.Struct({ host: Schema.String, port: Schema.Number }))
-const decodeDaemonAddress = Schema.decodeUnknownOption(DaemonAddress)
-
-/** Where the home's running daemon listens, if one wrote it. */
-const readDaemonAddress = (file: string) =>
-  fs.existsSync(file) ? Option.getOrUndefined(decodeDaemonAddress(fs.readFileSync(file, "utf8"))) : undefined
 
 /** Reads a token file for a client; the message says what to do when it is unusable. */
 const readClientToken = (tokenFile: string, restart: string) =>
@@ -232,14 +226,26 @@ const client = Effect.gen(function*() {
     })
   }
   const root = path.resolve(yield* homeDirectory)
-  const config = yield* loadConfig(path.join(root, "config.json"))
+  // The daemon's record says where it listens; it counts only while its process lives.
+  const record = readRendezvous(root)
+  const alive = Option.isSome(record) && record.value.startTime !== null &&
+    readStat(record.value.pid)?.startTime === record.value.startTime
+  if (Option.isNone(record) || !alive) {
+    return yield* new UsageError({
+      message: `No daemon is running for ${root}${
+        Option.isSome(record) ? ` (its record names pid ${record.value.pid}, which has exited)` : ""
+      }. Start one with: quiesce --home ${root} daemon`
+    })
+  }
+  const listening = record.value
   const tokenFile = path.join(root, "token")
   if (!fs.existsSync(tokenFile)) {
-    return yield* new UsageError({ message: `No daemon has run in ${root} (no token). Start one with: quiesce daemon` })
+    return yield* new UsageError({
+      message: `The API token file ${tokenFile} was deleted while the daemon (pid ${listening.pid}) runs. ` +
+        `Restart the daemon (quiesce --home ${root} daemon) to have a new one made`
+    })
   }
   const token = yield* readClientToken(tokenFile, "restart the daemon")
-  const running = readDaemonAddress(path.join(root, "daemon.json"))
-  const listening = running ?? { host: config.daemon.host, port: config.daemon.port }
   const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
   return yield* HttpApiClient.make(QuiesceApiViaHub, {
     baseUrl: `http://${host}:${listening.port}`,
@@ -410,11 +416,30 @@ const runtimes = Command.make(
   })
 ).pipe(Command.withDescription("Every resident runtime, and why it is still resident"))
 
+/** A collect that released nothing, told to the user: why, exit code 1. */
+class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefused", { message: Schema.String }) {}
+
 const collect = Command.make(
   "collect",
   { agent: Argument.String("agent") },
-  ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.collect({ params: { id: agent } }), printJson))
-).pipe(Command.withDescription("Release one runtime now if nothing would be lost"))
+  Effect.fn(function*({ agent }) {
+    const api = yield* client
+    const result = yield* api.runtimes.collect({ params: { id: agent } })
+    yield* printJson(result)
+    if (result.outcome === "collected") return
+    const why = result.outcome === "failed"
+      ? `it failed: ${result.error?.message ?? "no reason given"}`
+      : [
+        ...(result.blockers ?? []).map((b) => `${b.kind}${b.agentId === agent ? "" : ` (${b.agentId})`}`),
+        ...(result.lastProbe === undefined || result.lastProbe === null || result.lastProbe.outcome === "permitted"
+          ? []
+          : [`${result.lastProbe.outcome} by ${result.lastProbe.agentId}${
+            result.lastProbe.message === undefined ? "" : `: ${result.lastProbe.message}`
+          }`])
+      ].join(", ") || `it is ${result.state ?? "not releasable"}`
+    return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
+  })
+).pipe(Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1"))
 
 const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
   Command.withDescription("Run one sweep now")

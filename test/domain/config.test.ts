@@ -87,6 +87,23 @@ describe("configuration file", () => {
   }
 })
 
+describe("config.json for editors", () => {
+  it.effect("may name its JSON Schema ($schema)", () =>
+    Effect.gen(function*() {
+      const config = yield* decodeConfigJson(`{"$schema":"../schemas/config.schema.json"}`)
+      assert.strictEqual(config.$schema, "../schemas/config.schema.json")
+    }))
+
+  it("the JSON Schema gives every duration the shape of a Go duration", () => {
+    const text = JSON.stringify(configJsonSchema())
+    const pattern = /"pattern":"([^"\\]*(?:\\.[^"\\]*)*)"/.exec(text)
+    assert.isNotNull(pattern)
+    const durations = new RegExp(JSON.parse(`"${pattern![1]}"`))
+    for (const good of ["1h", "1h30m", "250ms", "0s", "0", "1.5h"]) assert.isTrue(durations.test(good), good)
+    for (const bad of ["-5m", "soon", "", "1 h"]) assert.isFalse(durations.test(bad), bad)
+  })
+})
+
 describe("schemas/config.schema.json", () => {
   it("is what the configuration Schema generates (npm run schema rewrites it)", () => {
     const committed: unknown = JSON.parse(readFileSync(new URL("../../schemas/config.schema.json", import.meta.url), "utf8"))

@@ -3,7 +3,8 @@
  * HTTP API and the CLI. Time is real, so every wait polls with a bound.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { readFileSync, writeFileSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
@@ -122,4 +123,41 @@ describe("the daemon end to end", () => {
     expect(resumed.body).toMatchObject({ resumed: true, sessionId })
     expect(resumed.body.output).toContain("after restart")
   }, 60_000)
+
+  it("the CLI says plainly that no daemon runs, that the token was deleted, and that a cwd does not exist", async () => {
+    const home = newHome()
+    const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+    const none = spawnSync(process.execPath, [cli, "--home", home, "agents", "list"], { encoding: "utf8", timeout: 20_000 })
+    expect(none.status).toBe(1)
+    expect(none.stderr.trim()).toBe(`quiesce: No daemon is running for ${home}. Start one with: quiesce --home ${home} daemon`)
+
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const badCwd = runCli(daemon, "agents", "create", "--cwd", join(home, "nowhere"))
+    expect(badCwd.status).toBe(1)
+    expect(badCwd.stderr).toContain(`The working directory ${join(home, "nowhere")} does not exist`)
+
+    rmSync(join(home, "token"))
+    const noToken = runCli(daemon, "agents", "list")
+    expect(noToken.status).toBe(1)
+    expect(noToken.stderr).toContain("was deleted while the daemon")
+  }, 30_000)
+
+  it("collect says why a runtime was kept and exits 1; a released one exits 0", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const created = runCli(daemon, "agents", "create", "--cwd", daemon.home)
+    expect(created.status, created.stderr).toBe(0)
+    const agentId = JSON.parse(created.stdout).agentId
+    expect(runCli(daemon, "prompt", agentId, "sleep 20 &", "--wait").status).toBe(0)
+    const kept = runCli(daemon, "collect", agentId)
+    expect(kept.status).toBe(1)
+    expect(kept.stderr).toContain(`${agentId} was not released: vetoed by ${agentId}`)
+    expect(JSON.parse(kept.stdout).outcome).toBe("retained")
+    const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home).stdout).agentId
+    expect(runCli(daemon, "prompt", other, "true", "--wait").status).toBe(0)
+    const released = runCli(daemon, "collect", other)
+    expect(released.status, released.stderr).toBe(0)
+    expect(JSON.parse(released.stdout).outcome).toBe("collected")
+  }, 30_000)
 })

@@ -29,7 +29,8 @@ import {
   RuntimeNotFound,
   RuntimePersistFailed,
   ShuttingDown,
-  TurnNotFound
+  TurnNotFound,
+  WorkingDirectoryNotFound
 } from "../../domain/errors.ts"
 import {
   DaemonIdentity,
@@ -43,6 +44,7 @@ import {
 } from "../../domain/retirement.ts"
 import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
+import { packageVersion } from "../../domain/version.ts"
 
 // ---- errors ------------------------------------------------------------------------------------
 
@@ -77,6 +79,7 @@ export const DaemonRetiringError = DaemonRetiring.pipe(HttpApiSchema.status(503)
 export const RetirementRefusedError = RetirementRefused.pipe(HttpApiSchema.status(409))
 export const RetirementFailedError = RetirementFailed.pipe(HttpApiSchema.status(500))
 export const TurnNotFoundError = TurnNotFound.pipe(HttpApiSchema.status(404))
+export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(HttpApiSchema.status(422))
 
 // ---- middleware --------------------------------------------------------------------------------
 
@@ -118,9 +121,14 @@ const ClientLabels = Labels.check(
   })
 )
 
+/** A path the daemon can use whatever its own working directory: absolute. */
+const AbsolutePath = Schema.String.check(
+  Schema.makeFilter((value) => value.startsWith("/") || "must be an absolute path (the daemon does not know the client's directory)")
+)
+
 export const CreateAgentRequest = Schema.Struct({
   provider: NonEmptyString,
-  cwd: NonEmptyString,
+  cwd: AbsolutePath,
   /** The managing parent, an existing agent; stored as the `quiesce.parentAgentId` label. */
   parentAgentId: Schema.optionalKey(NonEmptyString),
   labels: Schema.optionalKey(ClientLabels)
@@ -229,7 +237,13 @@ export const SweepResult = Schema.Struct({
 })
 export type SweepResult = typeof SweepResult.Type
 
-export const Health = Schema.Struct({ status: Schema.Literal("ok") })
+export const Health = Schema.Struct({
+  status: Schema.Literal("ok"),
+  /** The package version (as `quiesce --version` and the OpenAPI document say). */
+  version: Schema.String,
+  /** How long this process has run, in seconds. */
+  uptimeSeconds: Schema.Number
+})
 
 /** A retirement attempt, its time ISO 8601. */
 export const RetirementAttemptView = Schema.Struct({
@@ -281,6 +295,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       payload: CreateAgentRequest,
       success: CreatedAgent.pipe(HttpApiSchema.status(201)),
       error: [
+        WorkingDirectoryNotFoundError,
         AgentNotFoundError,
         ProviderNotFoundError,
         ProviderFailedError,
@@ -375,6 +390,7 @@ export class QuiesceApi extends HttpApi.make("quiesce")
   .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce daemon API",
+    version: packageVersion,
     description: "Agents, their prompts, and the idle-runtime collector."
   }))
 {}

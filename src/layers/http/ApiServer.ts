@@ -19,12 +19,14 @@ import {
 } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
+import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
-import { ShuttingDown } from "../../domain/errors.ts"
+import { ShuttingDown, WorkingDirectoryNotFound } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
+import { packageVersion } from "../../domain/version.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
@@ -239,8 +241,20 @@ const runtimeRow = (view: AgentView, residency: Residency, rssBytes: number | nu
 const systemHandlers = (renderMetrics: Effect.Effect<string>) =>
   HttpApiBuilder.group(QuiesceApi, "system", (handlers) =>
     handlers
-      .handle("health", () => Effect.succeed({ status: "ok" as const }))
+      .handle("health", () =>
+        Effect.sync(() => ({ status: "ok" as const, version: packageVersion, uptimeSeconds: Math.round(process.uptime()) })))
       .handle("metrics", () => renderMetrics))
+
+/** An agent's working directory must exist before its provider is asked to start there. */
+const checkDirectory = (cwd: string) =>
+  Effect.suspend(() => {
+    const stat = fs.statSync(cwd, { throwIfNoEntry: false })
+    return stat === undefined
+      ? Effect.fail(WorkingDirectoryNotFound.of(cwd, "does not exist"))
+      : stat.isDirectory()
+      ? Effect.void
+      : Effect.fail(WorkingDirectoryNotFound.of(cwd, "is not a directory"))
+  })
 
 const agentsHandlers = HttpApiBuilder.group(
   QuiesceApi,
@@ -250,6 +264,7 @@ const agentsHandlers = HttpApiBuilder.group(
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
+          yield* checkDirectory(payload.cwd)
           const parent = payload.parentAgentId
           // A parent that does not exist would leave the child's family unknown to the collector.
           if (parent !== undefined) yield* registry.get(parent)

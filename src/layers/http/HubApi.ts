@@ -25,6 +25,7 @@ import {
   RetirementPhase,
   RetirementRefused
 } from "../../domain/retirement.ts"
+import { packageVersion } from "../../domain/version.ts"
 import { Authorization, QuiesceApi, RetirementAttemptView } from "./Api.ts"
 
 /** The identity an action addresses: what the inventory rendered. The hub rechecks it first. */
@@ -161,6 +162,7 @@ export class HubApi extends HttpApi.make("quiesce-hub")
   .middleware(HttpApiMiddleware.ProblemDetails)
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce hub API",
+    version: packageVersion,
     description: "The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/."
   }))
 {}

@@ -12,6 +12,15 @@ import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvi
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../../src/services/DaemonLifecycle.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"
+import { packageVersion } from "../../../src/domain/version.ts"
+import { mkdirSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+// Agents' working directories: real ones, since the API checks that they exist.
+const workDir = mkdtempSync(join(tmpdir(), "quiesce-api-"))
+const subDir = join(workDir, "sub")
+mkdirSync(subDir)
 
 const token = "test-token"
 const metricsText = "# HELP quiesce_up 1 when up\nquiesce_up 1\n"
@@ -58,11 +67,11 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const parent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const parent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       assert.strictEqual(parent.provider, "codex")
       assert.isString(parent.sessionId)
       const child = yield* client.agents.create({
-        payload: { provider: "codex", cwd: "/work/sub", parentAgentId: parent.agentId, labels: { team: "a" } }
+        payload: { provider: "codex", cwd: subDir, parentAgentId: parent.agentId, labels: { team: "a" } }
       })
 
       const listed = yield* client.agents.list()
@@ -72,7 +81,7 @@ describe("ApiServer", () => {
       assert.deepStrictEqual(shown, {
         agentId: child.agentId,
         provider: "codex",
-        cwd: "/work/sub",
+        cwd: subDir,
         labels: { team: "a", [parentAgentIdLabel]: parent.agentId },
         sessionId: child.sessionId,
         resident: true,
@@ -85,7 +94,7 @@ describe("ApiServer", () => {
 
       const created = yield* raw("POST", "/v1/agents", {
         token,
-        body: JSON.stringify({ provider: "codex", cwd: "/w" })
+        body: JSON.stringify({ provider: "codex", cwd: workDir })
       })
       assert.strictEqual(created.status, 201)
     }).pipe(Effect.provide(serve(provider)))
@@ -96,13 +105,13 @@ describe("ApiServer", () => {
     return Effect.gen(function*() {
       const orphan = yield* raw("POST", "/v1/agents", {
         token,
-        body: JSON.stringify({ provider: "codex", cwd: "/w", parentAgentId: "agent-missing" })
+        body: JSON.stringify({ provider: "codex", cwd: workDir, parentAgentId: "agent-missing" })
       })
       assert.strictEqual(orphan.status, 404)
       assert.include(JSON.stringify(orphan.body), "agent-missing")
       const reserved = yield* raw("POST", "/v1/agents", {
         token,
-        body: JSON.stringify({ provider: "codex", cwd: "/w", labels: { "quiesce.internal": "true" } })
+        body: JSON.stringify({ provider: "codex", cwd: workDir, labels: { "quiesce.internal": "true" } })
       })
       assert.strictEqual(reserved.status, 400)
       assert.include(JSON.stringify(reserved.body), `label \\"quiesce.internal\\" is reserved`)
@@ -116,7 +125,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const payload = { text: "do it", clientMessageId: "m-1" }
       const first = yield* client.agents.prompt({ params: { id: agent.agentId }, payload })
       const again = yield* client.agents.prompt({ params: { id: agent.agentId }, payload })
@@ -133,7 +142,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       provider.turnEnd = () => Effect.succeed({ reply: "done!" })
       const receipt = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "work", wait: true } })
       assert.strictEqual(receipt.state, "completed")
@@ -152,7 +161,7 @@ describe("ApiServer", () => {
     return Effect.gen(function*() {
       const client = yield* apiClient
       const registry = yield* AgentRegistry
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const release = yield* Deferred.make<void>()
       provider.turnGate = Deferred.await(release)
       yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "long task" } })
@@ -178,7 +187,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const result = yield* client.runtimes.collect({ params: { id: agent.agentId } })
       assert.deepStrictEqual(result, { outcome: "collected", blockers: [] })
       const shown = yield* client.agents.get({ params: { id: agent.agentId } })
@@ -198,7 +207,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const id = { id: agent.agentId }
       provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
       // The registry takes the provider's events in on a fiber of its own: let it run between looks.
@@ -246,7 +255,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const id = { id: agent.agentId }
       provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
       assert.strictEqual((yield* client.runtimes.collect({ params: id })).outcome, "retained")
@@ -264,7 +273,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       provider.turnGate = Effect.never
       yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "forever" } })
       const result = yield* client.runtimes.collect({ params: { id: agent.agentId } })
@@ -278,7 +287,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       assert.deepStrictEqual(yield* client.runtimes.sweep(), { collected: [], failures: [] })
 
       provider.closeFailure = "device busy"
@@ -324,7 +333,9 @@ describe("ApiServer", () => {
       assert.strictEqual(unauthorized._tag, "Unauthorized")
 
       const health = yield* raw("GET", "/v1/health")
-      assert.deepStrictEqual([health.status, health.body], [200, { status: "ok" }])
+      assert.strictEqual(health.status, 200)
+      assert.deepInclude(health.body, { status: "ok", version: packageVersion })
+      assert.include(JSON.stringify(health.body), "uptimeSeconds")
 
       const metrics = yield* raw("GET", "/metrics")
       assert.deepStrictEqual([metrics.status, metrics.contentType, metrics.body], [200, metricsContentType, metricsText])
@@ -347,7 +358,20 @@ describe("ApiServer", () => {
       assert.strictEqual(missing.status, 400)
       assert.deepStrictEqual(issuesOf(missing.body).map((issue) => issue.path), [["payload", "cwd"]])
 
-      const agent = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: "/w" }) })
+      // A relative cwd means nothing to the daemon; one that does not exist is named.
+      const relative = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: "src" }) })
+      assert.strictEqual(relative.status, 400)
+      assert.deepStrictEqual(issuesOf(relative.body).map((issue) => issue.path), [["payload", "cwd"]])
+      assert.include(issuesOf(relative.body)[0].message, "absolute")
+      const absent = yield* raw("POST", "/v1/agents", {
+        token,
+        body: JSON.stringify({ provider: "codex", cwd: join(workDir, "no-such-dir") })
+      })
+      assert.strictEqual(absent.status, 422)
+      assert.deepInclude(absent.body, { _tag: "WorkingDirectoryNotFound" })
+      assert.include(JSON.stringify(absent.body), "does not exist")
+
+      const agent = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: workDir }) })
       const agentId = agentIdOf(agent.body)
       const emptyText = yield* raw("POST", `/v1/agents/${agentId}/prompts`, {
         token,
@@ -376,7 +400,7 @@ describe("ApiServer", () => {
       assert.strictEqual(response.status, 404)
       assert.deepInclude(response.body, { _tag: "AgentNotFound", agentId: "nobody" })
 
-      const unknownProvider = yield* client.agents.create({ payload: { provider: "gemini", cwd: "/w" } }).pipe(
+      const unknownProvider = yield* client.agents.create({ payload: { provider: "gemini", cwd: workDir } }).pipe(
         Effect.flip
       )
       assert.strictEqual(unknownProvider._tag, "ProviderNotFound")
@@ -388,12 +412,12 @@ describe("ApiServer", () => {
     return Effect.gen(function*() {
       const client = yield* apiClient
       const admission = yield* ApiServer.Admission
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       assert.isTrue(yield* admission.isOpen)
       yield* admission.close
       assert.isFalse(yield* admission.isOpen)
 
-      const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } }).pipe(Effect.flip)
+      const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } }).pipe(Effect.flip)
       assert.strictEqual(refused._tag, "ShuttingDown")
       const prompt = yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "hi" } }).pipe(
         Effect.flip
@@ -429,7 +453,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: "/work" } })
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const release = yield* Deferred.make<void>()
       provider.turnGate = Deferred.await(release)
       provider.turnEnd = () => Effect.succeed({ reply: "late" })
@@ -453,10 +477,10 @@ describe("ApiServer while the daemon retires", () => {
     return Effect.gen(function*() {
       const registry = yield* AgentRegistry
       const lifecycle = yield* DaemonLifecycle
-      const agent = yield* registry.create({ provider: "codex", cwd: "/work" })
+      const agent = yield* registry.create({ provider: "codex", cwd: workDir })
       const attempt = yield* Effect.forkChild(lifecycle.retireNow)
       yield* Deferred.await(probing)
-      const create = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: "/work" }) })
+      const create = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: "codex", cwd: workDir }) })
       const prompt = yield* raw("POST", `/v1/agents/${agent.agentId}/prompts`, { token, body: JSON.stringify({ text: "x" }) })
       for (const refused of [create, prompt]) {
         assert.strictEqual(refused.status, 503)
@@ -492,7 +516,7 @@ describe("ApiServer on hostile input", () => {
   it.effect("a body over the limit is a typed 413, and nothing is created", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
-      const oversized = JSON.stringify({ provider: "codex", cwd: "/w", labels: { big: "x".repeat(4096) } })
+      const oversized = JSON.stringify({ provider: "codex", cwd: workDir, labels: { big: "x".repeat(4096) } })
       const declared = yield* raw("POST", "/v1/agents", { token, body: oversized })
       assert.strictEqual(declared.status, 413)
       assert.deepStrictEqual(declared.body, tooLarge(1024))
@@ -514,7 +538,7 @@ describe("ApiServer on hostile input", () => {
       assert.deepStrictEqual(yield* client.agents.list(), [], "nothing was created")
 
       // Just under the limit is read and served.
-      const fits = JSON.stringify({ provider: "codex", cwd: "/w", labels: { big: "x".repeat(900) } })
+      const fits = JSON.stringify({ provider: "codex", cwd: workDir, labels: { big: "x".repeat(900) } })
       assert.isBelow(fits.length, 1024)
       const created = yield* raw("POST", "/v1/agents", { token, body: fits })
       assert.strictEqual(created.status, 201)
@@ -523,7 +547,8 @@ describe("ApiServer on hostile input", () => {
       assert.strictEqual(provider.creates, 2)
 
       const health = yield* raw("GET", "/v1/health")
-      assert.deepStrictEqual([health.status, health.body], [200, { status: "ok" }])
+      assert.strictEqual(health.status, 200)
+      assert.deepInclude(health.body, { status: "ok", version: packageVersion })
       assert.strictEqual((yield* raw("GET", "/metrics")).body, metricsText)
     }).pipe(Effect.provide(serve(provider, { maxRequestBytes: 1024 })))
   })
@@ -550,12 +575,12 @@ describe("ApiServer on hostile input", () => {
     return Effect.gen(function*() {
       const client = yield* apiClient
       const error = yield* client.agents.create({
-        payload: { provider: "codex", cwd: "/w", labels: { big: "x".repeat(1024 * 1024) } }
+        payload: { provider: "codex", cwd: workDir, labels: { big: "x".repeat(1024 * 1024) } }
       }).pipe(Effect.flip)
       assert.strictEqual(error._tag, "RequestTooLarge")
       assert.deepInclude(error, tooLarge(1_048_576))
       const fits = yield* client.agents.create({
-        payload: { provider: "codex", cwd: "/w", labels: { big: "x".repeat(1024 * 1024 - 200) } }
+        payload: { provider: "codex", cwd: workDir, labels: { big: "x".repeat(1024 * 1024 - 200) } }
       })
       assert.strictEqual(fits.provider, "codex")
     }).pipe(Effect.provide(serve(provider)))
