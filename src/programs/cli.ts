@@ -4,7 +4,7 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Context, Effect, Layer, Option, Runtime, Schema } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Argument, CliError, Command, Flag } from "effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import * as fs from "node:fs"
@@ -255,6 +255,22 @@ const client = Effect.gen(function*() {
 
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
+const isExecutable = (file: string) => {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** Where a command runs from: a path as given, or a name looked up on PATH; `undefined` when nowhere. */
+const findExecutable = (command: string): string | undefined =>
+  command.includes("/")
+    ? (isExecutable(command) ? command : undefined)
+    : (process.env["PATH"] ?? "").split(path.delimiter).filter((dir) => dir !== "").map((dir) => path.join(dir, command))
+      .find(isExecutable)
+
 /** Rows of cells (the first a header) in aligned columns. */
 const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = table[0]!.map((_, column) => Math.max(...table.map((row) => row[column]!.length)))
@@ -390,12 +406,15 @@ const answerPermission = (name: "permit" | "deny") =>
 const ago = (now: number, at: number | null) =>
   at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
 
+const jsonFlag = (what: string) => Flag.Boolean("json").pipe(Flag.withDescription(`Print ${what} as JSON`), Flag.withDefault(false))
+
 const runtimes = Command.make(
   "runtimes",
-  {},
-  Effect.fn(function*() {
+  { json: jsonFlag("the runtimes") },
+  Effect.fn(function*({ json }) {
     const api = yield* client
     const rows = yield* api.runtimes.list()
+    if (json) return yield* printJson(rows)
     const now = Date.now()
     const table = [
       ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
@@ -459,7 +478,7 @@ const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readon
 
 const status = Command.make(
   "status",
-  { json: Flag.Boolean("json").pipe(Flag.withDescription("Print the status as JSON"), Flag.withDefault(false)) },
+  { json: jsonFlag("the status") },
   Effect.fn(function*({ json }) {
     const api = yield* client
     const view = yield* api.daemon.status()
@@ -508,10 +527,21 @@ const config = Command.make("config").pipe(
       {},
       Effect.fn(function*() {
         const root = path.resolve(yield* homeDirectory)
-        yield* loadConfig(path.join(root, "config.json"))
-        yield* Console.log(`${path.join(root, "config.json")}: ok`)
+        const file = path.join(root, "config.json")
+        const checked = yield* loadConfig(file)
+        if (!fs.existsSync(root)) {
+          yield* Console.log(`${root} does not exist yet: a daemon creates it on its first start (quiesce --home ${root} daemon)`)
+        }
+        // A provider whose command cannot be found fails every agent that names it.
+        const missing = Object.entries(checked.providers).flatMap(([id, provider]) =>
+          "command" in provider && findExecutable(provider.command) === undefined
+            ? [`providers.${id}.command: "${provider.command}" is not ${provider.command.includes("/") ? "an executable file" : "found on PATH"}`]
+            : []
+        )
+        if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
+        yield* Console.log(`${file}: ok`)
       })
-    ).pipe(Command.withDescription("Validate the configuration file"))
+    ).pipe(Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found"))
   ])
 )
 
@@ -550,11 +580,12 @@ const hubCommand = Command.make(
     ).pipe(Command.withDescription("Stop managing a home (nothing is deleted or stopped)")),
     Command.make(
       "list",
-      {},
-      Effect.fn(function*() {
+      { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
+      Effect.fn(function*({ json }) {
         const hubHome = yield* hubHomeDirectory
         const config = yield* readHubConfig(hubHome)
         const timeout = hubDefault(config)
+        if (json) return yield* printJson({ daemonIdleTimeout: timeout, homes: config.homes })
         yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(hubHome)}`)
         for (const entry of config.homes) {
           yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
@@ -602,7 +633,7 @@ const identityOf = (row: DaemonRow) =>
 
 const daemons = Command.make(
   "daemons",
-  { json: Flag.Boolean("json").pipe(Flag.withDescription("Print the inventory as JSON"), Flag.withDefault(false)) },
+  { json: jsonFlag("the inventory") },
   Effect.fn(function*({ json }) {
     const api = yield* hubClient
     const inventory = yield* api.daemons.list()
@@ -707,7 +738,11 @@ const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       (error): error is E & { readonly message: string } =>
         typeof error === "object" && error !== null && "message" in error && typeof error.message === "string",
       (error) =>
-        Console.error(`quiesce: ${error.message}`).pipe(Effect.andThen(Effect.sync(() => (process.exitCode = 1))))
+        // The help (and any parse error) is printed already: bare `quiesce` and --help exit 0, a
+        // command line that does not parse exits 1.
+        CliError.isCliError(error) && error._tag === "ShowHelp"
+          ? Effect.sync(() => (process.exitCode = error.errors.length === 0 ? 0 : 1))
+          : Console.error(`quiesce: ${error.message}`).pipe(Effect.andThen(Effect.sync(() => (process.exitCode = 1))))
     )
   )
 

@@ -130,6 +130,14 @@ describe("the daemon end to end", () => {
     const none = spawnSync(process.execPath, [cli, "--home", home, "agents", "list"], { encoding: "utf8", timeout: 20_000 })
     expect(none.status).toBe(1)
     expect(none.stderr.trim()).toBe(`quiesce: No daemon is running for ${home}. Start one with: quiesce --home ${home} daemon`)
+    // Bare `quiesce` is the help (exit 0); a command line that does not parse exits 1, without noise.
+    const bare = spawnSync(process.execPath, [cli], { encoding: "utf8", timeout: 20_000 })
+    expect(bare.status).toBe(0)
+    expect(bare.stdout).toContain("USAGE")
+    const typo = spawnSync(process.execPath, [cli, "agents", "lst"], { encoding: "utf8", timeout: 20_000 })
+    expect(typo.status).toBe(1)
+    expect(typo.stdout + typo.stderr).toContain("list")
+    expect(typo.stdout + typo.stderr).not.toContain("Help requested")
 
     const daemon = startDaemon(home, await freePort())
     await ready(daemon)
@@ -154,10 +162,36 @@ describe("the daemon end to end", () => {
     expect(kept.status).toBe(1)
     expect(kept.stderr).toContain(`${agentId} was not released: vetoed by ${agentId}`)
     expect(JSON.parse(kept.stdout).outcome).toBe("retained")
+    const listed = JSON.parse(runCli(daemon, "runtimes", "--json").stdout)
+    expect(listed).toContainEqual(expect.objectContaining({ agentId, state: "vetoed" }))
     const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home).stdout).agentId
     expect(runCli(daemon, "prompt", other, "true", "--wait").status).toBe(0)
     const released = runCli(daemon, "collect", other)
     expect(released.status, released.stderr).toBe(0)
     expect(JSON.parse(released.stdout).outcome).toBe("collected")
   }, 30_000)
+
+  it("config check names a provider command that cannot be found, and a home that does not exist yet", () => {
+    const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+    const check = (home: string) =>
+      spawnSync(process.execPath, [cli, "--home", home, "config", "check"], { encoding: "utf8", timeout: 20_000 })
+    const home = newHome()
+    expect(check(home).status).toBe(0)
+    const fresh = check(join(home, "not-yet"))
+    expect(fresh.status).toBe(0)
+    expect(fresh.stdout).toContain("does not exist yet")
+    writeFileSync(join(home, "config.json"), JSON.stringify({
+      providers: {
+        codex: { kind: "codex", command: "/nonexistent/codex" },
+        mine: { kind: "plugin", command: "no-such-plugin-binary-for-quiesce" },
+        shell: { kind: "shell" },
+        node: { kind: "plugin", command: process.execPath }
+      }
+    }))
+    const bad = check(home)
+    expect(bad.status).toBe(1)
+    expect(bad.stderr).toContain(`providers.codex.command: "/nonexistent/codex" is not an executable file`)
+    expect(bad.stderr).toContain(`providers.mine.command: "no-such-plugin-binary-for-quiesce" is not found on PATH`)
+    expect(bad.stderr).not.toContain("providers.node")
+  })
 })

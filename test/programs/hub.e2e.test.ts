@@ -388,6 +388,10 @@ describe("the hub with real daemons", () => {
     daemonRecord(dir)
     expect(runHubCli(hubHome, "hub", "archive", "work").status).toBe(0)
     expect(runHubCli(hubHome, "hub", "list").stdout).toMatch(/work .*\(archived\)/)
+    expect(JSON.parse(runHubCli(hubHome, "hub", "list", "--json").stdout)).toEqual({
+      daemonIdleTimeout: { value: "1h", source: "default" },
+      homes: [{ name: "work", dir, archived: true }]
+    })
     const refused = await promptVia(hub, agentId, { text: "echo no", wait: true })
     expect(refused.status).toBe(409)
     expect(refused.body._tag).toBe("HomeArchived")
