@@ -12,7 +12,8 @@ import * as path from "node:path"
 import { Home, tokenProblem } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
-import { type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
+import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
+import { decodeConfig } from "../domain/config.ts"
 import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous, removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
 import { type DaemonIdentity, daemonProtocolVersion, launchedByHubVariable, retiredExitCode } from "../domain/retirement.ts"
@@ -84,6 +85,22 @@ const armForcedExit = () => {
   setTimeout(force, shutdownDeadlineMillis).unref()
 }
 
+const flagChecks: ReadonlyArray<{ readonly key: keyof ConfigOverrides; readonly flag: string; readonly section: "agents" | "daemon" }> = [
+  { key: "port", flag: "--port", section: "daemon" },
+  { key: "host", flag: "--host", section: "daemon" },
+  { key: "idlePeriod", flag: "--idle-period", section: "agents" },
+  { key: "sweepInterval", flag: "--sweep-interval", section: "agents" }
+]
+
+/** Each flag given is decoded alone, as the configuration decodes it, and its error names the flag. */
+const checkFlags = (overrides: ConfigOverrides) =>
+  Effect.forEach(flagChecks, ({ flag, key, section }) => {
+    const value = overrides[key]
+    return value === undefined ? Effect.void : decodeConfig({ [section]: { [key]: value } }).pipe(
+      Effect.mapError((error) => new ConfigInvalid({ message: `${flag}: ${error.message.split("\n")[0]}` }))
+    )
+  }, { discard: true })
+
 const durationFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
@@ -110,7 +127,9 @@ const daemon = Command.make(
       idlePeriod: Option.getOrUndefined(flags.idlePeriod),
       sweepInterval: Option.getOrUndefined(flags.sweepInterval)
     }
-    // Configuration is checked before anything is locked, opened or listening.
+    // Configuration is checked before anything is locked, opened or listening; a bad flag is
+    // named as the flag, not as the configuration path it overrides.
+    yield* checkFlags(overrides)
     const config = yield* loadConfig(path.join(root, "config.json"), overrides)
     // A hub that launches a daemon says so (its default is then the timeout's source); it is not
     // passed on to the agents' processes.
@@ -225,19 +244,8 @@ const client = Effect.gen(function*() {
       )
     })
   }
-  const root = path.resolve(yield* homeDirectory)
   // The daemon's record says where it listens; it counts only while its process lives.
-  const record = readRendezvous(root)
-  const alive = Option.isSome(record) && record.value.startTime !== null &&
-    readStat(record.value.pid)?.startTime === record.value.startTime
-  if (Option.isNone(record) || !alive) {
-    return yield* new UsageError({
-      message: `No daemon is running for ${root}${
-        Option.isSome(record) ? ` (its record names pid ${record.value.pid}, which has exited)` : ""
-      }. Start one with: quiesce --home ${root} daemon`
-    })
-  }
-  const listening = record.value
+  const { identity: listening, root } = yield* runningDaemon
   const tokenFile = path.join(root, "token")
   if (!fs.existsSync(tokenFile)) {
     return yield* new UsageError({
@@ -364,7 +372,8 @@ const prompt = Command.make(
     yield* reportTurn(result, wait)
   })
 ).pipe(Command.withDescription(
-  "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1"
+  "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
+    'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
 ))
 
 const turns = Command.make("turns").pipe(
@@ -504,6 +513,41 @@ const status = Command.make(
     for (const line of lines) yield* Console.log(line)
   })
 ).pipe(Command.withDescription("The daemon's identity, phase, idle timer, blockers and last retirement attempt"))
+
+/** The home's daemon as its record names it, while that process lives. */
+const runningDaemon = Effect.gen(function*() {
+  const root = path.resolve(yield* homeDirectory)
+  const record = readRendezvous(root)
+  const alive = Option.isSome(record) && record.value.startTime !== null &&
+    readStat(record.value.pid)?.startTime === record.value.startTime
+  if (Option.isNone(record) || !alive) {
+    return yield* new UsageError({
+      message: `No daemon is running for ${root}${
+        Option.isSome(record) ? ` (its record names pid ${record.value.pid}, which has exited)` : ""
+      }. Start one with: quiesce --home ${root} daemon`
+    })
+  }
+  return { root, identity: record.value }
+})
+
+const stop = Command.make(
+  "stop",
+  {},
+  Effect.fn(function*() {
+    const { identity, root } = yield* runningDaemon
+    // Exited (a zombie its parent has not reaped yet counts), or its pid is another process's now.
+    const gone = () => {
+      const stat = readStat(identity.pid)
+      return stat === undefined || stat.startTime !== identity.startTime || stat.state === "Z" || stat.state === "X"
+    }
+    process.kill(identity.pid, "SIGTERM")
+    // Its own deadline ends an orderly shutdown that hangs; this waits a little beyond it.
+    const until = Date.now() + shutdownDeadlineMillis + 5_000
+    while (!gone() && Date.now() < until) yield* Effect.sleep("100 millis")
+    if (!gone()) return yield* new UsageError({ message: `The daemon of ${root} (pid ${identity.pid}) did not stop in time` })
+    yield* Console.log(`stopped the daemon of ${root} (pid ${identity.pid}): its runtimes were released resumably`)
+  })
+).pipe(Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably"))
 
 const retire = Command.make(
   "retire",
@@ -725,6 +769,7 @@ export const cli = root.pipe(Command.withSubcommands([
   collect,
   sweep,
   status,
+  stop,
   retire,
   config,
   hubCommand,
@@ -746,10 +791,30 @@ const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     )
   )
 
+/** Flags that take a value which may look like a flag: a negative number or duration. */
+const valueFlags = new Set(["--port", "--idle-period", "--sweep-interval", "--daemon-idle-timeout"])
+
+/**
+ * `--idle-period -5m` is the flag and its value, not two flags: joined as `--idle-period=-5m`,
+ * so the value reaches its check (and is refused naming the flag) instead of failing the parse.
+ */
+export const joinNegativeValues = (args: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === "--") return [...out, ...args.slice(i)]
+    const next = args[i + 1]
+    if (valueFlags.has(arg) && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${arg}=${next}`)
+      i++
+    } else out.push(arg)
+  }
+  return out
+}
+
 /** Runs the command line of this process. */
 export const main = () =>
-  cli.pipe(
-    Command.run({ version: packageVersion }),
+  Command.runWith(cli, { version: packageVersion })(joinNegativeValues(process.argv.slice(2))).pipe(
     reportUserErrors,
     Effect.provide([NodeServices.layer, FetchHttpClient.layer]),
     NodeRuntime.runMain({

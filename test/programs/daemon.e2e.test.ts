@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { spawnSync } from "node:child_process"
-import { readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
@@ -169,6 +169,15 @@ describe("the daemon end to end", () => {
     const released = runCli(daemon, "collect", other)
     expect(released.status, released.stderr).toBe(0)
     expect(JSON.parse(released.stdout).outcome).toBe("collected")
+
+    // quiesce stop: an orderly shutdown (exit 0), the background job ended with its runtime.
+    const { pid } = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body
+    const stopped = runCli(daemon, "stop")
+    expect(stopped.status, stopped.stderr).toBe(0)
+    expect(await exited(daemon.process)).toBe(0)
+    expect(existsSync(join(daemon.home, "daemon.json"))).toBe(false)
+    await until(() => !groupAlive(pid), "the runtime's group is gone")
+    expect(runCli(daemon, "stop").stderr).toContain("No daemon is running")
   }, 30_000)
 
   it("config check names a provider command that cannot be found, and a home that does not exist yet", () => {
@@ -193,5 +202,16 @@ describe("the daemon end to end", () => {
     expect(bad.stderr).toContain(`providers.codex.command: "/nonexistent/codex" is not an executable file`)
     expect(bad.stderr).toContain(`providers.mine.command: "no-such-plugin-binary-for-quiesce" is not found on PATH`)
     expect(bad.stderr).not.toContain("providers.node")
-  })
+
+    // A negative flag value is the flag's value, refused naming the flag, before the home is touched.
+    const untouched = join(home, "untouched")
+    for (const [flag, words] of [["--idle-period", "invalid duration \"-5m\": must not be negative"], ["--port", "between 0 and 65535"]]) {
+      const value = flag === "--port" ? "-1" : "-5m"
+      const refused = spawnSync(process.execPath, [cli, "--home", untouched, "daemon", flag!, value], { encoding: "utf8", timeout: 20_000 })
+      expect(refused.status).toBe(1)
+      expect(refused.stderr).toContain(`quiesce: ${flag}: `)
+      expect(refused.stderr).toContain(words)
+    }
+    expect(existsSync(untouched)).toBe(false)
+  }, 60_000)
 })
