@@ -3,7 +3,7 @@
  * the token from the home directory.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Context, Effect, Layer, Option, Runtime, Schema } from "effect"
+import { Cause, Console, Context, Effect, Layer, Logger, Option, Runtime, Schema } from "effect"
 import { Argument, CliError, Command, Flag } from "effect/cli"
 import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
@@ -54,8 +54,13 @@ const hub = Flag.String("hub").pipe(
   Flag.optional
 )
 
+const logFormat = Flag.Literals("log-format", ["pretty", "json"]).pipe(
+  Flag.withDescription("How the daemon and the hub log: pretty (the default on a terminal) or json (the default otherwise)"),
+  Flag.optional
+)
+
 const root = Command.make("quiesce").pipe(
-  Command.withSharedFlags({ home, hub }),
+  Command.withSharedFlags({ home, hub, logFormat }),
   Command.withDescription("Release idle coding-agent runtimes when nothing is lost; resume them on the next prompt")
 )
 
@@ -63,6 +68,14 @@ const homeDirectory = Effect.map(root, (flags) =>
   Option.getOrElse(flags.home, () => process.env["QUIESCE_HOME"] ?? ".quiesce"))
 
 const hubHomeDirectory = Effect.map(root, (flags) => path.resolve(Option.getOrElse(flags.home, defaultHubHome)))
+
+/** The logger of a long-running command: pretty with dated timestamps on a terminal, one JSON object per line otherwise. */
+const withLogFormat = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(root, (flags) => {
+    const format = Option.getOrElse(flags.logFormat, () => (process.stdout.isTTY ? "pretty" : "json"))
+    const logger = format === "json" ? Logger.consoleJson : Logger.consolePretty({ formatDate: (date) => date.toISOString() })
+    return effect.pipe(Effect.provide(Logger.layer([logger])))
+  })
 
 /** The managed home the daemon commands go to through the hub, if any. */
 const viaHub = Effect.map(root, (flags) =>
@@ -184,7 +197,7 @@ const daemon = Command.make(
       )
       daemonRetired = true
       armForcedExit()
-    }))
+    })).pipe(withLogFormat)
   })
 ).pipe(Command.withDescription(
   `Run the daemon (until SIGINT or SIGTERM, or until it retires itself: exit code ${retiredExitCode})`
@@ -311,18 +324,30 @@ const agents = Command.make("agents").pipe(
     Command.make(
       "create",
       {
-        provider: Flag.String("provider").pipe(Flag.withDefault("shell")),
-        cwd: Flag.String("cwd").pipe(Flag.withDefault(".")),
-        parent: Flag.String("parent").pipe(Flag.withDescription("The managing parent agent"), Flag.optional)
+        provider: Flag.String("provider").pipe(
+          Flag.withDescription("A provider id of the daemon's config.json (default shell)"),
+          Flag.withDefault("shell")
+        ),
+        cwd: Flag.String("cwd").pipe(Flag.withDescription("The agent's working directory (default: this one)"), Flag.withDefault(".")),
+        parent: Flag.String("parent").pipe(Flag.withDescription("The managing parent agent"), Flag.optional),
+        labels: Flag.KeyValuePair("label").pipe(
+          Flag.withDescription("A label, key=value; repeat for more (keys starting quiesce. are the daemon's own)"),
+          Flag.withDefault({})
+        )
       },
-      Effect.fn(function*({ cwd, parent, provider }) {
+      Effect.fn(function*({ cwd, labels, parent, provider }) {
         const api = yield* client
-        const payload = Option.isSome(parent)
-          ? { provider, cwd: path.resolve(cwd), parentAgentId: parent.value }
-          : { provider, cwd: path.resolve(cwd) }
+        const payload = {
+          provider,
+          cwd: path.resolve(cwd),
+          ...(Option.isSome(parent) ? { parentAgentId: parent.value } : {}),
+          ...(Object.keys(labels).length === 0 ? {} : { labels })
+        }
         yield* printJson(yield* api.agents.create({ payload }))
       })
-    ).pipe(Command.withDescription("Create an agent")),
+    ).pipe(Command.withDescription(
+      "Create an agent, e.g. quiesce agents create --provider claude --cwd ~/src/app --label team=web"
+    )),
     Command.make("list", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.list(), printJson))),
     Command.make(
       "close",
@@ -597,7 +622,8 @@ const hubCommand = Command.make(
   Effect.fn(function*({ port }) {
     const hubHome = yield* hubHomeDirectory
     yield* runHub({ hubHome, port: Option.getOrElse(port, () => defaultHubPort) }).pipe(
-      Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running"))
+      Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running")),
+      withLogFormat
     )
   })
 ).pipe(

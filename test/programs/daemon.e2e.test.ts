@@ -70,7 +70,17 @@ describe("the daemon end to end", () => {
     const daemon = startDaemon(newHome(), await freePort())
     await ready(daemon)
     expect((await api(daemon, "GET", "/v1/agents", undefined, "wrong")).status).toBe(401)
-    expect((await fetch(`http://127.0.0.1:${daemon.port}/v1/health`)).status).toBe(200)
+    const health = await fetch(`http://127.0.0.1:${daemon.port}/v1/health`)
+    expect(health.status).toBe(200)
+    expect(await health.json()).toMatchObject({ status: "ok", version: expect.any(String), uptimeSeconds: expect.any(Number) })
+    // Not on a terminal: one JSON object per log line, with a dated timestamp.
+    const readyLine = JSON.parse(daemon.output().split("\n").find((line) => line.includes("Quiesce ready"))!)
+    expect(readyLine).toMatchObject({ level: "INFO", message: expect.stringContaining("Quiesce ready on http://127.0.0.1:") })
+    expect(readyLine.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T/)
+
+    const pretty = startDaemon(newHome(), await freePort(), ["--log-format", "pretty"])
+    await ready(pretty)
+    expect(pretty.output()).toMatch(/^\[\d{4}-\d{2}-\d{2}T[\d:.]+Z\] INFO .*Quiesce ready/m)
   }, 30_000)
 
   it("a bad configuration exits with a clear message before anything listens", async () => {
@@ -164,7 +174,8 @@ describe("the daemon end to end", () => {
     expect(JSON.parse(kept.stdout).outcome).toBe("retained")
     const listed = JSON.parse(runCli(daemon, "runtimes", "--json").stdout)
     expect(listed).toContainEqual(expect.objectContaining({ agentId, state: "vetoed" }))
-    const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home).stdout).agentId
+    const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home, "--label", "team=web", "--label", "tier=1").stdout).agentId
+    expect(JSON.parse(runCli(daemon, "agents", "show", other).stdout).labels).toEqual({ team: "web", tier: "1" })
     expect(runCli(daemon, "prompt", other, "true", "--wait").status).toBe(0)
     const released = runCli(daemon, "collect", other)
     expect(released.status, released.stderr).toBe(0)
