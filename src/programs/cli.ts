@@ -9,7 +9,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "effe
 import { HttpApiClient } from "effect/http-api"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Home, tokenProblem } from "../layers/host/Home.ts"
+import { defaultHome, Home, tokenProblem } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
@@ -43,7 +43,7 @@ class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { messag
 
 const home = Flag.String("home").pipe(
   Flag.withDescription(
-    "The daemon's home directory (default $QUIESCE_HOME or ./.quiesce); for hub and daemons commands, and with --hub, " +
+    "The daemon's home directory (default $QUIESCE_HOME, else $XDG_STATE_HOME/quiesce or ~/.local/state/quiesce); for hub and daemons commands, and with --hub, " +
       "the hub's home (default $QUIESCE_HUB_HOME or $XDG_STATE_HOME/quiesce/hub)"
   ),
   Flag.optional
@@ -65,7 +65,7 @@ const root = Command.make("quiesce").pipe(
 )
 
 const homeDirectory = Effect.map(root, (flags) =>
-  Option.getOrElse(flags.home, () => process.env["QUIESCE_HOME"] ?? ".quiesce"))
+  Option.getOrElse(flags.home, defaultHome))
 
 const hubHomeDirectory = Effect.map(root, (flags) => path.resolve(Option.getOrElse(flags.home, defaultHubHome)))
 

@@ -197,6 +197,21 @@ describe("the daemon end to end", () => {
       spawnSync(process.execPath, [cli, "--home", home, "config", "check"], { encoding: "utf8", timeout: 20_000 })
     const home = newHome()
     expect(check(home).status).toBe(0)
+    // Without --home: $QUIESCE_HOME, else $XDG_STATE_HOME/quiesce; never the directory it runs in.
+    const { QUIESCE_HOME: _, ...environment } = process.env
+    const byDefault = spawnSync(process.execPath, [cli, "config", "check"], {
+      encoding: "utf8",
+      timeout: 20_000,
+      cwd: home,
+      env: { ...environment, XDG_STATE_HOME: join(home, "state") }
+    })
+    expect(byDefault.stdout).toContain(`${join(home, "state", "quiesce", "config.json")}: ok`)
+    const named = spawnSync(process.execPath, [cli, "config", "check"], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: { ...environment, QUIESCE_HOME: home }
+    })
+    expect(named.stdout).toContain(`${join(home, "config.json")}: ok`)
     const fresh = check(join(home, "not-yet"))
     expect(fresh.status).toBe(0)
     expect(fresh.stdout).toContain("does not exist yet")

@@ -2,7 +2,15 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { readStat } from "./ProcessInspectionProcfs.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
+
+/** Where a user's Quiesce state lives: `$XDG_STATE_HOME/quiesce`, else `~/.local/state/quiesce`. */
+export const stateDirectory = (): string =>
+  path.join(process.env["XDG_STATE_HOME"] || path.join(os.homedir(), ".local", "state"), "quiesce")
+
+/** A daemon's default home: `$QUIESCE_HOME`, else the state directory (not the directory a command runs in). */
+export const defaultHome = (): string => process.env["QUIESCE_HOME"] || stateDirectory()
 
 /** The home directory could not be used: locked by another daemon, unreadable, or its token file unusable. */
 export class HomeUnavailable extends Schema.TaggedError<HomeUnavailable>()("HomeUnavailable", {

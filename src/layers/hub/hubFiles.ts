@@ -5,10 +5,10 @@
  */
 import { Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { formatGoDuration } from "../../domain/goDuration.ts"
 import { jsonRecord, writeAtomically } from "../host/atomicFile.ts"
+import { stateDirectory } from "../host/Home.ts"
 import {
   decodeHubConfigJson,
   defaultHubIdleTimeout,
@@ -18,9 +18,7 @@ import {
 } from "../../domain/hub.ts"
 
 /** The hub's home: `--home`, else `$QUIESCE_HUB_HOME`, else `$XDG_STATE_HOME/quiesce/hub` (`~/.local/state/quiesce/hub`). */
-export const defaultHubHome = (): string =>
-  process.env["QUIESCE_HUB_HOME"] ??
-    path.join(process.env["XDG_STATE_HOME"] ?? path.join(os.homedir(), ".local", "state"), "quiesce", "hub")
+export const defaultHubHome = (): string => process.env["QUIESCE_HUB_HOME"] || path.join(stateDirectory(), "hub")
 
 export const hubConfigFile = (hubHome: string) => path.join(hubHome, "hub.json")
 export const hubTokenFile = (hubHome: string) => path.join(hubHome, "token")
