@@ -507,6 +507,15 @@ const relative = (iso: string) => {
   return seconds >= 0 ? `in ${span}` : `${span} ago`
 }
 
+/** A span of seconds for people: "42s", "5m 3s", "2h 10m", "3d 4h". */
+const duration = (seconds: number) => {
+  const s = Math.max(0, Math.round(seconds))
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
+}
+
 const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
   blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
 
@@ -515,13 +524,17 @@ const status = Command.make(
   { json: jsonFlag("the status") },
   Effect.fn(function*({ json }) {
     const api = yield* client
-    const view = yield* api.daemon.status()
-    if (json) return yield* printJson(view)
+    const [view, health, agents] = yield* Effect.all([api.daemon.status(), api.health(), api.agents.list()], {
+      concurrency: "unbounded"
+    })
+    const counts = { agents: agents.length, resident: agents.filter((agent) => agent.resident).length }
+    if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts })
     const timeout = view.idleTimeout.millis === null
       ? `none (${view.idleTimeout.value === null ? "omitted" : `${view.idleTimeout.value}, ${view.idleTimeout.source}`})`
       : `${view.idleTimeout.value} (from ${view.idleTimeout.source})`
     const lines = [
       `daemon      pid ${view.pid}, instance ${view.instanceId}, ${view.host}:${view.port}, quiesce ${view.packageVersion} (protocol ${view.protocolVersion})`,
+      `up          ${duration(health.uptimeSeconds)}; ${counts.agents} agent${counts.agents === 1 ? "" : "s"}, ${counts.resident} resident`,
       `phase       ${view.phase}${view.failure === null ? "" : ` — ${view.failure.kind}: ${view.failure.message}`}`,
       `idle timer  ${timeout}`,
       `idle since  ${view.idleSince} (${relative(view.idleSince)})`,
@@ -537,7 +550,9 @@ const status = Command.make(
     ]
     for (const line of lines) yield* Console.log(line)
   })
-).pipe(Command.withDescription("The daemon's identity, phase, idle timer, blockers and last retirement attempt"))
+).pipe(Command.withDescription(
+  "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt"
+))
 
 /** The home's daemon as its record names it, while that process lives. */
 const runningDaemon = Effect.gen(function*() {

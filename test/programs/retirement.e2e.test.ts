@@ -74,6 +74,7 @@ describe("daemon self-retirement with real processes", () => {
     const shown = runCli(daemon, "status")
     expect(shown.status).toBe(0)
     expect(shown.stdout).toMatch(/last try .*timer: refused by veto/)
+    expect(shown.stdout).toMatch(/^up {10}\d+s; 1 agent, 1 resident$/m)
     expect(await exited(daemon.process)).toBe(retiredExitCode)
   }, 60_000)
 
