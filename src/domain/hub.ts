@@ -140,18 +140,6 @@ export class HubConfigInvalid extends Schema.TaggedError<HubConfigInvalid>()("Hu
   message: Schema.String
 }, { httpApiStatus: 500 }) {}
 
-/** What the hub itself may answer on a routed request, besides the daemon's own answers. */
-export const routingErrors = [
-  HomeNotManaged,
-  HomeRetired,
-  HomeStopped,
-  HomeArchived,
-  DaemonUnavailable,
-  DaemonIncompatible,
-  DaemonStartFailed,
-  HubConfigInvalid
-] as const
-
 /** A blocker list as categories, for a row. */
 export const blockerCategories = (blockers: ReadonlyArray<RetirementBlocker>): ReadonlyArray<string> =>
   [...new Set(blockers.map((b) => b.category))].sort()

@@ -14,7 +14,7 @@ import * as HomeLive from "../layers/host/Home.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
 import { decodeConfig } from "../domain/config.ts"
-import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
+import { readStat, recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous, removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
 import { type DaemonIdentity, daemonProtocolVersion, launchedByHubVariable, retiredExitCode } from "../domain/retirement.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
@@ -228,9 +228,7 @@ const hubConnection = Effect.gen(function*() {
   const hubHome = yield* hubHomeDirectory
   const address = readHubAddress(hubHome)
   // The token goes only to the process that wrote the address: alive, with the recorded start time.
-  const alive = Option.isSome(address) && address.value.startTime !== null &&
-    readStat(address.value.pid)?.startTime === address.value.startTime
-  if (Option.isNone(address) || !alive) {
+  if (Option.isNone(address) || !recordedProcessAlive(address.value)) {
     return yield* new UsageError({ message: `No hub is running for ${hubHome}. Start one with: quiesce hub` })
   }
   const token = yield* readClientToken(hubTokenFile(hubHome), "restart the hub")
@@ -558,9 +556,7 @@ const status = Command.make(
 const runningDaemon = Effect.gen(function*() {
   const root = path.resolve(yield* homeDirectory)
   const record = readRendezvous(root)
-  const alive = Option.isSome(record) && record.value.startTime !== null &&
-    readStat(record.value.pid)?.startTime === record.value.startTime
-  if (Option.isNone(record) || !alive) {
+  if (Option.isNone(record) || !recordedProcessAlive(record.value)) {
     return yield* new UsageError({
       message: `No daemon is running for ${root}${
         Option.isSome(record) ? ` (its record names pid ${record.value.pid}, which has exited)` : ""
@@ -576,10 +572,7 @@ const stop = Command.make(
   Effect.fn(function*() {
     const { identity, root } = yield* runningDaemon
     // Exited (a zombie its parent has not reaped yet counts), or its pid is another process's now.
-    const gone = () => {
-      const stat = readStat(identity.pid)
-      return stat === undefined || stat.startTime !== identity.startTime || stat.state === "Z" || stat.state === "X"
-    }
+    const gone = () => !recordedProcessAlive(identity)
     process.kill(identity.pid, "SIGTERM")
     // Its own deadline ends an orderly shutdown that hangs; this waits a little beyond it.
     const until = Date.now() + shutdownDeadlineMillis + 5_000

@@ -89,7 +89,17 @@ const readResidentPages = (pid: number): number | undefined => {
   return text === undefined ? undefined : parseStatmResidentPages(text)
 }
 
-const isExited = (stat: ProcStat) => stat.state === "Z" || stat.state === "X"
+/** A process that has exited, or a zombie its parent has not reaped yet. */
+export const isExited = (stat: ProcStat) => stat.state === "Z" || stat.state === "X"
+
+/**
+ * Whether the process a record names (a daemon's, a hub's) still runs: alive, not a zombie, and
+ * with the recorded start time, so a reused pid never passes. A record without one never does.
+ */
+export const recordedProcessAlive = (recorded: { readonly pid: number; readonly startTime: number | null }): boolean => {
+  const stat = readStat(recorded.pid)
+  return stat !== undefined && !isExited(stat) && recorded.startTime !== null && stat.startTime === recorded.startTime
+}
 
 const fallbackPageSize = 4096
 

@@ -11,6 +11,7 @@ import { HttpClient } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import {
+  blockerCategories,
   ConfirmationRequired,
   DaemonIncompatible,
   DaemonStartFailed,
@@ -32,7 +33,7 @@ import {
   retryWhileDecidingSeconds
 } from "../../domain/retirement.ts"
 import { liveLockHolder } from "../host/Home.ts"
-import { readStat } from "../host/ProcessInspectionProcfs.ts"
+import { readStat, recordedProcessAlive } from "../host/ProcessInspectionProcfs.ts"
 import type { RetirementAttemptView } from "../http/Api.ts"
 import type { DaemonRow, Inventory, RenderedIdentity, StopResult } from "../http/HubApi.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
@@ -41,7 +42,6 @@ import {
   type Discovered,
   discover,
   locate,
-  recordedProcessAlive,
   type VerifiedDaemons
 } from "./discovery.ts"
 import { makeForwarder, type RoutedRequest, type RoutedResponse } from "./forward.ts"
@@ -246,7 +246,7 @@ const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, memoryByt
         idleTimeout: status.idleTimeout,
         phase: status.phase,
         deadline: status.deadline,
-        blockers: [...new Set(status.blockers.map((b) => b.category))].sort(),
+        blockers: blockerCategories(status.blockers),
         lastAttempt: status.lastAttempt,
         failure: status.failure,
         memoryBytes,
@@ -288,6 +288,10 @@ const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, memoryByt
         }
   }
 }
+
+/** The process a discovery found, if any. */
+const identityOf = (found: Discovered): DaemonIdentity | null =>
+  found.state === "running" ? found.daemon.identity : found.state === "absent" ? null : found.identity
 
 // ---- the service -------------------------------------------------------------------------------
 
@@ -347,7 +351,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const rowFor = (home: ManagedHome) =>
         Effect.gen(function*() {
           const found = yield* discover(home)
-          const identity = found.state === "running" ? found.daemon.identity : found.state === "absent" ? null : found.identity
+          const identity = identityOf(found)
           const memory = identity === null ? null : yield* memoryOf(identity)
           return rowOf(home, found, isStopped(hubHome, home.name), memory)
         })
@@ -492,7 +496,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const verified = (home: ManagedHome, identity: RenderedIdentity) =>
         Effect.gen(function*() {
           const found = yield* discover(home)
-          const current = found.state === "running" ? found.daemon.identity : found.state === "absent" ? null : found.identity
+          const current = identityOf(found)
           if (
             current === null || current.pid !== identity.pid || current.startTime !== identity.startTime ||
             current.instanceId !== identity.instanceId || !recordedProcessAlive(current)

@@ -12,7 +12,7 @@ import * as path from "node:path"
 import { daemonProtocolVersion, type DaemonIdentity } from "../../domain/retirement.ts"
 import type { ManagedHome } from "../../domain/hub.ts"
 import { tokenProblem } from "../host/Home.ts"
-import { readStat } from "../host/ProcessInspectionProcfs.ts"
+import { isExited, readStat } from "../host/ProcessInspectionProcfs.ts"
 import { readRendezvous, rendezvousFile } from "../host/rendezvous.ts"
 import { type DaemonStatusView, QuiesceApi } from "../http/Api.ts"
 
@@ -31,19 +31,11 @@ export type Discovered =
   /** No verified daemon; `stale` says why a record that is there was disregarded. */
   | { readonly state: "absent"; readonly stale: string | null }
 
-const isZombie = (state: string) => state === "Z" || state === "X"
-
-/** Whether the process the record names is the one that wrote it: alive, with the recorded start time. */
-export const recordedProcessAlive = (identity: DaemonIdentity): boolean => {
-  const stat = readStat(identity.pid)
-  return stat !== undefined && !isZombie(stat.state) && identity.startTime !== null && stat.startTime === identity.startTime
-}
-
 /** Why a record's process is not the one that wrote it (or cannot be shown to be), or `undefined` when it is. */
 const staleness = (identity: DaemonIdentity): string | undefined => {
   if (identity.startTime === null) return `the record names no start time, so pid ${identity.pid} cannot be verified`
   const stat = readStat(identity.pid)
-  if (stat === undefined || isZombie(stat.state)) return `the recorded process ${identity.pid} has exited`
+  if (stat === undefined || isExited(stat)) return `the recorded process ${identity.pid} has exited`
   if (stat.startTime !== identity.startTime) {
     return `pid ${identity.pid} now belongs to another process (start time ${stat.startTime}, recorded ${identity.startTime})`
   }
