@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { agentCliBinary } from "../scripts/agentClis.ts"
+import { stopVetoed } from "../src/domain/provider.ts"
 import * as ProcessInspectionProcfs from "../src/layers/host/ProcessInspectionProcfs.ts"
 import { ProcessInspection } from "../src/services/ProcessInspection.ts"
 import { ProviderRegistry } from "../src/services/ProviderRegistry.ts"
@@ -45,7 +46,7 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
       // vetoes without asking the CLI; measure the settled runtime, where the probe asks. A CLI
       // whose probe never permits is measured after the bound.
       for (let i = 0; i < 50; i++) {
-        if (yield* Effect.orElseSucceed(probe, () => false)) break
+        if ((yield* Effect.orElseSucceed(probe, () => stopVetoed("the probe failed"))).canStop) break
         yield* Effect.sleep("100 millis")
       }
       for (let i = 0; i < probes; i++) {
@@ -53,7 +54,7 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
         const answer = yield* Effect.exit(probe)
         latencies.push(performance.now() - start)
         if (answer._tag === "Failure") answers.failed++
-        else if (answer.value) answers.permitted++
+        else if (answer.value.canStop) answers.permitted++
         else answers.vetoed++
       }
     }

@@ -1,6 +1,7 @@
 import { Effect, Exit, Scope } from "effect"
 import { noBlockers } from "../src/domain/blocker.ts"
 import type { RuntimeCandidate } from "../src/domain/candidate.ts"
+import { type StopAnswer, stopPermitted } from "../src/domain/provider.ts"
 import { makeRuntimeCollector } from "../src/layers/collector/RuntimeCollectorLive.ts"
 import { CallerProtection } from "../src/services/CallerProtection.ts"
 import { RuntimeCandidates } from "../src/services/RuntimeCandidates.ts"
@@ -10,7 +11,7 @@ const clear = Effect.succeed(noBlockers)
 const neverClosed = () => Effect.succeed(false)
 
 /** `count` runtimes, all just active (so no sweep ever releases them), in families of `familySize`. */
-const snapshot = (count: number, familySize: number, probe?: Effect.Effect<boolean>) => {
+const snapshot = (count: number, familySize: number, probe?: Effect.Effect<StopAnswer>) => {
   const now = Date.now()
   const out: Array<RuntimeCandidate> = []
   for (let i = 0; i < count; i++) {
@@ -91,7 +92,7 @@ export const collectorBench = async (): Promise<ReadonlyArray<BenchRow>> => {
     })
   }
   const probed = median(
-    await sweepTimes([snapshot(1_000, 1, Effect.as(Effect.sleep("20 millis"), true))], { warmup: 1, samples: 5 })
+    await sweepTimes([snapshot(1_000, 1, Effect.as(Effect.sleep("20 millis"), stopPermitted))], { warmup: 1, samples: 5 })
   )
   rows.push({
     name: "sweep, 1,000 runtimes, 20 ms probe each",

@@ -1,3 +1,4 @@
+import { cliBench } from "./cli.ts"
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
@@ -15,5 +16,6 @@ printTable([
   ...(await shellBench()),
   ...(await turnsBench()),
   ...(await retirementBench(100, 10)),
-  ...(await hubBench(20, 500))
+  ...(await hubBench(20, 500)),
+  ...(await cliBench(20))
 ])

@@ -8,6 +8,7 @@ export * from "./domain/finish.ts"
 export * from "./domain/goDuration.ts"
 export * as PluginProtocol from "./domain/pluginProtocol.ts"
 export type * from "./domain/provider.ts"
+export { stopPermitted, stopVetoed } from "./domain/provider.ts"
 export * from "./domain/runtimeProcess.ts"
 export * from "./domain/sweep.ts"
 

@@ -257,6 +257,7 @@ const describeExit = (code: number | null, signal: NodeJS.Signals | null, error:
 
 interface Job {
   readonly n: number
+  readonly command: string
   readonly run: Run
 }
 
@@ -297,13 +298,13 @@ const flushTranscript = (): void => {
  * Whether any process besides this plugin still lives in its process group: work a prompt put
  * in the background itself (`nohup … &`, `(cmd &)`) that is not one of our tracked jobs.
  */
-const strayProcesses = (): boolean => {
+const strayProcess = (): string | undefined => {
   let names: Array<string>
   try {
     names = readdirSync("/proc")
   } catch {
     // Without procfs we cannot see strays; answering "busy" keeps the runtime resident.
-    return true
+    return "cannot read /proc to look for background processes"
   }
   const group = process.pid
   for (const name of names) {
@@ -312,16 +313,32 @@ const strayProcesses = (): boolean => {
       const stat = readFileSync(`/proc/${name}/stat`, "utf8")
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
       // fields[0] is the state, fields[2] the process group; zombies hold no work.
-      if (Number(fields[2]) === group && fields[0] !== "Z" && fields[0] !== "X") return true
+      if (Number(fields[2]) === group && fields[0] !== "Z" && fields[0] !== "X") {
+        return `background process ${name} (${stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))})`
+      }
     } catch {
       // Gone while we looked.
     }
   }
-  return false
+  return undefined
 }
 
-const canStopNow = (): boolean =>
-  foreground === undefined && jobs.size === 0 && undelivered.size === 0 && !strayProcesses()
+const shown = (command: string) => command.length > 200 ? `${command.slice(0, 200)}…` : command
+
+/** Why this runtime must not stop now, or `undefined` when nothing would be lost. */
+const stopVeto = (): string | undefined => {
+  if (foreground !== undefined) return "a command is running in the foreground"
+  const job = jobs.values().next()
+  if (!job.done) return `background job ${job.value.n} \`${shown(job.value.command)}\`${jobs.size > 1 ? ` and ${jobs.size - 1} more` : ""}`
+  if (undelivered.size > 0) return `${undelivered.size} job report${undelivered.size === 1 ? "" : "s"} not yet delivered`
+  return strayProcess()
+}
+
+/** The answer to `session.can_stop_runtime`: a veto says why. */
+const stopAnswer = (sessionId: string): Json => {
+  const veto = stopVeto()
+  return veto === undefined ? { sessionId, canStop: true } : { sessionId, canStop: false, reason: veto }
+}
 
 // ---- requests -------------------------------------------------------------------------------
 
@@ -453,14 +470,13 @@ const startJob = (current: NonNullable<typeof session>, command: string, turnId:
     jobs.delete(n)
     const notificationId = `job-${n}`
     // Bounded, so the report always fits in one protocol line and can be delivered.
-    const shown = command.length > 200 ? `${command.slice(0, 200)}…` : command
-    const text = `job ${n} (${shown}) ${describeExit(code, signal, error)}: ${run.output}`
+    const text = `job ${n} (${shown(command)}) ${describeExit(code, signal, error)}: ${run.output}`
     append("notification", text)
     if (closing) return
     undelivered.add(notificationId)
     send({ type: "notification", sessionId: current.id, notificationId, text })
   })
-  jobs.set(n, { n, run })
+  jobs.set(n, { n, command, run })
   // A job that could not even start reports that in its notification.
   const reply = run.child.pid === undefined ? `job ${n} could not start` : `started job ${n} (pid ${run.child.pid})`
   append("agent", reply)
@@ -491,14 +507,16 @@ const handleCanStop = (message: Message, requestId: string): void => {
       completed(requestId, { sessionId: `${current.id}-other`, canStop: true })
       return
     case "true":
+      completed(requestId, { sessionId: current.id, canStop: true })
+      return
     case "false":
-      completed(requestId, { sessionId: current.id, canStop: canStopOverride === "true" })
+      completed(requestId, { sessionId: current.id, canStop: false, reason: "QUIESCE_SHELL_CAN_STOP=false" })
       return
     case undefined:
       // Testing hook: a slow answer (decided when it is given), as a provider busy inspecting itself.
       if (canStopDelayMs > 0) {
-        setTimeout(() => completed(requestId, { sessionId: current.id, canStop: canStopNow() }), canStopDelayMs)
-      } else completed(requestId, { sessionId: current.id, canStop: canStopNow() })
+        setTimeout(() => completed(requestId, stopAnswer(current.id)), canStopDelayMs)
+      } else completed(requestId, stopAnswer(current.id))
       return
   }
 }

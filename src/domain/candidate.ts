@@ -1,6 +1,7 @@
 import type { Effect } from "effect"
 import type { Blocker } from "./blocker.ts"
 import type { RuntimeProbeFailed, RuntimeReleaseError } from "./errors.ts"
+import type { StopAnswer } from "./provider.ts"
 
 /**
  * One live runtime as its owner lets the collector see it: a snapshot of identity and activity
@@ -24,8 +25,8 @@ export interface RuntimeCandidate {
   readonly blockers: Effect.Effect<ReadonlyArray<Blocker>>
   /** Memory the runtime's process tree holds now, if the owner can tell: what a release gives back (X3). */
   readonly residentBytes?: Effect.Effect<number | undefined> | undefined
-  /** The provider's optional veto (C6): only `true` permits. */
-  readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
+  /** The provider's optional veto (C6): only `canStop: true` permits; a veto says why. */
+  readonly canStopRuntime?: Effect.Effect<StopAnswer, RuntimeProbeFailed> | undefined
   /**
    * Closes the runtime only if `revalidate` still holds when checked inside the owner's lifecycle
    * lane, with admission barred. Succeeds with whether it closed. The owner makes the close and

@@ -115,6 +115,20 @@ export class PermissionNotPending extends Schema.TaggedError<PermissionNotPendin
     })
 }
 
+/** The agent has a turn that has not ended: deleting it now would lose that turn. */
+export class AgentBusy extends Schema.TaggedError<AgentBusy>()("AgentBusy", {
+  agentId: Schema.String,
+  turnId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, turnId: string, state: string) =>
+    new AgentBusy({
+      agentId,
+      turnId,
+      message: `Agent ${agentId} has turn ${turnId} ${state}: interrupt it, or wait for it to end, before deleting the agent`
+    })
+}
+
 /** The agent has no live runtime and no persistence handle to resume from. */
 export class AgentNotResumable extends Schema.TaggedError<AgentNotResumable>()("AgentNotResumable", {
   agentId: Schema.String,

@@ -168,8 +168,12 @@ export type PluginMessage = typeof PluginMessage.Type
 
 /** The result of `session.prompt`. */
 export const PromptAccepted = Schema.Struct({ accepted: Schema.Boolean })
-/** The result of `session.can_stop_runtime`. */
-export const CanStopResult = Schema.Struct({ sessionId: Schema.String, canStop: Schema.Boolean })
+/** The result of `session.can_stop_runtime`; a veto may say why (shown to the operator). */
+export const CanStopResult = Schema.Struct({
+  sessionId: Schema.String,
+  canStop: Schema.Boolean,
+  reason: Schema.optionalKey(Schema.String)
+})
 
 export const decodePluginLine = Schema.decodeUnknownEffect(Schema.fromJsonString(PluginMessage))
 export const encodeDaemonMessage = Schema.encodeSync(Schema.fromJsonString(DaemonMessage))

@@ -2,6 +2,18 @@ import type { Effect } from "effect"
 import type { Labels, PersistenceHandle } from "./agent.ts"
 import type { ProviderFailed, RuntimeProbeFailed } from "./errors.ts"
 
+/**
+ * A provider's answer to whether its runtime may stop now (C6). Only `canStop: true` permits; a
+ * veto says why in words an operator can act on ("background task bash-3 `sleep 600`").
+ */
+export type StopAnswer =
+  | { readonly canStop: true }
+  | { readonly canStop: false; readonly reason: string }
+
+export const stopPermitted: StopAnswer = { canStop: true }
+
+export const stopVetoed = (reason: string): StopAnswer => ({ canStop: false, reason })
+
 /** Something a provider runtime reports about itself while it lives. */
 export type SessionEvent =
   | { readonly _tag: "PermissionRequested"; readonly id: string }
@@ -63,7 +75,7 @@ export interface AgentSession {
   /** Releases the live runtime without archiving or deleting the provider's saved session. */
   readonly close: Effect.Effect<void, ProviderFailed>
   /** The provider's optional veto on releasing the runtime (C6). */
-  readonly canStopRuntime?: Effect.Effect<boolean, RuntimeProbeFailed> | undefined
+  readonly canStopRuntime?: Effect.Effect<StopAnswer, RuntimeProbeFailed> | undefined
 }
 
 /** How a turn ended, as the provider reports it. */

@@ -11,6 +11,9 @@ export const retiredExitCode = 75
 /** Set to "1" in the environment of a daemon a hub launched: its idle timeout's source is then `hub`. */
 export const launchedByHubVariable = "QUIESCE_LAUNCHED_BY_HUB"
 
+/** How long a daemon's orderly shutdown may take before the process exits anyway. */
+export const daemonShutdownDeadlineMillis = 30_000
+
 /** The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons. */
 export const daemonProtocolVersion = 1
 
@@ -142,6 +145,13 @@ export class RetirementFailed extends Schema.TaggedError<RetirementFailed>()("Re
   failure: RetirementFailure
 }) {}
 
-/** One line for a set of blockers: their categories, with whose, in a stable order. */
+/** Categories whose detail is the reason itself (a provider's veto, a probe's failure): shown in the one line. */
+const explainedCategories: ReadonlySet<string> = new Set(["veto", "probe-failure"])
+
+/** One line for a set of blockers: their categories, with whose (and a veto's reason), in a stable order. */
 export const describeBlockers = (blockers: ReadonlyArray<RetirementBlocker>): string =>
-  [...new Set(blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`))].sort().join(", ")
+  [...new Set(blockers.map((b) => {
+    const why = explainedCategories.has(b.category) && b.detail !== undefined ? b.detail : undefined
+    const whose = [b.agentId, why].filter((part) => part !== undefined).join(": ")
+    return `${b.category}${whose === "" ? "" : ` (${whose})`}`
+  }))].sort().join(", ")

@@ -24,7 +24,7 @@ export type SweepReport = typeof SweepReport.Type
 
 export const emptySweepReport: SweepReport = { collected: [], failures: [] }
 
-/** What the last provider probe of a family member said, and when. */
+/** What the last provider probe of a family member said, and when; `message` says why it vetoed or failed. */
 export const ProbeObservation = Schema.Struct({
   agentId: Schema.String,
   at: Schema.Number,

@@ -2,29 +2,28 @@
  * The `quiesce` command: runs the daemon, and talks to a running daemon over its HTTP API with
  * the token from the home directory.
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Context, Effect, Layer, Logger, Option, Runtime, Schema } from "effect"
-import { Argument, CliError, Command, Flag } from "effect/cli"
-import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServer } from "effect/http"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
+import { Cause, Console, Effect, Logger, Option, Predicate, Runtime, Schema } from "effect"
+import { Argument, CliError, CliOutput, Command, Flag, HelpDoc } from "effect/cli"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { defaultHome, Home, tokenProblem } from "../layers/host/Home.ts"
-import * as HomeLive from "../layers/host/Home.ts"
-import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
-import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
-import { decodeConfig } from "../domain/config.ts"
-import { readStat, recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
-import { readRendezvous, removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
-import { type DaemonIdentity, daemonProtocolVersion, launchedByHubVariable, retiredExitCode } from "../domain/retirement.ts"
-import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
+import { daemonShutdownDeadlineMillis, retiredExitCode } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
-import { randomBytes } from "node:crypto"
+import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
+import { defaultLogFileOptions, formatLogLine, lastLogLines, logFile } from "../layers/host/logFile.ts"
+import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
+import { readRendezvous } from "../layers/host/rendezvous.ts"
 import type { PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
 import {
   addHome,
   defaultHubHome,
+  defaultHubPort,
   hubConfigFile,
   hubDefault,
   hubTokenFile,
@@ -33,10 +32,7 @@ import {
   removeHome,
   setArchived
 } from "../layers/hub/hubFiles.ts"
-import { defaultHubPort, runHub } from "./hub.ts"
-import * as ApiServer from "../layers/http/ApiServer.ts"
-import { renderPrometheus } from "../layers/metrics/Metrics.ts"
-import { logReady, servicesLayer } from "./daemon.ts"
+import type { DaemonOutcome } from "./runDaemon.ts"
 
 /** A failure the user caused and can fix; printed as it is, exit code 1. */
 class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
@@ -77,48 +73,81 @@ const withLogFormat = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return effect.pipe(Effect.provide(Logger.layer([logger])))
   })
 
+/** What each command's help shows under EXAMPLES, by command path (a test checks that every command has some). */
+const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
+  daemon: [
+    { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
+    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" }
+  ],
+  agents: [{ command: "quiesce agents list", description: "Every agent of the daemon" }],
+  "agents create": [
+    { command: "quiesce agents create", description: "A shell agent working in this directory" },
+    { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
+  ],
+  "agents list": [
+    { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
+    { command: "quiesce agents list --json", description: "The same as JSON, times in epoch milliseconds" }
+  ],
+  "agents show": [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }],
+  "agents delete": [{ command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns" }],
+  "agents close": [{ command: "quiesce agents close agent-1234", description: "Release its runtime now; the next prompt resumes it" }],
+  prompt: [
+    { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
+    { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
+    { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
+  ],
+  turns: [{ command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }],
+  "turns show": [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }],
+  interrupt: [{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }],
+  permit: [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }],
+  deny: [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }],
+  runtimes: [
+    { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
+    { command: "quiesce runtimes --json", description: "The same as JSON" }
+  ],
+  explain: [{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }],
+  collect: [{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }],
+  sweep: [{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }],
+  status: [
+    { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
+    { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }
+  ],
+  stop: [{ command: "quiesce stop", description: "Stop the daemon in order and wait for it to exit" }],
+  logs: [
+    { command: "quiesce logs", description: "The last 50 lines of the daemon's log" },
+    { command: "quiesce logs --lines 200 --follow", description: "The last 200, then new lines as they come" }
+  ],
+  retire: [{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }],
+  config: [{ command: "quiesce config check", description: "Validate config.json" }],
+  "config check": [{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }],
+  hub: [
+    { command: "quiesce hub", description: "Run the hub on 127.0.0.1:7378" },
+    { command: "quiesce --hub work prompt agent-1234 \"hello\" --wait", description: "A prompt through the hub: it starts the daemon of work if needed" }
+  ],
+  "hub add": [{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }],
+  "hub remove": [{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }],
+  "hub list": [{ command: "quiesce hub list --json", description: "The homes in hub.json" }],
+  "hub archive": [{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }],
+  "hub unarchive": [{ command: "quiesce hub unarchive old-project", description: "Accept work again" }],
+  daemons: [{ command: "quiesce daemons", description: "The resident inventory of the hub" }],
+  "daemons retire": [{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }],
+  "daemons stop": [{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }],
+  "daemons resume": [{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]
+}
+
+const examples = (commandPath: string) => Command.withExamples(commandExamples[commandPath] ?? [])
+
 /** The managed home the daemon commands go to through the hub, if any. */
 const viaHub = Effect.map(root, (flags) =>
   Option.orElse(flags.hub, () => Option.fromNullishOr(process.env["QUIESCE_HUB"] || undefined)))
 
 // ---- the daemon --------------------------------------------------------------------------------
 
-/** How long an orderly shutdown may take before the process exits anyway. */
-const shutdownDeadlineMillis = 30_000
-let daemonRunning = false
-
-/** Once shutdown began: a second signal, or the deadline, ends the process at once (H3). */
-const armForcedExit = () => {
-  const force = () => {
-    killAllGroupsNow()
-    process.exit(1)
-  }
-  process.once("SIGINT", force)
-  process.once("SIGTERM", force)
-  setTimeout(force, shutdownDeadlineMillis).unref()
-}
-
-const flagChecks: ReadonlyArray<{ readonly key: keyof ConfigOverrides; readonly flag: string; readonly section: "agents" | "daemon" }> = [
-  { key: "port", flag: "--port", section: "daemon" },
-  { key: "host", flag: "--host", section: "daemon" },
-  { key: "idlePeriod", flag: "--idle-period", section: "agents" },
-  { key: "sweepInterval", flag: "--sweep-interval", section: "agents" }
-]
-
-/** Each flag given is decoded alone, as the configuration decodes it, and its error names the flag. */
-const checkFlags = (overrides: ConfigOverrides) =>
-  Effect.forEach(flagChecks, ({ flag, key, section }) => {
-    const value = overrides[key]
-    return value === undefined ? Effect.void : decodeConfig({ [section]: { [key]: value } }).pipe(
-      Effect.mapError((error) => new ConfigInvalid({ message: `${flag}: ${error.message.split("\n")[0]}` }))
-    )
-  }, { discard: true })
-
 const durationFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
-/** Set once a retirement committed: the process then exits with `retiredExitCode`. */
-let daemonRetired = false
+/** How the daemon run went, for the exit code. */
+const daemonOutcome: DaemonOutcome = { running: false, retired: false }
 
 const daemon = Command.make(
   "daemon",
@@ -134,72 +163,15 @@ const daemon = Command.make(
   },
   Effect.fn(function*(flags) {
     const root = path.resolve(yield* homeDirectory)
-    const overrides: ConfigOverrides = {
+    const { runDaemon } = yield* Effect.promise(() => import("./runDaemon.ts"))
+    yield* runDaemon(root, {
       port: Option.getOrUndefined(flags.port),
       host: Option.getOrUndefined(flags.host),
       idlePeriod: Option.getOrUndefined(flags.idlePeriod),
       sweepInterval: Option.getOrUndefined(flags.sweepInterval)
-    }
-    // Configuration is checked before anything is locked, opened or listening; a bad flag is
-    // named as the flag, not as the configuration path it overrides.
-    yield* checkFlags(overrides)
-    const config = yield* loadConfig(path.join(root, "config.json"), overrides)
-    // A hub that launches a daemon says so (its default is then the timeout's source); it is not
-    // passed on to the agents' processes.
-    const launchedByHub = process.env[launchedByHubVariable] === "1"
-    delete process.env[launchedByHubVariable]
-    const idleTimeout = yield* resolveIdleTimeout(
-      Option.getOrUndefined(flags.daemonIdleTimeout),
-      config,
-      launchedByHub ? "hub" : "flag"
-    )
-    yield* Effect.scoped(Effect.gen(function*() {
-      const homeContext = yield* Layer.build(HomeLive.layer(root))
-      const homeService = Context.get(homeContext, Home)
-      // Registered before the services, so it runs after they have closed and before the lock goes.
-      yield* Effect.addFinalizer(() => removeRendezvous(root))
-      const identity: DaemonIdentity = {
-        pid: process.pid,
-        startTime: readStat(process.pid)?.startTime ?? null,
-        instanceId: randomBytes(8).toString("hex"),
-        host: config.daemon.host,
-        port: config.daemon.port,
-        protocolVersion: daemonProtocolVersion,
-        packageVersion,
-        idleTimeout
-      }
-      const api = ApiServer.layer({
-        host: config.daemon.host,
-        port: config.daemon.port,
-        token: homeService.token,
-        maxRequestBytes: config.daemon.maxRequestBytes,
-        renderMetrics: renderPrometheus,
-        logRequests: false
-      }).pipe(Layer.provideMerge(servicesLayer(homeService, config, identity)))
-      const running = yield* Layer.build(api)
-      // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
-      // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
-      yield* Effect.addFinalizer(() =>
-        Context.get(running, ApiServer.Admission).close.pipe(
-          Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
-        )
-      )
-      // Where this daemon listens and who it is, for the CLI and a hub (flags may differ from the
-      // file, and port 0 means whichever port the system gave).
-      const address = Context.get(running, HttpServer.HttpServer).address
-      const listening: DaemonIdentity = { ...identity, port: address._tag === "UnixPathAddress" ? identity.port : address.port }
-      yield* writeRendezvous(root, listening)
-      yield* logReady(homeService, config, listening)
-      daemonRunning = true
-      // Until a signal, or until the daemon retires itself: then everything closes in order.
-      yield* Context.get(running, DaemonLifecycle).retired.pipe(
-        Effect.onInterrupt(() => Effect.sync(armForcedExit))
-      )
-      daemonRetired = true
-      armForcedExit()
-    })).pipe(withLogFormat)
+    }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
-).pipe(Command.withDescription(
+).pipe(examples("daemon"), Command.withDescription(
   `Run the daemon (until SIGINT or SIGTERM, or until it retires itself: exit code ${retiredExitCode})`
 ))
 
@@ -298,6 +270,34 @@ const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
   })
 }
 
+const ago = (now: number, at: number | null) =>
+  at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
+
+const jsonFlag = (what: string) => Flag.Boolean("json").pipe(Flag.withDescription(`Print ${what} as JSON`), Flag.withDefault(false))
+
+/** How long ago (or until) an ISO time is, for people. */
+const relative = (iso: string) => {
+  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000)
+  const span = Math.abs(seconds) < 120 ? `${Math.abs(seconds)}s` : Math.abs(seconds) < 7200
+    ? `${Math.round(Math.abs(seconds) / 60)}m`
+    : `${Math.round(Math.abs(seconds) / 3600)}h`
+  return seconds >= 0 ? `in ${span}` : `${span} ago`
+}
+
+/** A span of seconds for people: "42s", "5m 3s", "2h 10m", "3d 4h". */
+const duration = (seconds: number) => {
+  const s = Math.max(0, Math.round(seconds))
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
+}
+
+const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
+  blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
+
+const mib = (bytes: number | null) => bytes === null ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
 class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
 
@@ -317,6 +317,7 @@ const reportTurn = (result: PromptResult, wait: boolean) =>
   })
 
 const agents = Command.make("agents").pipe(
+  examples("agents"),
   Command.withDescription("Create and inspect agents"),
   Command.withSubcommands([
     Command.make(
@@ -343,22 +344,57 @@ const agents = Command.make("agents").pipe(
         }
         yield* printJson(yield* api.agents.create({ payload }))
       })
-    ).pipe(Command.withDescription(
-      "Create an agent, e.g. quiesce agents create --provider claude --cwd ~/src/app --label team=web"
+    ).pipe(examples("agents create"), Command.withDescription(
+      "Create an agent; prints its id as JSON"
     )),
-    Command.make("list", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.list(), printJson))),
+    Command.make(
+      "list",
+      { json: jsonFlag("the agents") },
+      Effect.fn(function*({ json }) {
+        const api = yield* client
+        const list = yield* api.agents.list()
+        if (json) return yield* printJson(list)
+        if (list.length === 0) return yield* Console.log("no agents yet: quiesce agents create")
+        yield* printColumns([
+          ["AGENT", "PROVIDER", "STATE", "LAST ACTIVE", "LABELS", "CWD"],
+          ...list.map((agent) => [
+            agent.agentId,
+            agent.providerAvailable ? agent.provider : `${agent.provider} (not configured)`,
+            agent.resident
+              ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
+              : agent.sessionId === null ? "released (no session to resume)" : "released",
+            relative(new Date(agent.lastActivityAt).toISOString()),
+            Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(",") || "-",
+            agent.cwd
+          ])
+        ])
+      })
+    ).pipe(examples("agents list"), Command.withDescription("Every agent of the daemon: provider, resident or released, last activity, labels")),
+    Command.make(
+      "delete",
+      { agent: Argument.String("agent") },
+      Effect.fn(function*({ agent }) {
+        const api = yield* client
+        yield* api.agents.delete({ params: { id: agent } })
+        yield* Console.log(`deleted ${agent}: its runtime ended, its record and turns are gone`)
+      })
+    ).pipe(examples("agents delete"), Command.withDescription(
+      "Delete an agent: end its runtime and forget it and its turns (refused while a turn of it has not ended)"
+    )),
     Command.make(
       "close",
       { agent: Argument.String("agent") },
       ({ agent }) => Effect.flatMap(client, (api) => api.agents.close({ params: { id: agent } }))
-    ).pipe(Command.withDescription(
+    ).pipe(examples("agents close"), Command.withDescription(
       "Release the agent's runtime now, whatever it is doing (unlike collect); the next prompt resumes its session"
     )),
     Command.make(
       "show",
       { agent: Argument.String("agent") },
       ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
-    )
+    ).pipe(examples("agents show"), Command.withDescription(
+      "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on"
+    ))
   ])
 )
 
@@ -377,7 +413,10 @@ const prompt = Command.make(
     agent: Argument.String("agent"),
     text: Argument.String("text"),
     wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn's reply"), Flag.withDefault(false)),
-    clientMessageId: Flag.String("client-message-id").pipe(Flag.optional)
+    clientMessageId: Flag.String("client-message-id").pipe(
+      Flag.withDescription("Your id for this prompt: repeating it returns the same turn, never a second one (default: a new random id, printed on a failure)"),
+      Flag.optional
+    )
   },
   Effect.fn(function*({ agent, clientMessageId, text, wait }) {
     const api = yield* client
@@ -394,12 +433,13 @@ const prompt = Command.make(
     )
     yield* reportTurn(result, wait)
   })
-).pipe(Command.withDescription(
+).pipe(examples("prompt"), Command.withDescription(
   "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
     'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
 ))
 
 const turns = Command.make("turns").pipe(
+  examples("turns"),
   Command.withDescription("Read the turns prompts started"),
   Command.withSubcommands([
     Command.make(
@@ -408,7 +448,7 @@ const turns = Command.make("turns").pipe(
       ({ agent, turn }) =>
         Effect.flatMap(client, (api) =>
           Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
-    ).pipe(Command.withDescription("One turn: its state, reply or error, and times"))
+    ).pipe(examples("turns show"), Command.withDescription("One turn: its state, reply or error, and times"))
   ])
 )
 
@@ -416,7 +456,7 @@ const interrupt = Command.make(
   "interrupt",
   { agent: Argument.String("agent") },
   ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
-).pipe(Command.withDescription("Interrupt the agent's running turn, if any"))
+).pipe(examples("interrupt"), Command.withDescription("Interrupt the agent's running turn, if any"))
 
 /** `permit` and `deny`: answers one of the permissions `agents show` lists as pending. */
 const answerPermission = (name: "permit" | "deny") =>
@@ -429,16 +469,11 @@ const answerPermission = (name: "permit" | "deny") =>
           params: { id: agent, permissionId: permission },
           payload: { allow: name === "permit" }
         }))
-  ).pipe(Command.withDescription(
+  ).pipe(examples(name), Command.withDescription(
     name === "permit"
       ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
       : "Refuse a permission the agent is waiting on"
   ))
-
-const ago = (now: number, at: number | null) =>
-  at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
-
-const jsonFlag = (what: string) => Flag.Boolean("json").pipe(Flag.withDescription(`Print ${what} as JSON`), Flag.withDefault(false))
 
 const runtimes = Command.make(
   "runtimes",
@@ -457,15 +492,52 @@ const runtimes = Command.make(
         row.rssBytes === null ? "-" : `${(row.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
         row.state,
         ago(now, row.eligibleAt),
-        [
-          ...row.blockers.map((b) => `${b.kind}${b.agentId === row.agentId ? "" : ` (${b.agentId})`}`),
-          ...(row.lastProbe === null ? [] : [`${row.lastProbe.outcome} by ${row.lastProbe.agentId}`])
-        ].join(", ") || "-"
+        whyResident(row).join(", ") || "-"
       ])
     ]
     yield* printColumns(table)
   })
-).pipe(Command.withDescription("Every resident runtime, and why it is still resident"))
+).pipe(examples("runtimes"), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
+
+/** What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with its reason. */
+const whyResident = (row: {
+  readonly agentId: string
+  readonly blockers: ReadonlyArray<{ readonly kind: string; readonly agentId: string; readonly detail?: string | undefined }>
+  readonly lastProbe?: { readonly outcome: string; readonly agentId: string; readonly message?: string | undefined } | null | undefined
+}) => [
+  ...row.blockers.map((b) => `${b.kind}${b.agentId === row.agentId ? "" : ` (${b.agentId})`}${b.detail === undefined ? "" : `: ${b.detail}`}`),
+  ...(row.lastProbe === undefined || row.lastProbe === null || row.lastProbe.outcome === "permitted"
+    ? []
+    : [`${row.lastProbe.outcome} by ${row.lastProbe.agentId === row.agentId ? "its provider" : row.lastProbe.agentId}${
+      row.lastProbe.message === undefined ? "" : `: ${row.lastProbe.message}`
+    }`])
+]
+
+const explain = Command.make(
+  "explain",
+  { agent: Argument.String("agent"), json: jsonFlag("the explanation") },
+  Effect.fn(function*({ agent, json }) {
+    const api = yield* client
+    const row = yield* api.runtimes.explain({ params: { id: agent } }).pipe(
+      Effect.catchTag("RuntimeNotFound", () =>
+        new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
+    )
+    if (json) return yield* printJson(row)
+    const now = Date.now()
+    const lines = [
+      `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
+      `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
+      `family      ${row.family.join(", ")}`,
+      `state       ${row.state}`,
+      `idle since  ${new Date(row.idleSince).toISOString()} (${relative(new Date(row.idleSince).toISOString())})`,
+      `release     ${row.eligibleAt === null ? "not while it is blocked" : `${ago(now, row.eligibleAt)} if nothing changes`}`,
+      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`
+    ]
+    for (const line of lines) yield* Console.log(line)
+  })
+).pipe(examples("explain"), Command.withDescription(
+  "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
+))
 
 /** A collect that released nothing, told to the user: why, exit code 1. */
 class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefused", { message: Schema.String }) {}
@@ -480,42 +552,16 @@ const collect = Command.make(
     if (result.outcome === "collected") return
     const why = result.outcome === "failed"
       ? `it failed: ${result.error?.message ?? "no reason given"}`
-      : [
-        ...(result.blockers ?? []).map((b) => `${b.kind}${b.agentId === agent ? "" : ` (${b.agentId})`}`),
-        ...(result.lastProbe === undefined || result.lastProbe === null || result.lastProbe.outcome === "permitted"
-          ? []
-          : [`${result.lastProbe.outcome} by ${result.lastProbe.agentId}${
-            result.lastProbe.message === undefined ? "" : `: ${result.lastProbe.message}`
-          }`])
-      ].join(", ") || `it is ${result.state ?? "not releasable"}`
+      : whyResident({ agentId: agent, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
+        `it is ${result.state ?? "not releasable"}`
     return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
   })
-).pipe(Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1"))
+).pipe(examples("collect"), Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1"))
 
 const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
+  examples("sweep"),
   Command.withDescription("Run one sweep now")
 )
-
-/** How long ago (or until) an ISO time is, for people. */
-const relative = (iso: string) => {
-  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000)
-  const span = Math.abs(seconds) < 120 ? `${Math.abs(seconds)}s` : Math.abs(seconds) < 7200
-    ? `${Math.round(Math.abs(seconds) / 60)}m`
-    : `${Math.round(Math.abs(seconds) / 3600)}h`
-  return seconds >= 0 ? `in ${span}` : `${span} ago`
-}
-
-/** A span of seconds for people: "42s", "5m 3s", "2h 10m", "3d 4h". */
-const duration = (seconds: number) => {
-  const s = Math.max(0, Math.round(seconds))
-  if (s < 60) return `${s}s`
-  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`
-  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
-  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
-}
-
-const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
-  blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
 
 const status = Command.make(
   "status",
@@ -548,7 +594,7 @@ const status = Command.make(
     ]
     for (const line of lines) yield* Console.log(line)
   })
-).pipe(Command.withDescription(
+).pipe(examples("status"), Command.withDescription(
   "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt"
 ))
 
@@ -575,12 +621,52 @@ const stop = Command.make(
     const gone = () => !recordedProcessAlive(identity)
     process.kill(identity.pid, "SIGTERM")
     // Its own deadline ends an orderly shutdown that hangs; this waits a little beyond it.
-    const until = Date.now() + shutdownDeadlineMillis + 5_000
+    const until = Date.now() + daemonShutdownDeadlineMillis + 5_000
     while (!gone() && Date.now() < until) yield* Effect.sleep("100 millis")
     if (!gone()) return yield* new UsageError({ message: `The daemon of ${root} (pid ${identity.pid}) did not stop in time` })
     yield* Console.log(`stopped the daemon of ${root} (pid ${identity.pid}): its runtimes were released resumably`)
   })
-).pipe(Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably"))
+).pipe(examples("stop"), Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably"))
+
+const logs = Command.make(
+  "logs",
+  {
+    lines: Flag.Int("lines").pipe(Flag.withDescription("How many of the last lines to print (default 50)"), Flag.withDefault(50)),
+    follow: Flag.Boolean("follow").pipe(Flag.withDescription("Keep printing lines as the daemon writes them, until Ctrl-C"), Flag.withDefault(false)),
+    json: jsonFlag("each line as the daemon wrote it (one JSON object per line)")
+  },
+  Effect.fn(function*({ follow, json, lines }) {
+    const root = path.resolve(yield* homeDirectory)
+    const file = logFile(root)
+    if (!fs.existsSync(file)) {
+      return yield* new UsageError({ message: `${file} does not exist: no daemon has run in ${root} yet (start one with: quiesce --home ${root} daemon)` })
+    }
+    const show = (line: string) => Console.log(json ? line : formatLogLine(line))
+    yield* Effect.forEach(lastLogLines(root, Math.max(0, lines)), show, { discard: true })
+    if (!follow) return
+    // Polled: what was appended since, from the start of a new file once the log rotated.
+    let offset = fs.statSync(file).size
+    let pending = ""
+    while (true) {
+      yield* Effect.sleep("250 millis")
+      const size = fs.existsSync(file) ? fs.statSync(file).size : 0
+      if (size < offset) offset = 0
+      if (size === offset) continue
+      const fd = fs.openSync(file, "r")
+      const chunk = Buffer.alloc(size - offset)
+      fs.readSync(fd, chunk, 0, chunk.length, offset)
+      fs.closeSync(fd)
+      offset = size
+      const text = pending + chunk.toString("utf8")
+      const complete = text.split("\n")
+      pending = complete.pop() ?? ""
+      yield* Effect.forEach(complete.filter((line) => line !== ""), show, { discard: true })
+    }
+  })
+).pipe(examples("logs"), Command.withDescription(
+  `The daemon's log in its home (daemon.log, rotated at ${defaultLogFileOptions.maxBytes / 1024 / 1024} MiB, ${defaultLogFileOptions.keep} kept), ` +
+    "whether or not it runs"
+))
 
 const retire = Command.make(
   "retire",
@@ -593,11 +679,13 @@ const retire = Command.make(
         "in flight have left, and the next message brings it back"
     )
   })
-).pipe(Command.withDescription(
+).pipe(examples("retire"), Command.withDescription(
   "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"
 ))
 
 const config = Command.make("config").pipe(
+  examples("config"),
+  Command.withDescription("The home's configuration file, config.json"),
   Command.withSubcommands([
     Command.make(
       "check",
@@ -605,6 +693,7 @@ const config = Command.make("config").pipe(
       Effect.fn(function*() {
         const root = path.resolve(yield* homeDirectory)
         const file = path.join(root, "config.json")
+        const { loadConfig } = yield* Effect.promise(() => import("../layers/host/loadConfig.ts"))
         const checked = yield* loadConfig(file)
         if (!fs.existsSync(root)) {
           yield* Console.log(`${root} does not exist yet: a daemon creates it on its first start (quiesce --home ${root} daemon)`)
@@ -618,7 +707,7 @@ const config = Command.make("config").pipe(
         if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
         yield* Console.log(`${file}: ok`)
       })
-    ).pipe(Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found"))
+    ).pipe(examples("config check"), Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found"))
   ])
 )
 
@@ -629,12 +718,14 @@ const hubCommand = Command.make(
   { port: Flag.Int("port").pipe(Flag.withDescription(`HTTP port on 127.0.0.1 (default ${defaultHubPort})`), Flag.optional) },
   Effect.fn(function*({ port }) {
     const hubHome = yield* hubHomeDirectory
+    const { runHub } = yield* Effect.promise(() => import("./hub.ts"))
     yield* runHub({ hubHome, port: Option.getOrElse(port, () => defaultHubPort) }).pipe(
       Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running")),
       withLogFormat
     )
   })
 ).pipe(
+  examples("hub"),
   Command.withDescription(
     "Run the hub: it starts each managed home's daemon on the next mutation, routes /v1/homes/NAME/… to it, and lists what is resident"
   ),
@@ -647,7 +738,7 @@ const hubCommand = Command.make(
         yield* addHome(hubHome, name, dir)
         yield* Console.log(`${name}: ${path.resolve(dir)} (in ${hubConfigFile(hubHome)})`)
       })
-    ).pipe(Command.withDescription("Manage a daemon home under a name")),
+    ).pipe(examples("hub add"), Command.withDescription("Manage a daemon home under a name")),
     Command.make(
       "remove",
       { name: Argument.String("name") },
@@ -655,7 +746,7 @@ const hubCommand = Command.make(
         yield* removeHome(yield* hubHomeDirectory, name)
         yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
       })
-    ).pipe(Command.withDescription("Stop managing a home (nothing is deleted or stopped)")),
+    ).pipe(examples("hub remove"), Command.withDescription("Stop managing a home (nothing is deleted or stopped)")),
     Command.make(
       "list",
       { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
@@ -669,7 +760,7 @@ const hubCommand = Command.make(
           yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
         }
       })
-    ).pipe(Command.withDescription("The homes in hub.json")),
+    ).pipe(examples("hub list"), Command.withDescription("The homes in hub.json")),
     Command.make(
       "archive",
       { name: Argument.String("name") },
@@ -677,7 +768,7 @@ const hubCommand = Command.make(
         yield* setArchived(yield* hubHomeDirectory, name, true)
         yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
       })
-    ).pipe(Command.withDescription("Archive a home: its data is kept and readable, new work is refused")),
+    ).pipe(examples("hub archive"), Command.withDescription("Archive a home: its data is kept and readable, new work is refused")),
     Command.make(
       "unarchive",
       { name: Argument.String("name") },
@@ -685,11 +776,9 @@ const hubCommand = Command.make(
         yield* setArchived(yield* hubHomeDirectory, name, false)
         yield* Console.log(`${name}: accepts work again`)
       })
-    ).pipe(Command.withDescription("Accept work for an archived home again"))
+    ).pipe(examples("hub unarchive"), Command.withDescription("Accept work for an archived home again"))
   ])
 )
-
-const mib = (bytes: number | null) => bytes === null ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 
 const timeoutText = (timeout: DaemonRow["idleTimeout"]) =>
   timeout === null ? "-" : timeout.millis === null ? `none (${timeout.value ?? "omitted"})` : `${timeout.value} (${timeout.source})`
@@ -745,6 +834,7 @@ const daemons = Command.make(
     }
   })
 ).pipe(
+  examples("daemons"),
   Command.withDescription("The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident"),
   Command.withSubcommands([
     Command.make(
@@ -755,7 +845,7 @@ const daemons = Command.make(
         const attempt = yield* api.daemons.retire({ params: { name }, payload: yield* identityOf(row) })
         yield* Console.log(`${name}: retirement committed at ${attempt.at}; the next mutation through the hub brings it back`)
       })
-    ).pipe(Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")),
+    ).pipe(examples("daemons retire"), Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")),
     Command.make(
       "stop",
       {
@@ -776,7 +866,7 @@ const daemons = Command.make(
           `${name}: pid ${result.pid} stopped${result.killed ? " (killed after its grace)" : ""}; it stays stopped until: quiesce daemons resume ${name}`
         )
       })
-    ).pipe(Command.withDescription(
+    ).pipe(examples("daemons stop"), Command.withDescription(
       "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
     )),
     Command.make(
@@ -787,7 +877,7 @@ const daemons = Command.make(
         const row = yield* api.daemons.resume({ params: { name } })
         yield* Console.log(`${name}: ${row.state}${row.pid === null ? "" : `, pid ${row.pid}`}`)
       })
-    ).pipe(Command.withDescription("Start a force-stopped (or retired) home's daemon again"))
+    ).pipe(examples("daemons resume"), Command.withDescription("Start a force-stopped (or retired) home's daemon again"))
   ])
 )
 
@@ -800,10 +890,12 @@ export const cli = root.pipe(Command.withSubcommands([
   answerPermission("permit"),
   answerPermission("deny"),
   runtimes,
+  explain,
   collect,
   sweep,
   status,
   stop,
+  logs,
   retire,
   config,
   hubCommand,
@@ -824,6 +916,28 @@ const reportUserErrors = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
           : Console.error(`quiesce: ${error.message}`).pipe(Effect.andThen(Effect.sync(() => (process.exitCode = 1))))
     )
   )
+
+/** A parse error in one line: its first line, with the parser's suggestions if it has any. */
+const oneLine = (error: CliError.NonShowHelpErrors) => {
+  const first = error.message.split("\n")[0]!.trim()
+  const suggestions = Predicate.hasProperty(error, "suggestions") && Array.isArray(error.suggestions)
+    ? error.suggestions.filter(Predicate.isString)
+    : []
+  return suggestions.length === 0 ? first : `${first} (did you mean ${suggestions.join(" or ")}?)`
+}
+
+/**
+ * A command line that does not parse gets one line per problem and where to read more, on stderr,
+ * instead of the whole help page; help and the version print as usual.
+ */
+const presenter = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Effect.forEach(event.errors, (error) => Console.error(`quiesce: ${oneLine(error)}`), { discard: true }).pipe(
+        Effect.andThen(Console.error(`quiesce: see: ${event.commandPath.join(" ")} --help`))
+      )
+      : CliOutput.defaultPresenter.present(event)
+})
 
 /** Flags that take a value which may look like a flag: a negative number or duration. */
 const valueFlags = new Set(["--port", "--idle-period", "--sweep-interval", "--daemon-idle-timeout"])
@@ -850,13 +964,13 @@ export const joinNegativeValues = (args: ReadonlyArray<string>): ReadonlyArray<s
 export const main = () =>
   Command.runWith(cli, { version: packageVersion })(joinNegativeValues(process.argv.slice(2))).pipe(
     reportUserErrors,
-    Effect.provide([NodeServices.layer, FetchHttpClient.layer]),
+    Effect.provide([NodeServices.layer, NodeHttpClient.layerNodeHttp, presenter]),
     NodeRuntime.runMain({
       // A daemon stopped by a signal has shut down in order: that is success. A retired one says so.
       teardown: (exit, onExit) =>
-        daemonRetired && exit._tag === "Success"
+        daemonOutcome.retired && exit._tag === "Success"
           ? onExit(retiredExitCode)
-          : daemonRunning && exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)
+          : daemonOutcome.running && exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)
           ? onExit(0)
           : Runtime.defaultTeardown(exit, onExit)
     })

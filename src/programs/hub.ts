@@ -15,8 +15,6 @@ import * as HubDaemons from "../layers/hub/HubDaemons.ts"
 import { hubDefault, hubTokenFile, readHubConfig, removeHubAddress, writeHubAddress } from "../layers/hub/hubFiles.ts"
 import * as HubServer from "../layers/http/HubServer.ts"
 
-/** The hub's default port (a daemon's is 7377). */
-export const defaultHubPort = 7378
 
 /** The hub listens on loopback only. */
 const hubHost = "127.0.0.1"

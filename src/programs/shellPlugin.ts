@@ -1,4 +1,5 @@
-import { fileURLToPath } from "node:url"
+import * as path from "node:path"
+import { packageRoot } from "../domain/version.ts"
 
 /** The reference `shell` provider ships in the repository. */
-export const shellPluginPath = fileURLToPath(new URL("../../plugins/shell/main.ts", import.meta.url))
+export const shellPluginPath = path.join(packageRoot, "plugins/shell/main.ts")

@@ -4,6 +4,7 @@ import type { FinishOutcome } from "../domain/finish.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../domain/retirement.ts"
 import type { Disposition, TurnError, TurnRecord, TurnState } from "../domain/turn.ts"
 import type {
+  AgentBusy,
   AgentNotFound,
   PermissionNotPending,
   AgentNotResumable,
@@ -66,6 +67,8 @@ export interface AgentView {
   readonly pid: number | null
   /** The permissions the runtime asked for and nobody has answered yet. */
   readonly pendingPermissions: ReadonlyArray<string>
+  /** False when no provider of the agent's id is configured: it can be read and deleted, not prompted. */
+  readonly providerAvailable: boolean
 }
 
 /** Everything that can stop a prompt from being accepted (or a caller from hearing its outcome). */
@@ -138,6 +141,15 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   /** Releases the live runtime now; the agent stays resumable. */
   readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /** Closes the runtime and resumes the same session with fresh configuration. */
+  /**
+   * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
+   * its turns has not ended (`AgentBusy`): nothing accepted is lost.
+   */
+  readonly delete: (
+    agentId: string
+  ) => Effect.Effect<void, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
+  /** Lifecycle lanes held now: one per agent with an operation running or waiting, none for the rest. */
+  readonly laneCount: Effect.Effect<number>
   readonly reload: (agentId: string) => Effect.Effect<void, ResumeError | RuntimeCloseFailed | RuntimePersistFailed>
   /**
    * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a

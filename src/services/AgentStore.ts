@@ -10,6 +10,8 @@ export class AgentStore extends Context.Service<AgentStore, {
   /** Inserts or replaces the record with the same agent id. */
   readonly put: (record: AgentRecord) => Effect.Effect<void, AgentStoreError>
   readonly get: (agentId: string) => Effect.Effect<Option.Option<AgentRecord>, AgentStoreError>
+  /** Deletes the record of a deleted agent; a record that is not there is no error. */
+  readonly remove: (agentId: string) => Effect.Effect<void, AgentStoreError>
   /** Every record, oldest first. */
   readonly list: Effect.Effect<ReadonlyArray<AgentRecord>, AgentStoreError>
 }>()("quiesce/store/AgentStore") {}

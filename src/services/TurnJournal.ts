@@ -41,4 +41,6 @@ export class TurnJournal extends Context.Service<TurnJournal, {
    * each agent. Returns how many were removed.
    */
   readonly prune: (endedBefore: number, keepPerAgent: number) => Effect.Effect<number, AgentStoreError>
+  /** Forgets every record of a deleted agent, final or not. Returns how many were removed. */
+  readonly removeAgent: (agentId: string) => Effect.Effect<number, AgentStoreError>
 }>()("quiesce/store/TurnJournal") {}

@@ -8,7 +8,7 @@ import { Cause, Effect, Exit, Logger, References } from "effect"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
-import type { SessionEvent } from "../../src/domain/provider.ts"
+import type { SessionEvent, StopAnswer } from "../../src/domain/provider.ts"
 import { makeClaudeClient } from "../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { claudeCli } from "./support/claudeCli.ts"
@@ -20,8 +20,11 @@ type ProbeResult =
   /** The probe failed (RuntimeProbeFailed): neither a permit nor a veto. */
   | { readonly _tag: "Failed"; readonly cause: string }
 
-/** Runs the probe and says what it answered: a permit, a veto with why (from its debug log), or a failure. */
-const probeResult = (probe: Effect.Effect<boolean, unknown>) =>
+/**
+ * Runs the probe and says what it answered: a permit, a veto with why, or a failure. The veto's
+ * debug log must say the same reason as the answer.
+ */
+const probeResult = (probe: Effect.Effect<StopAnswer, unknown>) =>
   Effect.gen(function*() {
     const messages: Array<unknown> = []
     const capture = Logger.make((options) => void messages.push(options.message))
@@ -30,9 +33,10 @@ const probeResult = (probe: Effect.Effect<boolean, unknown>) =>
       Effect.provideService(References.MinimumLogLevel, "Debug")
     ))
     if (Exit.isFailure(exit)) return { _tag: "Failed", cause: Cause.pretty(exit.cause) } satisfies ProbeResult
-    if (exit.value) return { _tag: "Permit" } satisfies ProbeResult
-    const busy = messages.find((message) => Array.isArray(message) && message[0] === "Claude runtime is busy")
-    const reason = Array.isArray(busy) && typeof busy[1] === "string" ? busy[1] : "vetoed"
+    if (exit.value.canStop) return { _tag: "Permit" } satisfies ProbeResult
+    const reason = exit.value.reason
+    const logged = messages.some((message) => Array.isArray(message) && message[0] === "Claude runtime is busy" && message[1] === reason)
+    assert.isTrue(logged, `the veto is logged with its reason: ${reason}`)
     return { _tag: "Veto", reason } satisfies ProbeResult
   }).pipe(Effect.map((result): ProbeResult => result))
 
@@ -69,7 +73,12 @@ describe("claude code (real CLI)", () => {
         const made = join(agent.home, "made-by-the-tool")
         const allowed = yield* session.startTurn(`RUN: touch '${made}'`, "turn-1")
         yield* asked(1)
-        assert.strictEqual((yield* probeResult(session.canStopRuntime!))._tag, "Veto", "the pending prompt (within its turn) vetoes")
+        // The turn waits for the answer, and the turn is what the veto names first.
+        assert.deepStrictEqual(
+          yield* probeResult(session.canStopRuntime!),
+          { _tag: "Veto", reason: "turn turn-1 is in flight" },
+          "the pending prompt (within its turn) vetoes"
+        )
         const first = events.find((e) => e._tag === "PermissionRequested")
         yield* session.respondToPermission(first?._tag === "PermissionRequested" ? first.id : "", true)
         // After the tool's result the scripted model closes the turn with "done".
@@ -137,7 +146,7 @@ describe("claude code (real CLI)", () => {
             // Right after the turn the CLI may still report itself running; wait for the roster's veto.
             yield* eventually(
               probeResult(session.canStopRuntime!).pipe(
-                Effect.map((result) => result._tag === "Veto" && result.reason.startsWith("background tasks running"))
+                Effect.map((result) => result._tag === "Veto" && /^background tasks? .* (is|are) running$/.test(result.reason))
               ),
               "the live roster vetoes",
               { tries: 40, every: "250 millis" }

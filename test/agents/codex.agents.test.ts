@@ -9,11 +9,14 @@ import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
 import { type LogEntry, recordingLogs } from "../support/logs.ts"
-import type { SessionEvent } from "../../src/domain/provider.ts"
+import type { SessionEvent, StopAnswer } from "../../src/domain/provider.ts"
 import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
 import { codexCli } from "./support/codexCli.ts"
 import { backgroundJobScenario, bounded, eventually, gatedJob, sessionConfig, withRealCli } from "./support/realAgent.ts"
+
+/** A veto's reason; a permit fails the test. */
+const vetoed = (answer: StopAnswer): string => answer.canStop ? assert.fail("the probe permitted") : answer.reason
 
 /** The same CLI, whose scripted model asks to run each command outside the sandbox. */
 const escalatingCli = {
@@ -64,12 +67,16 @@ describe("codex app-server (real CLI)", () => {
         )
         const requested = events.find((event) => event._tag === "PermissionRequested")
         const permissionId = requested?._tag === "PermissionRequested" ? requested.id : ""
-        assert.isFalse(yield* session.canStopRuntime!, "a pending approval (and the turn) vetoes")
+        // The turn waits for the approval, and the turn is what the veto names first.
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is running", "a pending approval (and the turn) vetoes")
         yield* session.respondToPermission(permissionId, true)
         assert.deepStrictEqual(yield* bounded(done, "the turn's end"), { reply: "done", interrupted: false })
         assert.isTrue(existsSync(join(agent.home, "approved-file")), "the approved command ran")
         assert.deepInclude(events, { _tag: "PermissionResolved", id: permissionId })
-        yield* eventually(session.canStopRuntime!, "the probe permits once the command has ended")
+        yield* eventually(
+          Effect.map(session.canStopRuntime!, (answer) => answer.canStop),
+          "the probe permits once the command has ended"
+        )
         yield* session.close
       })), 180_000)
 
@@ -106,8 +113,9 @@ describe("codex app-server (real CLI)", () => {
           const done = yield* session.startTurn(codexCli.startJob(`(${job.command}) & wait`), "turn-1")
           assert.strictEqual((yield* bounded(done, "the turn's end")).reply, "done")
           const logs: Array<LogEntry> = []
-          assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!), "the background terminal vetoes")
-          assert.match(String(logs.at(-1)?.annotations["reason"]), /^thread \S+ has a background terminal: \(until /)
+          const reason = vetoed(yield* recordingLogs(logs)(session.canStopRuntime!))
+          assert.match(reason, /^thread \S+ has a background terminal: \(until /, "the background terminal vetoes")
+          assert.strictEqual(String(logs.at(-1)?.annotations["reason"]), reason, "the log says the same")
           // Besides the job, the server may have run short commands of its own (git) in groups of their own.
           const [server, ...commands] = pids
           const running = commands.filter(groupAlive)

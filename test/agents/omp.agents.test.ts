@@ -29,6 +29,15 @@ const collectWithReasons = (agent: RealAgent, agentId: string) =>
     return { outcome, reasons }
   })
 
+/** The provider's own probe of the agent's live runtime, as the collector would call it. */
+const probe = (agent: RealAgent, agentId: string) =>
+  Effect.gen(function*() {
+    const family = yield* agent.registry.candidates.captureFamily(agentId)
+    const check = family.find((candidate) => candidate.agentId === agentId)?.canStopRuntime
+    if (check === undefined) return assert.fail("the omp runtime offers a safety probe")
+    return yield* check
+  })
+
 const continuation = "the last run ended non-terminal: a continuation is scheduled"
 
 describe("omp --mode rpc 18.2.3 (real CLI)", () => {
@@ -47,6 +56,7 @@ describe("omp --mode rpc 18.2.3 (real CLI)", () => {
         assert.strictEqual(idle.outcome._tag, "Retained")
         if (idle.outcome._tag === "Retained") assert.strictEqual(idle.outcome.residency.veto?.outcome, "vetoed")
         assert.deepStrictEqual(idle.reasons, [missingSettlement])
+        assert.deepStrictEqual(yield* probe(agent, created.agentId), { canStop: false, reason: missingSettlement }, "the answer says why")
 
         // An async bash job: the turn ends at once, OMP keeps the job's result to deliver.
         const job = gatedJob(agent.home)
@@ -56,6 +66,7 @@ describe("omp --mode rpc 18.2.3 (real CLI)", () => {
         const withJob = yield* collectWithReasons(agent, created.agentId)
         assert.strictEqual(withJob.outcome._tag, "Retained")
         assert.deepStrictEqual(withJob.reasons, [continuation])
+        assert.deepStrictEqual(yield* probe(agent, created.agentId), { canStop: false, reason: continuation }, "the answer says why")
         assert.isTrue((yield* agent.registry.get(created.agentId)).resident)
 
         // The job ends; OMP delivers its result in a run of its own, ending terminal.

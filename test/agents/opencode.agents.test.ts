@@ -35,6 +35,15 @@ import {
 
 type Server = OpenCodeServerInfo
 
+/** The provider's own probe of the agent's live runtime, as the collector would call it. */
+const adapterProbe = (agent: RealAgent, agentId: string) =>
+  Effect.gen(function*() {
+    const family = yield* agent.registry.candidates.captureFamily(agentId)
+    const check = family.find((candidate) => candidate.agentId === agentId)?.canStopRuntime
+    if (check === undefined) return assert.fail("the opencode runtime offers a safety probe")
+    return yield* check
+  })
+
 /** A gate in its own folder under the home (`gatedJob` names its file inside the folder). */
 const gateIn = (home: string, name: string) => {
   const dir = join(home, name)
@@ -191,6 +200,9 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
           args: ["-c", ptyJob.command]
         }))
         assert.strictEqual(pty.status, "running")
+        const ptyDecision = yield* probeDecision(probe)
+        assert.strictEqual(ptyDecision._tag, "Busy")
+        assert.include(ptyDecision._tag === "Busy" ? ptyDecision.reason : "", `PTY ${pty.id} \`bash -c `, "the veto names the PTY")
         const vetoed = yield* agent.collector.collectNow(agentId)
         assert.strictEqual(vetoed._tag, "Retained", "the PTY keeps the runtime")
         if (vetoed._tag === "Retained") {
@@ -268,7 +280,9 @@ describe("OpenCode 1.18.33 (real CLI)", () => {
           trustMissingInventories: { serverVersion: server.version }
         })
         assert.deepStrictEqual(decision, { _tag: "Idle" })
-        // The job carries the runtime's environment marker, so the adapter's probe vetoes.
+        // The job carries the runtime's environment marker, so the adapter's probe vetoes, naming it.
+        const answer = yield* adapterProbe(agent, agentId)
+        assert.include(answer.canStop ? "" : answer.reason, `(pid ${jobPid})`, "the veto names the escaped job")
         const vetoed = yield* agent.collector.collectNow(agentId)
         assert.strictEqual(vetoed._tag, "Retained", "the escaped job keeps the runtime")
         assert.isTrue((yield* agent.registry.get(agentId)).resident)

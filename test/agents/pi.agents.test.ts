@@ -32,6 +32,10 @@ const probe = (agent: RealAgent, agentId: string) =>
     return yield* check
   })
 
+/** The probe's veto reason; a permit fails the test. */
+const vetoReason = (agent: RealAgent, agentId: string) =>
+  Effect.map(probe(agent, agentId), (answer) => answer.canStop ? assert.fail("the probe permitted") : answer.reason)
+
 /** Field 4 of /proc/<pid>/stat; -1 once the process is gone. */
 const parentOf = (pid: number): number => {
   try {
@@ -88,7 +92,7 @@ describe("pi --mode rpc (real CLI)", () => {
         )
         const steered = yield* agent.registry.prompt(created.agentId, "and then stop")
         assert.strictEqual(steered.disposition, "steer", "a prompt during the turn is steered into it")
-        assert.isFalse(yield* probe(agent, created.agentId), "the probe vetoes while the turn streams")
+        assert.match(yield* vetoReason(agent, created.agentId), /^turn \S+ is in flight$/, "the probe vetoes while the turn streams")
         const retained = yield* agent.collector.collectNow(created.agentId)
         assert.strictEqual(retained._tag, "Retained")
         assert.isTrue((yield* agent.registry.get(created.agentId)).resident)
@@ -100,7 +104,7 @@ describe("pi --mode rpc (real CLI)", () => {
           model.requests.some((request) => request.lastUserText === "and then stop"),
           "the steer reached the model after the command"
         )
-        assert.isTrue(yield* probe(agent, created.agentId), "get_state of an idle Pi permits")
+        assert.deepStrictEqual(yield* probe(agent, created.agentId), { canStop: true }, "get_state of an idle Pi permits")
 
         yield* releaseAndResume(agent, created.agentId, sessionId!)
         assert.deepStrictEqual(model.unrouted, [])
@@ -164,7 +168,9 @@ describe("pi --mode rpc (real CLI)", () => {
         yield* bounded(agent.registry.awaitIdle(created.agentId), "the turn's end")
 
         // Pi's get_state says idle; the job carries the runtime's marker, so the probe vetoes.
-        assert.isFalse(yield* probe(agent, created.agentId), "the escaped job vetoes")
+        const reason = yield* vetoReason(agent, created.agentId)
+        assert.match(reason, /started by the runtime run outside it/, "the escaped job vetoes")
+        assert.include(reason, `(pid ${jobPid})`, "the veto names the job")
         const vetoed = yield* agent.collector.collectNow(created.agentId)
         assert.strictEqual(vetoed._tag, "Retained", "the job keeps the runtime")
         assert.isTrue((yield* agent.registry.get(created.agentId)).resident)

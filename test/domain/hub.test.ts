@@ -71,7 +71,7 @@ describe("a prompt through the hub", () => {
 })
 
 describe("which requests may start a retired home's daemon", () => {
-  it("mutations do; reads, retire now, collection, sweeps and closes never do", () => {
+  it("mutations (deleting an agent too) do; reads, retire now, collection, sweeps and closes never do", () => {
     for (const path of ["/v1/agents", "/v1/agents/a/prompts", "/v1/agents/a/interrupt", "/v1/agents/a/permissions/p"]) {
       assert.isTrue(startsDaemon({ method: "POST", path }), path)
     }
@@ -82,6 +82,8 @@ describe("which requests may start a retired home's daemon", () => {
       assert.isFalse(startsDaemon({ method: "POST", path }), path)
     }
     assert.isFalse(startsDaemon({ method: "OPTIONS", path: "/v1/agents" }))
-    assert.isFalse(startsDaemon({ method: "DELETE", path: "/v1/agents/a" }))
+    assert.isTrue(startsDaemon({ method: "DELETE", path: "/v1/agents/a" }))
+    assert.isFalse(startsDaemon({ method: "DELETE", path: "/v1/agents" }))
+    assert.isFalse(startsDaemon({ method: "DELETE", path: "/v1/agents/a/turns/t" }))
   })
 })

@@ -144,10 +144,20 @@ describe("the daemon end to end", () => {
     const bare = spawnSync(process.execPath, [cli], { encoding: "utf8", timeout: 20_000 })
     expect(bare.status).toBe(0)
     expect(bare.stdout).toContain("USAGE")
+    // A typo: one line with the parser's suggestion, and where to read more; not the help page.
     const typo = spawnSync(process.execPath, [cli, "agents", "lst"], { encoding: "utf8", timeout: 20_000 })
     expect(typo.status).toBe(1)
-    expect(typo.stdout + typo.stderr).toContain("list")
-    expect(typo.stdout + typo.stderr).not.toContain("Help requested")
+    expect(typo.stdout).toBe("")
+    expect(typo.stderr.trim().split("\n")).toEqual([
+      `quiesce: Unknown subcommand "lst" for "quiesce agents" (did you mean list?)`,
+      "quiesce: see: quiesce agents --help"
+    ])
+    const badFlag = spawnSync(process.execPath, [cli, "runtimes", "--jsn"], { encoding: "utf8", timeout: 20_000 })
+    expect(badFlag.status).toBe(1)
+    expect(badFlag.stderr.trim().split("\n")).toEqual([
+      "quiesce: Unrecognized flag: --jsn in command quiesce runtimes (did you mean --json?)",
+      "quiesce: see: quiesce runtimes --help"
+    ])
 
     const daemon = startDaemon(home, await freePort())
     await ready(daemon)
@@ -170,10 +180,19 @@ describe("the daemon end to end", () => {
     expect(runCli(daemon, "prompt", agentId, "sleep 20 &", "--wait").status).toBe(0)
     const kept = runCli(daemon, "collect", agentId)
     expect(kept.status).toBe(1)
-    expect(kept.stderr).toContain(`${agentId} was not released: vetoed by ${agentId}`)
-    expect(JSON.parse(kept.stdout).outcome).toBe("retained")
+    // The provider's veto says why, in one line, everywhere it is shown.
+    const reason = "background job 1 `sleep 20`"
+    expect(kept.stderr.trim()).toBe(`quiesce: ${agentId} was not released: vetoed by its provider: ${reason}`)
+    expect(JSON.parse(kept.stdout)).toMatchObject({ outcome: "retained", lastProbe: { outcome: "vetoed", message: reason } })
     const listed = JSON.parse(runCli(daemon, "runtimes", "--json").stdout)
-    expect(listed).toContainEqual(expect.objectContaining({ agentId, state: "vetoed" }))
+    expect(listed).toContainEqual(expect.objectContaining({ agentId, state: "vetoed", lastProbe: expect.objectContaining({ message: reason }) }))
+    expect(runCli(daemon, "runtimes").stdout).toContain(`vetoed by its provider: ${reason}`)
+    const explained = runCli(daemon, "explain", agentId)
+    expect(explained.status, explained.stderr).toBe(0)
+    expect(explained.stdout).toMatch(/^state +vetoed$/m)
+    expect(explained.stdout).toContain(`why         vetoed by its provider: ${reason}`)
+    const explainedApi = await api(daemon, "GET", `/v1/runtimes/${agentId}`)
+    expect(explainedApi.body).toMatchObject({ agentId, state: "vetoed", lastProbe: { outcome: "vetoed", message: reason } })
     const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home, "--label", "team=web", "--label", "tier=1").stdout).agentId
     expect(JSON.parse(runCli(daemon, "agents", "show", other).stdout).labels).toEqual({ team: "web", tier: "1" })
     expect(runCli(daemon, "prompt", other, "true", "--wait").status).toBe(0)
@@ -190,6 +209,66 @@ describe("the daemon end to end", () => {
     await until(() => !groupAlive(pid), "the runtime's group is gone")
     expect(runCli(daemon, "stop").stderr).toContain("No daemon is running")
   }, 30_000)
+
+  it("agents delete ends the runtime and forgets the agent; a running turn refuses it; an unconfigured provider's agent is listed and deletable", async () => {
+    const home = newHome()
+    const shell = { kind: "plugin", command: process.execPath, args: [shellPluginPath] }
+    writeFileSync(join(home, "config.json"), JSON.stringify({ providers: { "old-shell": shell, "my-shell": shell } }))
+    let daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const create = async (provider: string) => (await api(daemon, "POST", "/v1/agents", { provider, cwd: home })).body.agentId
+    const old = await create("old-shell")
+    expect((await api(daemon, "POST", `/v1/agents/${old}/prompts`, { text: "echo kept", wait: true })).body.state).toBe("completed")
+
+    // A running turn refuses the delete (nothing accepted is lost); once it ended, the delete goes through.
+    const busy = await create("my-shell")
+    const running = (await api(daemon, "POST", `/v1/agents/${busy}/prompts`, { text: "sleep 30" })).body
+    const busyPid: number = (await api(daemon, "GET", `/v1/agents/${busy}`)).body.pid
+    const refused = await api(daemon, "DELETE", `/v1/agents/${busy}`)
+    expect(refused.status).toBe(409)
+    // The API's one error shape: an RFC 9457 problem carrying the typed error's tag and fields.
+    expect(refused.contentType).toBe("application/problem+json")
+    expect(refused.body).toEqual({
+      type: "urn:quiesce:error:AgentBusy",
+      title: "Agent busy",
+      status: 409,
+      detail: refused.body.message,
+      _tag: "AgentBusy",
+      agentId: busy,
+      turnId: running.turnId,
+      message: expect.stringContaining(`has turn ${running.turnId} running`)
+    })
+    expect(runCli(daemon, "agents", "delete", busy).stderr.trim()).toBe(`quiesce: ${refused.body.message}`)
+    await api(daemon, "POST", `/v1/agents/${busy}/interrupt`)
+    await until(async () => (await api(daemon, "DELETE", `/v1/agents/${busy}`)).status === 204, "the delete goes through after the turn ended")
+    await until(() => !groupAlive(busyPid), "the deleted agent's runtime is gone")
+    expect((await api(daemon, "GET", `/v1/agents/${busy}`)).status).toBe(404)
+    expect((await api(daemon, "GET", `/v1/agents/${busy}/turns/${running.turnId}`)).status).toBe(404)
+
+    // Through the CLI: a resident runtime with a background job ends with its agent.
+    const withJob = await create("my-shell")
+    await api(daemon, "POST", `/v1/agents/${withJob}/prompts`, { text: "sleep 20 &", wait: true })
+    const jobPid: number = (await api(daemon, "GET", `/v1/agents/${withJob}`)).body.pid
+    const deleted = runCli(daemon, "agents", "delete", withJob)
+    expect(deleted.status, deleted.stderr).toBe(0)
+    expect(deleted.stdout).toContain(`deleted ${withJob}`)
+    await until(() => !groupAlive(jobPid), "its runtime's group is gone")
+    expect(runCli(daemon, "agents", "delete", withJob).stderr.trim()).toBe(`quiesce: No agent with id ${withJob}`)
+
+    // The provider leaves the configuration: its agent is still listed, says so, and can be deleted.
+    expect(runCli(daemon, "stop").status).toBe(0)
+    writeFileSync(join(home, "config.json"), JSON.stringify({ providers: { "my-shell": shell } }))
+    daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const listed = JSON.parse(runCli(daemon, "agents", "list", "--json").stdout)
+    expect(listed).toEqual([expect.objectContaining({ agentId: old, provider: "old-shell", providerAvailable: false, resident: false })])
+    expect(runCli(daemon, "agents", "list").stdout).toMatch(new RegExp(`${old} +old-shell \\(not configured\\) +released`))
+    const prompted = await api(daemon, "POST", `/v1/agents/${old}/prompts`, { text: "echo again", wait: true })
+    expect(prompted.status).toBe(422)
+    expect(prompted.body.message).toContain(`No provider named "old-shell"`)
+    expect(runCli(daemon, "agents", "delete", old).status).toBe(0)
+    expect(JSON.parse(runCli(daemon, "agents", "list", "--json").stdout)).toEqual([])
+  }, 90_000)
 
   it("config check names a provider command that cannot be found, and a home that does not exist yet", () => {
     const cli = join(import.meta.dirname, "../../src/programs/cli.ts")

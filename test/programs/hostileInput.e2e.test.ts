@@ -13,7 +13,12 @@ afterEach(cleanUpDaemons)
 
 const MiB = 1024 * 1024
 
+/** The 413 problem body (the API's one error shape). */
 const tooLarge = (limitBytes: number) => ({
+  type: "urn:quiesce:error:RequestTooLarge",
+  title: "Request too large",
+  status: 413,
+  detail: `Request body exceeds ${limitBytes} bytes`,
   _tag: "RequestTooLarge",
   message: `Request body exceeds ${limitBytes} bytes`,
   limitBytes

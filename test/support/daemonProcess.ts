@@ -139,7 +139,7 @@ export const api = async (
     ...(signal === undefined ? {} : { signal })
   })
   const text = await response.text()
-  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
+  return { status: response.status, contentType: response.headers.get("content-type"), body: text === "" ? undefined : JSON.parse(text) }
 }
 
 // The CLI finds the daemon through the address it wrote into the home (it listens on --port).

@@ -1,6 +1,7 @@
 import { Effect, Layer } from "effect"
 import { blocker, type Blocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
+import type { StopAnswer } from "../../domain/provider.ts"
 import type { RuntimeCloseFailed, RuntimeProbeFailed } from "../../domain/errors.ts"
 import { CallerProtection } from "../../services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
@@ -14,7 +15,7 @@ export class FakeRuntime {
   resumable = true
   activity = 0
   parentAgentId: string | undefined = undefined
-  probe: Effect.Effect<boolean, RuntimeProbeFailed> | undefined = undefined
+  probe: Effect.Effect<StopAnswer, RuntimeProbeFailed> | undefined = undefined
   /** When set, the next close fails with it and the runtime stays resident. */
   closeFailure: RuntimeCloseFailed | undefined = undefined
   /** Runs inside the close, after revalidation succeeded and before the runtime is marked closed. */

@@ -422,7 +422,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       for (const entry of verdicts) {
         if (entry === undefined || entry.verdict._tag === "Permitted") continue
         found.push(entry.verdict._tag === "Vetoed"
-          ? { category: "veto", agentId: entry.candidate.agentId, detail: "the provider reports work a release would lose" }
+          ? { category: "veto", agentId: entry.candidate.agentId, detail: entry.verdict.reason }
           : { category: "probe-failure", agentId: entry.candidate.agentId, detail: entry.verdict.error.message })
       }
       return found

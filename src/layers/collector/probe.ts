@@ -1,19 +1,19 @@
 import { Cause, Clock, Effect, Exit, Fiber, Option } from "effect"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../domain/errors.ts"
+import type { StopAnswer } from "../../domain/provider.ts"
 import type { ProbeObservation } from "../../domain/sweep.ts"
 import { recordProbeDuration } from "../metrics/Metrics.ts"
 
 export type ProbeVerdict =
   | { readonly _tag: "Permitted" }
-  | { readonly _tag: "Vetoed" }
+  | { readonly _tag: "Vetoed"; readonly reason: string }
   | { readonly _tag: "Failed"; readonly error: RuntimeProbeFailed | RuntimeProbeTimedOut }
 
 const permitted: ProbeVerdict = { _tag: "Permitted" }
-const vetoed: ProbeVerdict = { _tag: "Vetoed" }
 
 /**
- * Asks a provider whether its runtime may stop (C6). Only `true` permits. A failure, a defect, an
+ * Asks a provider whether its runtime may stop (C6). Only `canStop: true` permits; a veto keeps the provider's reason. A failure, a defect, an
  * interruption of the probe itself, or no answer within the timeout is a typed failure.
  *
  * The probe runs in a fiber of its own so that the timeout never waits for a probe that is slow
@@ -23,7 +23,7 @@ const vetoed: ProbeVerdict = { _tag: "Vetoed" }
  */
 export const runProbe = (
   candidate: RuntimeCandidate,
-  check: Effect.Effect<boolean, RuntimeProbeFailed>,
+  check: Effect.Effect<StopAnswer, RuntimeProbeFailed>,
   timeoutMillis: number
 ): Effect.Effect<{ readonly verdict: ProbeVerdict; readonly observation: ProbeObservation }> =>
   Effect.gen(function*() {
@@ -52,7 +52,7 @@ export const runProbe = (
       verdict = { _tag: "Failed", error: RuntimeProbeTimedOut.of(candidate.agentId, timeoutMillis) }
     } else {
       const exit = answer.value
-      if (Exit.isSuccess(exit)) verdict = exit.value === true ? permitted : vetoed
+      if (Exit.isSuccess(exit)) verdict = exit.value.canStop ? permitted : { _tag: "Vetoed", reason: exit.value.reason }
       else {
         const cause = exit.cause
         verdict = {
@@ -79,7 +79,7 @@ const observe = (agentId: string, at: number, verdict: ProbeVerdict): ProbeObser
     case "Permitted":
       return { agentId, at, outcome: "permitted" }
     case "Vetoed":
-      return { agentId, at, outcome: "vetoed" }
+      return { agentId, at, outcome: "vetoed", message: verdict.reason }
     case "Failed":
       return {
         agentId,

@@ -16,8 +16,10 @@ import {
   OpenApi
 } from "effect/http-api"
 import { AgentLifecycle, Labels } from "../../domain/agent.ts"
+import { asProblem } from "./problem.ts"
 import { MemberBlocker } from "../../domain/blocker.ts"
 import {
+  AgentBusy,
   AgentNotFound,
   AgentNotResumable,
   AgentStoreError,
@@ -63,30 +65,31 @@ export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("Requ
 }
 
 // The domain errors, with the status each answers with.
-export const AgentNotFoundError = AgentNotFound.pipe(HttpApiSchema.status(404))
-export const RuntimeNotFoundError = RuntimeNotFound.pipe(HttpApiSchema.status(404))
-export const ShuttingDownError = ShuttingDown.pipe(HttpApiSchema.status(503))
-export const AgentNotResumableError = AgentNotResumable.pipe(HttpApiSchema.status(409))
-export const ProviderNotFoundError = ProviderNotFound.pipe(HttpApiSchema.status(422))
-export const ProviderFailedError = ProviderFailed.pipe(HttpApiSchema.status(502))
-export const PermissionNotPendingError = PermissionNotPending.pipe(HttpApiSchema.status(409))
-export const AgentStoreFailedError = AgentStoreError.pipe(HttpApiSchema.status(500))
-export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(HttpApiSchema.status(502))
-export const RuntimePersistFailedError = RuntimePersistFailed.pipe(HttpApiSchema.status(500))
-export const PromptTooLargeError = PromptTooLarge.pipe(HttpApiSchema.status(413))
+export const AgentNotFoundError = AgentNotFound.pipe(asProblem(404))
+export const AgentBusyError = AgentBusy.pipe(asProblem(409))
+export const RuntimeNotFoundError = RuntimeNotFound.pipe(asProblem(404))
+export const ShuttingDownError = ShuttingDown.pipe(asProblem(503))
+export const AgentNotResumableError = AgentNotResumable.pipe(asProblem(409))
+export const ProviderNotFoundError = ProviderNotFound.pipe(asProblem(422))
+export const ProviderFailedError = ProviderFailed.pipe(asProblem(502))
+export const PermissionNotPendingError = PermissionNotPending.pipe(asProblem(409))
+export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(500))
+export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(502))
+export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(500))
+export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(413))
 /** Retryable: the daemon is deciding whether to retire (a `Retry-After` header says when to try again). */
-export const DaemonRetiringError = DaemonRetiring.pipe(HttpApiSchema.status(503))
-export const RetirementRefusedError = RetirementRefused.pipe(HttpApiSchema.status(409))
-export const RetirementFailedError = RetirementFailed.pipe(HttpApiSchema.status(500))
-export const TurnNotFoundError = TurnNotFound.pipe(HttpApiSchema.status(404))
-export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(HttpApiSchema.status(422))
+export const DaemonRetiringError = DaemonRetiring.pipe(asProblem(503))
+export const RetirementRefusedError = RetirementRefused.pipe(asProblem(409))
+export const RetirementFailedError = RetirementFailed.pipe(asProblem(500))
+export const TurnNotFoundError = TurnNotFound.pipe(asProblem(404))
+export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asProblem(422))
 
 // ---- middleware --------------------------------------------------------------------------------
 
 /** `Authorization: Bearer <token>` on every route but health, metrics and the OpenAPI document. */
 export class Authorization extends HttpApiMiddleware.Service<Authorization>()("quiesce/http/Authorization", {
   security: { bearer: HttpApiSecurity.bearer },
-  error: Unauthorized
+  error: Unauthorized.pipe(asProblem(401))
 }) {}
 
 /**
@@ -94,7 +97,7 @@ export class Authorization extends HttpApiMiddleware.Service<Authorization>()("q
  * is refused before any of the body is read, and a body without one is read no further than it.
  */
 export class RequestBodyLimit extends HttpApiMiddleware.Service<RequestBodyLimit>()("quiesce/http/RequestBodyLimit", {
-  error: RequestTooLarge
+  error: RequestTooLarge.pipe(asProblem(413))
 }) {}
 
 /** Refuses every mutating request with 503 once the daemon stopped admitting work (shutdown). */
@@ -156,7 +159,12 @@ export const AgentSummary = Schema.Struct({
   /** The runtime's process id while resident, when the provider runs a process. */
   pid: Schema.NullOr(Schema.Number),
   /** Permissions the runtime asked for and nobody has answered yet; answer them at `/permissions/{id}`. */
-  pendingPermissions: Schema.Array(Schema.String)
+  pendingPermissions: Schema.Array(Schema.String),
+  /**
+   * False when the daemon's configuration no longer has the agent's provider: the agent can be
+   * read and deleted, not prompted or resumed.
+   */
+  providerAvailable: Schema.Boolean
 })
 export type AgentSummary = typeof AgentSummary.Type
 
@@ -310,6 +318,12 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: AgentSummary,
       error: AgentNotFoundError
     }),
+    /** Ends the agent's runtime and forgets the agent and its turns; 409 while one of its turns has not ended. */
+    HttpApiEndpoint.delete("delete", "/v1/agents/:id", {
+      params: AgentId,
+      success: HttpApiSchema.NoContent,
+      error: [AgentNotFoundError, AgentBusyError, AgentStoreFailedError, RuntimeCloseFailedError, RuntimePersistFailedError]
+    }).middleware(AdmissionGate),
     // No admission gate: the journal answers a repeated client message id even during a shutdown;
     // the registry refuses new prompts itself.
     HttpApiEndpoint.post("prompt", "/v1/agents/:id/prompts", {
@@ -354,6 +368,12 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
 export class RuntimesGroup extends HttpApiGroup.make("runtimes")
   .add(
     HttpApiEndpoint.get("list", "/v1/runtimes", { success: Schema.Array(RuntimeRow) }),
+    /** One live runtime and why it is still resident (X1): blockers, the provider's veto and its reason. */
+    HttpApiEndpoint.get("explain", "/v1/runtimes/:id", {
+      params: AgentId,
+      success: RuntimeRow,
+      error: RuntimeNotFoundError
+    }),
     HttpApiEndpoint.post("collect", "/v1/runtimes/:id/collect", {
       params: AgentId,
       success: CollectResult,

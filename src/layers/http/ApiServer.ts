@@ -23,7 +23,7 @@ import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
-import { ShuttingDown, WorkingDirectoryNotFound } from "../../domain/errors.ts"
+import { RuntimeNotFound, ShuttingDown, WorkingDirectoryNotFound } from "../../domain/errors.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
@@ -170,7 +170,7 @@ const problemDetailsLayer = HttpApiMiddleware.layerProblemDetails({ includeDetai
 
 // ---- handlers ----------------------------------------------------------------------------------
 
-const agentSummary = ({ pendingPermissions, pid, record, resident }: AgentView): AgentSummary => ({
+const agentSummary = ({ pendingPermissions, pid, providerAvailable, record, resident }: AgentView): AgentSummary => ({
   agentId: record.agentId,
   provider: record.provider,
   cwd: record.cwd,
@@ -181,7 +181,8 @@ const agentSummary = ({ pendingPermissions, pid, record, resident }: AgentView):
   lastActivityAt: record.lastActivityAt,
   parentAgentId: parentAgentIdOf(record.labels) ?? null,
   pendingPermissions,
-  pid
+  pid,
+  providerAvailable
 })
 
 const promptResult = (receipt: PromptReceipt): PromptResult => ({
@@ -275,6 +276,7 @@ const agentsHandlers = HttpApiBuilder.group(
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
       .handle("close", ({ params }) => registry.close(params.id))
+      .handle("delete", ({ params }) => registry.delete(params.id))
       .handle("interrupt", ({ params }) => registry.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>
         registry.respondToPermission(params.id, params.permissionId, payload.allow))
@@ -323,29 +325,41 @@ const runtimesHandlers = HttpApiBuilder.group(
     const collector = yield* RuntimeCollector
     const inspection = yield* ProcessInspection
 
-    const listRuntimes = Effect.gen(function*() {
-      const resident = (yield* registry.list).filter((view) => view.resident)
-      const pids = resident.flatMap((view) => view.pid === null ? [] : [view.pid])
-      const [samples, rows] = yield* Effect.all([
-        pids.length === 0 ? Effect.succeed(noSamples) : inspection.sampleAll(pids),
-        Effect.forEach(resident, (view) =>
-          collector.explain(view.record.agentId).pipe(
-            Effect.map((residency) => Option.some({ view, residency })),
-            // Released between the listing and the explanation: no longer a resident runtime.
-            Effect.catchTag("RuntimeNotFound", () => Effect.succeedNone)
-          ), { concurrency: 16 })
-      ], { concurrency: 2 })
-      return rows.flatMap((row) => {
-        if (Option.isNone(row)) return []
-        const { residency, view } = row.value
-        const sample = view.pid === null ? undefined : samples.get(view.pid)
-        const rssBytes = sample !== undefined && Option.isSome(sample) ? sample.value.rssBytes : null
-        return [runtimeRow(view, residency, rssBytes)]
+    /** The rows of these resident agents, each explained, with the memory of its process tree. */
+    const rowsOf = (resident: ReadonlyArray<AgentView>) =>
+      Effect.gen(function*() {
+        const pids = resident.flatMap((view) => view.pid === null ? [] : [view.pid])
+        const [samples, rows] = yield* Effect.all([
+          pids.length === 0 ? Effect.succeed(noSamples) : inspection.sampleAll(pids),
+          Effect.forEach(resident, (view) =>
+            collector.explain(view.record.agentId).pipe(
+              Effect.map((residency) => Option.some({ view, residency })),
+              // Released between the listing and the explanation: no longer a resident runtime.
+              Effect.catchTag("RuntimeNotFound", () => Effect.succeedNone)
+            ), { concurrency: 16 })
+        ], { concurrency: 2 })
+        return rows.flatMap((row) => {
+          if (Option.isNone(row)) return []
+          const { residency, view } = row.value
+          const sample = view.pid === null ? undefined : samples.get(view.pid)
+          const rssBytes = sample !== undefined && Option.isSome(sample) ? sample.value.rssBytes : null
+          return [runtimeRow(view, residency, rssBytes)]
+        })
       })
-    })
+
+    const listRuntimes = Effect.flatMap(registry.list, (views) => rowsOf(views.filter((view) => view.resident)))
+
+    const explainRuntime = (agentId: string) =>
+      Effect.gen(function*() {
+        const view = (yield* registry.list).find((candidate) => candidate.record.agentId === agentId && candidate.resident)
+        const [row] = view === undefined ? [] : yield* rowsOf([view])
+        if (row === undefined) return yield* RuntimeNotFound.of(agentId)
+        return row
+      })
 
     return handlers
       .handle("list", () => listRuntimes)
+      .handle("explain", ({ params }) => explainRuntime(params.id))
       .handle("collect", ({ params }) => Effect.map(collector.collectNow(params.id), collectResult))
       .handle("sweep", () => Effect.map(collector.sweep, sweepResult))
   })

@@ -27,6 +27,7 @@ import {
 } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
 import { Authorization, QuiesceApi, RetirementAttemptView } from "./Api.ts"
+import { asProblem } from "./problem.ts"
 
 /** The identity an action addresses: what the inventory rendered. The hub rechecks it first. */
 export const RenderedIdentity = Schema.Struct({
@@ -102,16 +103,16 @@ export type StopResult = typeof StopResult.Type
 
 const Name = { name: Schema.String }
 
-export const HomeNotManagedError = HomeNotManaged.pipe(HttpApiSchema.status(404))
-export const HomeRetiredError = HomeRetired.pipe(HttpApiSchema.status(409))
-export const HomeStoppedError = HomeStopped.pipe(HttpApiSchema.status(409))
-export const HomeArchivedError = HomeArchived.pipe(HttpApiSchema.status(409))
-export const DaemonUnavailableError = DaemonUnavailable.pipe(HttpApiSchema.status(503))
-export const DaemonIncompatibleError = DaemonIncompatible.pipe(HttpApiSchema.status(409))
-export const DaemonStartFailedError = DaemonStartFailed.pipe(HttpApiSchema.status(502))
-export const StaleIdentityError = StaleIdentity.pipe(HttpApiSchema.status(409))
-export const ConfirmationRequiredError = ConfirmationRequired.pipe(HttpApiSchema.status(400))
-export const HubConfigInvalidError = HubConfigInvalid.pipe(HttpApiSchema.status(500))
+export const HomeNotManagedError = HomeNotManaged.pipe(asProblem(404))
+export const HomeRetiredError = HomeRetired.pipe(asProblem(409))
+export const HomeStoppedError = HomeStopped.pipe(asProblem(409))
+export const HomeArchivedError = HomeArchived.pipe(asProblem(409))
+export const DaemonUnavailableError = DaemonUnavailable.pipe(asProblem(503))
+export const DaemonIncompatibleError = DaemonIncompatible.pipe(asProblem(409))
+export const DaemonStartFailedError = DaemonStartFailed.pipe(asProblem(502))
+export const StaleIdentityError = StaleIdentity.pipe(asProblem(409))
+export const ConfirmationRequiredError = ConfirmationRequired.pipe(asProblem(400))
+export const HubConfigInvalidError = HubConfigInvalid.pipe(asProblem(500))
 
 export class HubHealthGroup extends HttpApiGroup.make("system", { topLevel: true }).add(
   HttpApiEndpoint.get("health", "/v1/health", { success: Schema.Struct({ status: Schema.Literal("ok") }) })
@@ -130,8 +131,8 @@ export class DaemonsGroup extends HttpApiGroup.make("daemons")
         StaleIdentityError,
         DaemonIncompatibleError,
         DaemonUnavailableError,
-        RetirementRefused.pipe(HttpApiSchema.status(409)),
-        RetirementFailed.pipe(HttpApiSchema.status(500)),
+        RetirementRefused.pipe(asProblem(409)),
+        RetirementFailed.pipe(asProblem(500)),
         HubConfigInvalidError
       ]
     }),

@@ -4,15 +4,26 @@
  * the daemon's own token, which the hub reads from the daemon's home, never leaves the hub.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { ByteSize, Effect, Layer } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerResponse } from "effect/http"
+import { ByteSize, Effect, Layer, Schema } from "effect"
+import { HttpIncomingMessage, HttpRouter, HttpServerResponse, ProblemDetails } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
+import {
+  DaemonIncompatible,
+  DaemonStartFailed,
+  DaemonUnavailable,
+  HomeArchived,
+  HomeNotManaged,
+  HomeRetired,
+  HomeStopped,
+  HubConfigInvalid
+} from "../../domain/hub.ts"
 import { HubDaemons, prepare, type RoutingError } from "../hub/HubDaemons.ts"
 import { RequestTooLarge, Unauthorized } from "./Api.ts"
 import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
+import { problemMembers } from "./problem.ts"
 
 const handlers = HttpApiBuilder.group(
   HubApi,
@@ -42,10 +53,25 @@ const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "RequestTooLarge"
   RequestTooLarge: 413
 }
 
-const errorResponse = (error: { readonly _tag: keyof typeof statusOf }) =>
-  HttpServerResponse.text(JSON.stringify(error), {
+/** The errors the forwarding route answers with itself, encoded as the API's error schemas encode them. */
+const encodeRouteError = Schema.encodeSync(Schema.Union([
+  HomeNotManaged,
+  HomeRetired,
+  HomeStopped,
+  HomeArchived,
+  DaemonIncompatible,
+  DaemonUnavailable,
+  DaemonStartFailed,
+  HubConfigInvalid,
+  Unauthorized,
+  RequestTooLarge
+]))
+
+/** A routing error as the API answers every error: a problem (see problem.ts) with the error's fields. */
+const errorResponse = (error: RoutingError | Unauthorized | RequestTooLarge) =>
+  HttpServerResponse.text(JSON.stringify({ ...encodeRouteError(error), ...problemMembers(error, statusOf[error._tag]) }), {
     status: statusOf[error._tag],
-    contentType: "application/json",
+    contentType: ProblemDetails.contentType,
     ...(error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error
       ? { headers: { "retry-after": String(error.retryAfterSeconds) } }
       : {})

@@ -107,7 +107,8 @@ export interface HubDaemonsOptions {
 
 /**
  * The mutations that may start a retired home's daemon: create, prompt, interrupt, permission
- * answer. Nothing else does — reads, retire now, collect, sweep, close, unknown routes.
+ * answer, and deleting an agent. Nothing else does — reads, retire now, collect, sweep, close,
+ * unknown routes.
  */
 const mutationRoutes = [
   /^\/v1\/agents$/,
@@ -116,11 +117,14 @@ const mutationRoutes = [
   /^\/v1\/agents\/[^/]+\/permissions\/[^/]+$/
 ]
 
+const agentPath = /^\/v1\/agents\/[^/]+$/
+
 const isRead = (method: string) => method === "GET" || method === "HEAD"
 
-/** A mutation (create, prompt, permission answer, interrupt): the only kind of request that may start a daemon. */
+/** A mutation (create, prompt, permission answer, interrupt, delete): the only kind of request that may start a daemon. */
 export const startsDaemon = (request: Pick<RoutedRequest, "method" | "path">) =>
-  request.method === "POST" && mutationRoutes.some((pattern) => pattern.test(request.path))
+  (request.method === "POST" && mutationRoutes.some((pattern) => pattern.test(request.path))) ||
+  (request.method === "DELETE" && agentPath.test(request.path))
 
 const promptPath = /^\/v1\/agents\/[^/]+\/prompts$/
 

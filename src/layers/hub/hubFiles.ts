@@ -17,6 +17,9 @@ import {
   type ManagedHome
 } from "../../domain/hub.ts"
 
+/** The hub's default port (a daemon's is 7377). */
+export const defaultHubPort = 7378
+
 /** The hub's home: `--home`, else `$QUIESCE_HUB_HOME`, else `$XDG_STATE_HOME/quiesce/hub` (`~/.local/state/quiesce/hub`). */
 export const defaultHubHome = (): string => process.env["QUIESCE_HUB_HOME"] || path.join(stateDirectory(), "hub")
 

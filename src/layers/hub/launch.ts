@@ -10,10 +10,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { DaemonStartFailed, type ManagedHome } from "../../domain/hub.ts"
 import { type DaemonIdentity, launchedByHubVariable, retiredExitCode } from "../../domain/retirement.ts"
+import { packageRoot } from "../../domain/version.ts"
 import { readRendezvous } from "../host/rendezvous.ts"
 import { daemonLogFile } from "./hubFiles.ts"
 
-const cliPath = path.join(import.meta.dirname, "../../programs/cli.ts")
+const cliPath = path.join(packageRoot, "src/programs/cli.ts")
 
 export interface LaunchOptions {
   readonly hubHome: string

@@ -2,6 +2,7 @@ import { Clock, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Scope, S
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
+  AgentBusy,
   AgentNotFound,
   AgentNotResumable,
   type AgentStoreError,
@@ -122,7 +123,14 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       lane.busy++
       return noteActivity.pipe(
         Effect.andThen(lane.semaphore.withPermits(1)(effect)),
-        Effect.ensuring(Effect.andThen(Effect.sync(() => lane.busy--), noteActivity))
+        Effect.ensuring(Effect.andThen(
+          Effect.sync(() => {
+            // Nobody holds or waits for it: the next operation makes a new one, so the map holds
+            // only the lanes in use (it would otherwise grow with every agent ever seen).
+            if (--lane.busy === 0 && lanes.get(agentId) === lane) lanes.delete(agentId)
+          }),
+          noteActivity
+        ))
       )
     })
 
@@ -532,6 +540,25 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }))
   })
 
+  const remove = Effect.fn("AgentRegistry.delete")(function*(agentId: string) {
+    yield* requireKnown(agentId)
+    yield* inLane(agentId, Effect.gen(function*() {
+      // Deleted by another call while this one waited for the lane.
+      if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
+      const unfinished = prompts.carried().find((record) => record.agentId === agentId)
+      if (unfinished !== undefined) return yield* AgentBusy.of(agentId, unfinished.turnId, unfinished.state)
+      const agent = live.get(agentId)
+      if (agent !== undefined) yield* takeDown(agent)
+      yield* store.remove(agentId)
+      yield* journal.removeAgent(agentId)
+      records.delete(agentId)
+      lastReplies.delete(agentId)
+      unsaved.delete(agentId)
+      announceFinish(agentId, "closed")
+      yield* Effect.logInfo("Agent deleted").pipe(Effect.annotateLogs({ agentId }))
+    }))
+  })
+
   const reload = Effect.fn("AgentRegistry.reload")(function*(agentId: string) {
     yield* requireKnown(agentId)
     yield* inLane(agentId, Effect.gen(function*() {
@@ -599,13 +626,20 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       return Deferred.await(waiter).pipe(Effect.andThen(Effect.yieldNow), Effect.andThen(awaitIdle(agentId)))
     })
 
-  const view = (record: AgentRecord): AgentView => {
+  /** The views of these records; providers are read each time (they may register after the registry). */
+  const viewsOf = (of: ReadonlyArray<AgentRecord>) =>
+    Effect.map(providers.providers, (ids) => {
+      const configured = new Set(ids)
+      return of.map((record) => view(record, configured))
+    })
+  const view = (record: AgentRecord, configuredProviders: ReadonlySet<string>): AgentView => {
     const agent = live.get(record.agentId)
     return {
       record,
       resident: agent !== undefined,
       pid: agent?.session.pid ?? null,
-      pendingPermissions: agent?.permissions === undefined ? [] : [...agent.permissions]
+      pendingPermissions: agent?.permissions === undefined ? [] : [...agent.permissions],
+      providerAvailable: configuredProviders.has(record.provider)
     }
   }
 
@@ -760,15 +794,19 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     interrupt,
     respondToPermission,
     close,
+    delete: remove,
+    laneCount: Effect.sync(() => lanes.size),
     reload,
     awaitFinish,
     awaitIdle,
     get: (agentId) =>
       Effect.suspend(() => {
         const record = records.get(agentId)
-        return record === undefined ? Effect.fail(AgentNotFound.of(agentId)) : Effect.succeed(view(record))
+        return record === undefined
+          ? Effect.fail(AgentNotFound.of(agentId))
+          : Effect.map(providers.providers, (ids) => view(record, new Set(ids)))
       }),
-    list: Effect.sync(() => [...records.values()].map(view)),
+    list: Effect.suspend(() => viewsOf([...records.values()])),
     candidates
   })
 })

@@ -21,6 +21,9 @@ export const make: Effect.Effect<AgentStore["Service"]> = Effect.sync(() => {
     get: Effect.fn("AgentStoreMemory.get")(function*(agentId: string) {
       return Option.fromNullishOr(records.get(agentId))
     }),
+    remove: Effect.fn("AgentStoreMemory.remove")(function*(agentId: string) {
+      records.delete(agentId)
+    }),
     list: Effect.sync(() => Array.from(records.values()).sort(byCreatedThenId))
   })
 })

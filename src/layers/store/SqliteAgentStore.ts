@@ -164,7 +164,11 @@ export const make: Effect.Effect<
     return yield* Effect.forEach(rows, decodeStoredRow("list"))
   }).pipe(Effect.withSpan("SqliteAgentStore.list"))
 
-  return AgentStore.of({ put, get, list })
+  const remove = Effect.fn("SqliteAgentStore.remove")(function*(agentId: string) {
+    yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(Effect.mapError(sqlFailure("remove", agentId)))
+  })
+
+  return AgentStore.of({ put, get, remove, list })
 })
 
 /**

@@ -248,7 +248,13 @@ export const make: Effect.Effect<
     return changes(byAge) + changes(byCount)
   })
 
-  return TurnJournal.of({ accept, update, get, byClientMessageId, byMessageId, unfinished, prune })
+  const removeAgent = Effect.fn("SqliteTurnJournal.removeAgent")(function*(agentId: string) {
+    return yield* group.submit(Effect.map(sql`DELETE FROM turns WHERE agent_id = ${agentId}`.raw, changes)).pipe(
+      Effect.mapError(failure("removeAgent", agentId))
+    )
+  })
+
+  return TurnJournal.of({ accept, update, get, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
 })
 
 /** The `changes` count of a raw statement result (node:sqlite's `{ changes, lastInsertRowid }`). */

@@ -65,6 +65,12 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
           }
         }
         return removed
+      }),
+    removeAgent: (agentId) =>
+      Effect.sync(() => {
+        const removed = [...records.values()].filter((record) => record.agentId === agentId)
+        for (const record of removed) forget(record)
+        return removed.length
       })
   })
 })

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { RuntimeCloseFailed, RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../../src/domain/errors.ts"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { makeRuntimeCollector } from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { FakeCallerProtection, FakeRuntimes } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { CallerProtection } from "../../../src/services/CallerProtection.ts"
@@ -30,12 +31,16 @@ const scenario = Effect.fnUntraced(function*(options: RuntimeCollectorOptions = 
   return { runtimes, protection, runtime, collector, sweepAt, collectedAt }
 })
 
-const always = (answer: boolean) => Effect.succeed(answer)
+/** The veto reason the collector's own tests give; a real provider names the work it would lose. */
+const testVeto = "test veto"
+
+/** A probe that always answers the same: `true` permits, `false` vetoes with `testVeto`. */
+const always = (canStop: boolean) => Effect.succeed(canStop ? stopPermitted : stopVetoed(testVeto))
 
 /** A probe that signals when it starts and answers only when told. */
 const heldProbe = Effect.fnUntraced(function*() {
   const started = yield* Deferred.make<void>()
-  const answer = yield* Deferred.make<boolean>()
+  const answer = yield* Deferred.make<StopAnswer>()
   const probe = Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(answer)))
   return { started, answer, probe }
 })
@@ -117,7 +122,7 @@ describe("RuntimeCollector: the seed scenarios", () => {
       const sweeping = yield* s.sweepAt(61).pipe(Effect.forkChild)
       yield* Deferred.await(held.started)
       s.protection.protect("agent")
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       assert.deepStrictEqual((yield* Fiber.join(sweeping)).collected, [])
       assert.isFalse(s.runtime.closed)
       s.protection.protect("agent", false)
@@ -140,7 +145,7 @@ describe("RuntimeCollector: the seed scenarios", () => {
       assert.deepStrictEqual(report.failures, [
         { agentId: "agent", error: RuntimeProbeTimedOut.of("agent", 10_000) }
       ])
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       yield* Effect.yieldNow
       const residency = yield* s.collector.explain("agent")
       assert.strictEqual(residency.veto?.outcome, "timed-out", "the late answer is never recorded")
@@ -276,7 +281,7 @@ describe("RuntimeCollector: sweeps", () => {
       const first = yield* s.collector.sweep.pipe(Effect.forkChild)
       yield* Deferred.await(held.started)
       const second = yield* s.collector.sweep.pipe(Effect.forkChild({ startImmediately: true }))
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       const [a, b] = [yield* Fiber.join(first), yield* Fiber.join(second)]
       assert.strictEqual(s.runtime.probeCalls, 1)
       assert.strictEqual(a, b)
@@ -292,7 +297,7 @@ describe("RuntimeCollector: sweeps", () => {
       const caller = yield* s.collector.sweep.pipe(Effect.forkChild)
       yield* Deferred.await(held.started)
       yield* Fiber.interrupt(caller)
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       // Joins the sweep still in flight; a cancelled sweep would have made this one probe again.
       yield* s.collector.sweep
       assert.strictEqual(s.runtime.probeCalls, 1)
@@ -313,7 +318,7 @@ describe("RuntimeCollector: sweeps", () => {
           if (running === 4) yield* Deferred.succeed(firstBatch, undefined)
           yield* Effect.sleep("1 second")
           running--
-          return true
+          return stopPermitted
         })
       }
       yield* TestClock.setTime(minutes(61))
@@ -414,7 +419,7 @@ describe("RuntimeCollector: sweeps", () => {
       yield* Deferred.await(held.started)
       for (let i = 0; i < 20; i++) yield* Effect.yieldNow
       assert.isFalse(child.closed, "the child waits for its parent's family to be decided")
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       const report = yield* Fiber.join(sweeping)
       assert.deepStrictEqual(report.collected.map((entry) => entry.agentId), ["agent", "child"])
     }))
@@ -438,7 +443,7 @@ describe("RuntimeCollector: sweeps", () => {
       const sweeping = yield* s.sweepAt(61).pipe(Effect.forkChild)
       yield* Deferred.await(held.started)
       s.runtimes.add("late-child", { parentAgentId: "agent", activity: minutes(61) })
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       assert.deepStrictEqual((yield* Fiber.join(sweeping)).collected, [])
       assert.isFalse(s.runtime.closed)
       s.runtime.probe = always(true)
@@ -454,7 +459,7 @@ describe("RuntimeCollector: sweeps", () => {
       const sweeping = yield* s.sweepAt(61).pipe(Effect.forkChild)
       yield* Deferred.await(held.started)
       s.runtime.activity = minutes(61)
-      yield* Deferred.succeed(held.answer, true)
+      yield* Deferred.succeed(held.answer, stopPermitted)
       assert.deepStrictEqual((yield* Fiber.join(sweeping)).collected, [])
       assert.isFalse(s.runtime.closed)
     }))
@@ -525,7 +530,7 @@ describe("RuntimeCollector: explain and collect now", () => {
       yield* s.sweepAt(61)
       const vetoed = yield* s.collector.explain("agent")
       assert.strictEqual(vetoed.state, "vetoed")
-      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed" })
+      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: testVeto })
       assert.strictEqual(vetoed.idleSince, minutes(61))
       assert.strictEqual(s.runtime.probeCalls, 1, "explain never probes")
       s.runtime.probe = always(true)
@@ -534,6 +539,51 @@ describe("RuntimeCollector: explain and collect now", () => {
       assert.strictEqual(idle.state, "idle")
       assert.isNull(idle.veto)
       assert.strictEqual(idle.releasableAt, minutes(122))
+    }))
+
+  it.effect("a veto's reason survives the sweep: explain shows it as the veto and the last probe (C6, X1)", () =>
+    Effect.gen(function*() {
+      const reason = "background task bash-3 `sleep 600`"
+      const s = yield* scenario()
+      s.runtime.probe = Effect.succeed(stopVetoed(reason))
+      assert.deepStrictEqual(yield* s.collectedAt(61), [], "a vetoing runtime is retained")
+      assert.isFalse(s.runtime.closed)
+      const vetoed = yield* s.collector.explain("agent")
+      assert.strictEqual(vetoed.state, "vetoed")
+      assert.strictEqual(vetoed.veto?.outcome, "vetoed")
+      assert.strictEqual(vetoed.veto?.message, reason)
+      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: reason })
+    }))
+
+  it.effect("a child's veto reason reaches its parent's explanation (C5, X1)", () =>
+    Effect.gen(function*() {
+      const reason = "background task bash-3 `sleep 600`"
+      const s = yield* scenario()
+      const child = s.runtimes.add("child", { parentAgentId: "agent" })
+      child.probe = Effect.succeed(stopVetoed(reason))
+      assert.deepStrictEqual(yield* s.collectedAt(61), [])
+      const vetoed = yield* s.collector.explain("agent")
+      assert.strictEqual(vetoed.state, "vetoed")
+      assert.deepStrictEqual(vetoed.veto, { agentId: "child", at: minutes(61), outcome: "vetoed", message: reason })
+    }))
+
+  it.effect("retirement blockers carry a veto's reason as its detail, asked fresh (R4)", () =>
+    Effect.gen(function*() {
+      const reason = "background task bash-3 `sleep 600`"
+      const s = yield* scenario()
+      s.runtime.probe = Effect.succeed(stopVetoed(reason))
+      const permitting = s.runtimes.add("permitting")
+      permitting.probe = always(true)
+      yield* TestClock.setTime(minutes(1))
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(false), [], "without probing nothing blocks")
+      assert.strictEqual(s.runtime.probeCalls, 0)
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(true), [
+        { category: "veto", agentId: "agent", detail: reason }
+      ])
+      assert.strictEqual(s.runtime.probeCalls, 1)
+      const residency = yield* s.collector.explain("agent")
+      assert.deepStrictEqual(residency.veto, { agentId: "agent", at: minutes(1), outcome: "vetoed", message: reason })
+      assert.isFalse(s.runtime.closed || permitting.closed, "nothing is closed")
     }))
 
   it.effect("explain fails with RuntimeNotFound for an agent without a live runtime", () =>

@@ -6,6 +6,7 @@ import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
+import { type StopAnswer, stopPermitted } from "../../../src/domain/provider.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
@@ -89,7 +90,8 @@ describe("ApiServer", () => {
         lastActivityAt: shown.lastActivityAt,
         parentAgentId: parent.agentId,
         pid: null,
-        pendingPermissions: []
+        pendingPermissions: [],
+        providerAvailable: true
       })
 
       const created = yield* raw("POST", "/v1/agents", {
@@ -318,7 +320,16 @@ describe("ApiServer", () => {
     return Effect.gen(function*() {
       const missing = yield* raw("GET", "/v1/agents")
       assert.strictEqual(missing.status, 401)
-      assert.deepStrictEqual(missing.body, { _tag: "Unauthorized", message: "Missing or invalid bearer token" })
+      // Every error is an RFC 9457 problem that also carries the typed error's tag and fields.
+      assert.strictEqual(missing.contentType, "application/problem+json")
+      assert.deepStrictEqual(missing.body, {
+        type: "urn:quiesce:error:Unauthorized",
+        title: "Unauthorized",
+        status: 401,
+        detail: "Missing or invalid bearer token",
+        _tag: "Unauthorized",
+        message: "Missing or invalid bearer token"
+      })
       const wrong = yield* raw("GET", "/v1/runtimes", { token: "nope" })
       assert.strictEqual(wrong.status, 401)
       assert.strictEqual((yield* raw("POST", "/v1/sweep", { token: "test-token-but-longer" })).status, 401)
@@ -472,7 +483,7 @@ describe("ApiServer while the daemon retires", () => {
   it.effect("new work gets 503 DaemonRetiring with Retry-After: 1 while an attempt decides; 60 once a commit failed", () => {
     const provider = new MemoryProvider("codex")
     const probing = Deferred.makeUnsafe<void>()
-    const answer = Deferred.makeUnsafe<boolean>()
+    const answer = Deferred.makeUnsafe<StopAnswer>()
     provider.probe = () => Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer)))
     return Effect.gen(function*() {
       const registry = yield* AgentRegistry
@@ -491,7 +502,7 @@ describe("ApiServer while the daemon retires", () => {
       assert.strictEqual((yield* raw("GET", "/v1/daemon", { token })).status, 200)
       // The provider permits; the close then fails after the commit: the daemon holds still.
       provider.closeFailure = "the provider would not close"
-      yield* Deferred.succeed(answer, true)
+      yield* Deferred.succeed(answer, stopPermitted)
       assert.strictEqual((yield* Effect.flip(Fiber.join(attempt)))._tag, "RetirementFailed")
       const stuck = yield* raw("POST", `/v1/agents/${agent.agentId}/prompts`, { token, body: JSON.stringify({ text: "x" }) })
       assert.strictEqual(stuck.status, 503)
@@ -578,7 +589,7 @@ describe("ApiServer on hostile input", () => {
         payload: { provider: "codex", cwd: workDir, labels: { big: "x".repeat(1024 * 1024) } }
       }).pipe(Effect.flip)
       assert.strictEqual(error._tag, "RequestTooLarge")
-      assert.deepInclude(error, tooLarge(1_048_576))
+      assert.deepInclude(error, { message: "Request body exceeds 1048576 bytes", limitBytes: 1_048_576 })
       const fits = yield* client.agents.create({
         payload: { provider: "codex", cwd: workDir, labels: { big: "x".repeat(1024 * 1024 - 200) } }
       })
@@ -600,6 +611,10 @@ describe("ApiServer on hostile input", () => {
 })
 
 const tooLarge = (limitBytes: number) => ({
+  type: "urn:quiesce:error:RequestTooLarge",
+  title: "Request too large",
+  status: 413,
+  detail: `Request body exceeds ${limitBytes} bytes`,
   _tag: "RequestTooLarge" as const,
   message: `Request body exceeds ${limitBytes} bytes`,
   limitBytes

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Metric } from "effect"
 import { TestClock } from "effect/testing"
 import { RuntimeCloseFailed, RuntimeProbeFailed } from "../../../src/domain/errors.ts"
+import { stopVetoed } from "../../../src/domain/provider.ts"
 import { FakeCallerProtection, FakeRuntimes } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { makeRuntimeCollector } from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import * as Metrics from "../../../src/layers/metrics/Metrics.ts"
@@ -114,7 +115,7 @@ describe("collector instrumentation", () => {
       const probing = yield* Deferred.make<void>()
       runtimes.add("vetoing").probe = Deferred.succeed(probing, undefined).pipe(
         Effect.andThen(Effect.sleep("2 seconds")),
-        Effect.as(false)
+        Effect.as(stopVetoed("test veto"))
       )
       runtimes.add("failing").probe = Effect.fail(new RuntimeProbeFailed({ agentId: "failing", message: "no" }))
       runtimes.add("idle")

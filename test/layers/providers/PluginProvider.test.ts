@@ -4,10 +4,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer } from "effect"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../src/domain/provider.ts"
+import { type SessionConfig, type SessionEvent, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
@@ -104,6 +104,41 @@ const protocolErrors = (entries: ReadonlyArray<LogEntry>) =>
 
 const replies = (events: ReadonlyArray<SessionEvent>) => events.flatMap((event) => event._tag === "Reply" ? [event.text] : [])
 
+/**
+ * Writes a minimal plugin into `dir` that offers the safety query and answers every one with
+ * `canStopResult` (its `sessionId` filled in), and returns its path.
+ */
+const scriptedSafetyPlugin = (dir: string, canStopResult: Readonly<Record<string, unknown>>): string => {
+  const path = join(dir, "scriptedSafetyPlugin.mjs")
+  writeFileSync(
+    path,
+    `import { createInterface } from "node:readline"
+const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n")
+const sessionId = "scripted-1"
+const capabilities = ["session.can_stop_runtime"]
+const canStopResult = ${JSON.stringify(canStopResult)}
+createInterface({ input: process.stdin }).on("line", (line) => {
+  const message = JSON.parse(line)
+  switch (message.type) {
+    case "connect":
+      send({ type: "connected", requestId: message.requestId, protocolVersion: 2, provider: "scripted", capabilities })
+      break
+    case "session.open":
+      send({ type: "session.opened", requestId: message.requestId, sessionId, capabilities })
+      break
+    case "session.can_stop_runtime":
+      send({ type: "request.completed", requestId: message.requestId, result: { sessionId, ...canStopResult } })
+      break
+    case "session.close":
+      send({ type: "request.completed", requestId: message.requestId })
+      process.exit(0)
+  }
+})
+`
+  )
+  return path
+}
+
 describe("plugin provider: the runtime safety query (P7)", () => {
   for (
     const [answer, expected] of [
@@ -121,7 +156,11 @@ describe("plugin provider: the runtime safety query (P7)", () => {
         const agent = yield* s.create
         const outcome = yield* s.collector.collectNow(agent.agentId)
         assert.strictEqual(outcome._tag, expected)
-        if (answer === "false" && outcome._tag === "Retained") assert.strictEqual(outcome.residency.state, "vetoed")
+        if (answer === "false" && outcome._tag === "Retained") {
+          assert.strictEqual(outcome.residency.state, "vetoed")
+          assert.strictEqual(outcome.residency.veto?.outcome, "vetoed")
+          assert.strictEqual(outcome.residency.veto?.message, "QUIESCE_SHELL_CAN_STOP=false", "the plugin's reason is kept")
+        }
         if (expected === "Failed" && outcome._tag === "Failed") {
           assert.strictEqual(outcome.error._tag, "RuntimeProbeFailed")
         }
@@ -141,13 +180,52 @@ describe("plugin provider: the runtime safety query (P7)", () => {
       const session = yield* client.create(config)
       assert.strictEqual(markerOf(session.pid!), config.runtimeMarker, "the plugin carries the runtime's marker")
       const probe = session.canStopRuntime!
-      assert.isTrue(yield* probe, "idle: the plugin is asked and permits")
+      assert.deepStrictEqual(yield* probe, stopPermitted, "idle: the plugin is asked and permits")
       const turn = yield* session.startTurn("sleep 1; echo done", "turn-1")
-      assert.isFalse(yield* probe, "a turn in flight answers false locally")
+      assert.deepStrictEqual(yield* probe, stopVetoed("turn turn-1 is running"), "a turn in flight answers false locally")
       assert.deepStrictEqual(yield* turn, { reply: "done\n" }, "the turn succeeds with the command's output")
-      assert.isTrue(yield* probe)
+      assert.deepStrictEqual(yield* probe, stopPermitted)
       yield* session.close
     })), 20_000)
+
+  it.live("a running background job vetoes with a reason naming the job's command", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const home = yield* tempHome
+      const client = yield* PluginProvider.makePluginClient({
+        provider: "shell",
+        plugin: { command: process.execPath, args: [shellPlugin] },
+        home,
+        closeGrace: "1 second"
+      })
+      const session = yield* client.create(directConfig(home))
+      const probe = session.canStopRuntime!
+      assert.deepStrictEqual(yield* probe, stopPermitted, "nothing running: the plugin permits")
+      const started = yield* Effect.flatten(session.startTurn("sleep 30 &", "turn-1"))
+      assert.match(started.reply ?? "", /^started job 1 /)
+      assert.deepStrictEqual(yield* probe, stopVetoed("background job 1 `sleep 30`"))
+      yield* session.close
+    })), 20_000)
+
+  for (
+    const [reply, expected] of [
+      [{ canStop: false }, "scripted reports work a release would lose"],
+      [{ canStop: false, reason: "3 uploads pending" }, "3 uploads pending"]
+    ] as const
+  ) {
+    it.live(`a plugin veto ${"reason" in reply ? "keeps its reason" : "without a reason gets the generic one"}`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const home = yield* tempHome
+        const client = yield* PluginProvider.makePluginClient({
+          provider: "scripted",
+          plugin: { command: process.execPath, args: [scriptedSafetyPlugin(home, reply)] },
+          home,
+          closeGrace: "1 second"
+        })
+        const session = yield* client.create(directConfig(home))
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopVetoed(expected))
+        yield* session.close
+      })), 20_000)
+  }
 
   it.live("a session with a turn in flight answers false without asking the plugin", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -278,7 +356,10 @@ describe("shell reference provider end to end (P8)", () => {
       yield* Effect.sleep("700 millis")
       const vetoed = yield* s.collector.sweep
       assert.deepStrictEqual(vetoed.collected, [], "a running job vetoes the release")
-      assert.strictEqual((yield* s.collector.explain(agent.agentId)).state, "vetoed")
+      const explained = yield* s.collector.explain(agent.agentId)
+      assert.strictEqual(explained.state, "vetoed")
+      assert.strictEqual(explained.veto?.outcome, "vetoed")
+      assert.strictEqual(explained.veto?.message, "background job 1 `sleep 1.5`", "the veto names the job")
 
       // The job ends and its completion report reaches the daemon.
       yield* eventually(

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { internalAgentLabel, parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import { AgentStoreError } from "../../../src/domain/errors.ts"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as SqliteAgentStore from "../../../src/layers/store/SqliteAgentStore.ts"
@@ -30,7 +31,7 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
     Effect.gen(function*() {
       const h = yield* harness()
       let safe = false
-      h.provider.probe = () => Effect.sync(() => safe)
+      h.provider.probe = () => Effect.sync(() => safe ? stopPermitted : stopVetoed("test veto"))
       const agent = yield* h.create()
       const sessionId = agent.persistence!.sessionId
       assert.deepStrictEqual(yield* h.sweepAt(61), { collected: [], failures: [] })
@@ -67,14 +68,14 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
     Effect.gen(function*() {
       const h = yield* harness()
       const entered = yield* Deferred.make<void>()
-      const answer = yield* Deferred.make<boolean>()
+      const answer = yield* Deferred.make<StopAnswer>()
       h.provider.probe = () => Deferred.succeed(entered, undefined).pipe(Effect.andThen(Deferred.await(answer)))
       const agent = yield* h.create()
       yield* TestClock.setTime(minutes(61))
       const sweep = yield* h.collector.sweep.pipe(Effect.forkChild)
       yield* Deferred.await(entered)
       yield* h.registry.prompt(agent.agentId, "arrived during safety query")
-      yield* Deferred.succeed(answer, true)
+      yield* Deferred.succeed(answer, stopPermitted)
       assert.deepStrictEqual((yield* Fiber.join(sweep)).collected, [])
       assert.strictEqual(h.provider.closes, 0)
     }))
@@ -83,7 +84,8 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
     Effect.gen(function*() {
       const h = yield* harness()
       // The child's session is the second the provider opens.
-      h.provider.probe = (sessionId) => Effect.succeed(sessionId !== "codex-session-2")
+      h.provider.probe = (sessionId) =>
+        Effect.succeed(sessionId === "codex-session-2" ? stopVetoed("background work in the child") : stopPermitted)
       const parent = yield* h.create()
       const child = yield* h.create({ [parentAgentIdLabel]: parent.agentId })
       assert.strictEqual(child.persistence!.sessionId, "codex-session-2")
@@ -95,7 +97,7 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
     Effect.gen(function*() {
       const h = yield* harness()
       let agentId = ""
-      h.provider.probe = () => Effect.sync(() => (h.protection.protect(agentId), true))
+      h.provider.probe = () => Effect.sync(() => (h.protection.protect(agentId), stopPermitted))
       agentId = (yield* h.create()).agentId
       assert.deepStrictEqual((yield* h.sweepAt(61)).collected, [])
       assert.strictEqual(h.provider.closes, 0)
@@ -104,7 +106,7 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
   it.effect("a prompt racing the close waits for it and resumes exactly once (C9)", () =>
     Effect.gen(function*() {
       const h = yield* harness()
-      h.provider.probe = () => Effect.succeed(true)
+      h.provider.probe = () => Effect.succeed(stopPermitted)
       const agent = yield* h.create()
       const sessionId = agent.persistence!.sessionId
       const close = yield* holdCloses(h.provider)
@@ -127,7 +129,7 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
   it.effect("an out-of-band command racing the close waits for the resumed runtime (C9)", () =>
     Effect.gen(function*() {
       const h = yield* harness()
-      h.provider.probe = () => Effect.succeed(true)
+      h.provider.probe = () => Effect.succeed(stopPermitted)
       const agent = yield* h.create()
       const sessionId = agent.persistence!.sessionId
       const close = yield* holdCloses(h.provider)
@@ -350,3 +352,36 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
     }))
 })
 
+
+describe("AgentRegistry: deleting agents", () => {
+  it.effect("delete ends the runtime and forgets the agent and its turns; the lane map holds only lanes in use", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agents = yield* Effect.forEach([1, 2, 3], () => h.create())
+      const turns = yield* Effect.forEach(agents, (agent) => h.registry.prompt(agent.agentId, "work", { wait: true }))
+      yield* h.registry.close(agents[0]!.agentId)
+      // Every operation has ended: no lane is held for an agent with nothing in progress.
+      assert.strictEqual(yield* h.registry.laneCount, 0)
+
+      for (const agent of agents) yield* h.registry.delete(agent.agentId)
+      assert.deepStrictEqual(yield* h.registry.list, [])
+      assert.strictEqual(h.provider.live.size, 0, "every runtime ended")
+      assert.strictEqual(yield* h.registry.laneCount, 0)
+      const gone = yield* Effect.flip(h.registry.turn(agents[1]!.agentId, turns[1]!.turnId))
+      assert.strictEqual(gone._tag, "AgentNotFound")
+      assert.strictEqual((yield* Effect.flip(h.registry.delete(agents[1]!.agentId)))._tag, "AgentNotFound")
+    }))
+
+  it.effect("a turn that has not ended refuses the delete, naming it; nothing is lost", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      h.provider.turnGate = Effect.never
+      const agent = yield* h.create()
+      const receipt = yield* h.registry.prompt(agent.agentId, "long work")
+      const refused = yield* Effect.flip(h.registry.delete(agent.agentId))
+      assert.strictEqual(refused._tag, "AgentBusy")
+      assert.include(refused.message, receipt.turnId)
+      assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
+      assert.strictEqual((yield* h.registry.turn(agent.agentId, receipt.turnId)).state, "running")
+    }))
+})

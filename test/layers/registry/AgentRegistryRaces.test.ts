@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeProbeFailed } from "../../../src/domain/errors.ts"
-import type { AgentClient, AgentSession } from "../../../src/domain/provider.ts"
+import { type AgentClient, type AgentSession, stopPermitted } from "../../../src/domain/provider.ts"
 import { harness } from "./harness.ts"
 
 /**
@@ -100,7 +100,7 @@ describe("AgentRegistry: races found in review", () => {
       h.provider.probe = () =>
         Effect.gen(function*() {
           yield* h.registry.prompt(agentId, "/maintenance")
-          return true
+          return stopPermitted
         }).pipe(Effect.mapError((error) => new RuntimeProbeFailed({ agentId, message: error.message })))
       agentId = (yield* h.create()).agentId
       const outcome = yield* h.collector.collectNow(agentId)

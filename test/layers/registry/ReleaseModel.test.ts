@@ -12,6 +12,7 @@ import { Arbitrary, Clock, Deferred, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import { RuntimeProbeFailed } from "../../../src/domain/errors.ts"
+import { stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import type { SweepReport } from "../../../src/domain/sweep.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
@@ -65,9 +66,9 @@ const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
     Effect.suspend(() => {
       switch (bySession.get(sessionId)?.probe ?? "permit") {
         case "permit":
-          return Effect.succeed(true)
+          return Effect.succeed(stopPermitted)
         case "veto":
-          return Effect.succeed(false)
+          return Effect.succeed(stopVetoed("test veto"))
         case "fail":
           return Effect.fail(new RuntimeProbeFailed({ agentId: sessionId, message: "probe failed" }))
         case "hang":

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { AgentStoreError, RuntimeProbeFailed } from "../../../src/domain/errors.ts"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import type { EffectiveIdleTimeout } from "../../../src/domain/retirement.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -73,9 +74,10 @@ const updatesFailingWhile = (journal: TurnJournal["Service"], failing: () => boo
 const slowFirstProbe = Effect.gen(function*() {
   const provider = new MemoryProvider("codex")
   const probing = yield* Deferred.make<void>()
-  const answer = yield* Deferred.make<boolean>()
+  const answer = yield* Deferred.make<StopAnswer>()
   let asks = 0
-  provider.probe = () => ++asks === 1 ? Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer))) : Effect.succeed(true)
+  provider.probe = () =>
+    ++asks === 1 ? Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer))) : Effect.succeed(stopPermitted)
   return { provider, probing, answer }
 })
 
@@ -196,13 +198,14 @@ describe("retirement attempts (R4, R6, R7)", () => {
   it.effect("a provider's veto refuses the retirement, with the probe's word", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
-      provider.probe = () => Effect.succeed(false)
+      const reason = "background task bash-3 `sleep 600`"
+      provider.probe = () => Effect.succeed(stopVetoed(reason))
       const d = yield* daemon({ provider, idleTimeout: noTimer })
       const agent = yield* d.create()
       const refused = yield* Effect.flip(d.lifecycle.retireNow)
       assert.strictEqual(refused._tag, "RetirementRefused")
       if (refused._tag === "RetirementRefused") {
-        assert.deepStrictEqual(refused.blockers.map((b) => [b.category, b.agentId]), [["veto", agent.agentId]])
+        assert.deepStrictEqual(refused.blockers, [{ category: "veto", agentId: agent.agentId, detail: reason }])
       }
       assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
     }))
@@ -231,7 +234,7 @@ describe("retirement attempts (R4, R6, R7)", () => {
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
       const probing = yield* Deferred.make<void>()
-      const answer = yield* Deferred.make<boolean>()
+      const answer = yield* Deferred.make<StopAnswer>()
       provider.probe = () => Deferred.succeed(probing, undefined).pipe(Effect.andThen(Deferred.await(answer)))
       const d = yield* daemon({ provider, idleTimeout: noTimer })
       const agent = yield* d.create()
@@ -244,7 +247,7 @@ describe("retirement attempts (R4, R6, R7)", () => {
       assert.strictEqual((yield* Effect.flip(d.create()))._tag, "DaemonRetiring")
       assert.strictEqual((yield* Effect.flip(d.lifecycle.admit("a request")))._tag, "DaemonRetiring")
       assert.deepStrictEqual(yield* d.registry.prompt(agent.agentId, "earlier", { clientMessageId: "m-1", wait: true }), done)
-      yield* Deferred.succeed(answer, false)
+      yield* Deferred.succeed(answer, stopVetoed("test veto"))
       assert.strictEqual((yield* Effect.flip(Fiber.join(attempt)))._tag, "RetirementRefused")
       assert.strictEqual((yield* d.lifecycle.status).phase, "resident")
       assert.strictEqual((yield* d.registry.prompt(agent.agentId, "now", { wait: true })).state, "completed")
@@ -446,7 +449,7 @@ describe("attempts that race the daemon's work", () => {
       yield* Deferred.await(probing)
       yield* Fiber.interrupt(caller)
       assert.strictEqual((yield* d.lifecycle.status).phase, "retiring")
-      yield* Deferred.succeed(answer, true)
+      yield* Deferred.succeed(answer, stopPermitted)
       // Nobody waits for the attempt any more; it ends all the same (a hang here fails the test).
       yield* d.lifecycle.retired
       assert.strictEqual((yield* d.lifecycle.status).lastAttempt?.outcome, "committed")
@@ -501,7 +504,7 @@ describe("attempts that race the daemon's work", () => {
       yield* Deferred.await(probing)
       d.provider.emit(agent.agentId, { _tag: "Activity" })
       yield* Effect.yieldNow
-      yield* Deferred.succeed(answer, true)
+      yield* Deferred.succeed(answer, stopPermitted)
       yield* Fiber.join(timer)
       assert.isFalse(yield* hasRetired(d))
       const refused = (yield* d.lifecycle.status).lastAttempt
@@ -518,7 +521,7 @@ describe("attempts that race the daemon's work", () => {
       let asked = 0
       provider.probe = (sessionId) =>
         Effect.suspend(() =>
-          ++asked === 1 ? Effect.succeed(true) : Effect.fail(new RuntimeProbeFailed({ agentId: sessionId, message: "busy, ask later" }))
+          ++asked === 1 ? Effect.succeed(stopPermitted) : Effect.fail(new RuntimeProbeFailed({ agentId: sessionId, message: "busy, ask later" }))
         )
       const d = yield* daemon({ provider, idleTimeout: noTimer })
       const agent = yield* d.create()

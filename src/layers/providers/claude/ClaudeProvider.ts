@@ -13,7 +13,15 @@ import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import {
+  type AgentClient,
+  type AgentSession,
+  type SessionConfig,
+  type StopAnswer,
+  stopPermitted,
+  stopVetoed,
+  type TurnEnd
+} from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
@@ -37,6 +45,7 @@ import {
   isTaskNotification,
   isTaskStarted,
   isTextBlock,
+  taskDescription,
   userMessage
 } from "./streamTypes.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
@@ -81,9 +90,9 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
 
   yield* Effect.addFinalizer(() => Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true }))
 
-  /** A veto's reason, for whoever explains residency; the decision itself is only `false`. */
-  const logBusy = (reason: string) =>
-    Effect.logDebug("Claude runtime is busy", reason).pipe(Effect.annotateLogs({ provider }))
+  /** A veto, logged with its reason for whoever explains residency. */
+  const logBusy = (reason: string): Effect.Effect<StopAnswer> =>
+    Effect.logDebug("Claude runtime is busy", reason).pipe(Effect.annotateLogs({ provider }), Effect.as(stopVetoed(reason)))
 
   const logProtocolError = (message: string) =>
     Effect.logWarning("Claude stream-json protocol error").pipe(Effect.annotateLogs({ provider, message }))
@@ -122,6 +131,8 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       const permissions = new Map<string, ControlRequest>()
       let nextRequest = 0
       let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
+      /** The daemon's id of the turn in flight, which a veto names. */
+      let turnId: string | undefined
       let autonomousTurn = false
       /** An interrupt was asked for since the current turn started: its error result is expected. */
       let interruptRequested = false
@@ -136,6 +147,8 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         autonomousTurn,
         unstartedMessages,
         permissionsPending: permissions.size,
+        turnId: turn === undefined ? undefined : turnId,
+        permissionIds: [...permissions.keys()],
         // A probe's own `initialize` is not work; any other control request of ours (an interrupt) is.
         processing: cli.unreadLines() + [...pending.values()].filter((entry) => entry.rosterAfter === undefined).length,
         sessionState
@@ -210,13 +223,17 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
             return logProtocolError(`expected session ${expected}, the CLI runs ${message.session_id}`)
           }
         } else if (isBackgroundTasksChanged(message)) {
-          note({ _tag: "Roster", taskIds: message.tasks.map((task) => task.task_id) })
+          const descriptions = new Map(message.tasks.flatMap((task): ReadonlyArray<readonly [string, string]> => {
+            const description = taskDescription(task)
+            return description === undefined ? [] : [[task.task_id, description]]
+          }))
+          note({ _tag: "Roster", taskIds: message.tasks.map((task) => task.task_id), descriptions })
           if (message.tasks.length !== 0) noteDetached()
           const waiters = rosterWaiters
           rosterWaiters = []
           for (const waiter of waiters) Deferred.doneUnsafe(waiter, Exit.void)
         } else if (isTaskStarted(message)) {
-          note({ _tag: "TaskStarted", taskId: message.task_id })
+          note({ _tag: "TaskStarted", taskId: message.task_id, description: taskDescription(message) })
           noteDetached()
         } else if (isTaskNotification(message)) {
           note({ _tag: "TaskReported", taskId: message.task_id })
@@ -353,10 +370,11 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         persistence: Effect.sync(() =>
           sessionId === undefined || (resume === null && work.turnsStarted === 0) ? null : { provider, sessionId }
         ),
-        startTurn: (text) =>
+        startTurn: (text, daemonTurnId) =>
           Effect.gen(function*() {
             const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
             turn = done
+            turnId = daemonTurnId
             interruptRequested = false
             lastReply = ""
             yield* send("prompt", text).pipe(Effect.onError(() => Effect.sync(() => (turn = undefined))))
@@ -394,7 +412,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter knows of is an answer already; the CLI is not asked.
           const busy = localVeto(local())
-          if (busy !== undefined) return Effect.as(logBusy(busy.reason), false)
+          if (busy !== undefined) return logBusy(busy.reason)
           return askCli.pipe(
             Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message })),
             Effect.flatMap((state) => {
@@ -402,9 +420,9 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
               const decision = decide({ ...local(), sessionState: state ?? sessionState }, work)
               switch (decision._tag) {
                 case "Permit":
-                  return Effect.succeed(true)
+                  return Effect.succeed(stopPermitted)
                 case "Veto":
-                  return Effect.as(logBusy(decision.reason), false)
+                  return logBusy(decision.reason)
                 case "Unknown":
                   return Effect.fail(new RuntimeProbeFailed({ agentId: config.agentId, message: decision.reason }))
               }

@@ -42,6 +42,8 @@ export interface BackgroundWork {
   readonly unconsumed: ReadonlyMap<string, number>
   /** Turns the CLI has started (each opens with `system`/`init`). */
   readonly turnsStarted: number
+  /** What the CLI said each task is (its `description`), for the tasks still tracked: names a veto. */
+  readonly descriptions: ReadonlyMap<string, string>
 }
 
 export const freshWork: BackgroundWork = {
@@ -50,7 +52,8 @@ export const freshWork: BackgroundWork = {
   live: new Set(),
   awaitingReport: new Set(),
   unconsumed: new Map(),
-  turnsStarted: 0
+  turnsStarted: 0,
+  descriptions: new Map()
 }
 
 /** What the CLI said that bears on its background work. */
@@ -58,8 +61,13 @@ export type Observation =
   | { readonly _tag: "Version"; readonly version: string }
   | { readonly _tag: "TurnStarted"; readonly version: string | undefined }
   | { readonly _tag: "TurnEnded" }
-  | { readonly _tag: "Roster"; readonly taskIds: ReadonlyArray<string> }
-  | { readonly _tag: "TaskStarted"; readonly taskId: string }
+  | {
+    readonly _tag: "Roster"
+    readonly taskIds: ReadonlyArray<string>
+    /** The descriptions the roster gave, by task id. */
+    readonly descriptions?: ReadonlyMap<string, string> | undefined
+  }
+  | { readonly _tag: "TaskStarted"; readonly taskId: string; readonly description?: string | undefined }
   | { readonly _tag: "TaskReported"; readonly taskId: string }
 
 export const observe = (work: BackgroundWork, observation: Observation): BackgroundWork => {
@@ -71,14 +79,29 @@ export const observe = (work: BackgroundWork, observation: Observation): Backgro
     case "TurnEnded": {
       // A report is consumed by a turn that started after it arrived; this turn, if it did, has ended.
       const unconsumed = new Map([...work.unconsumed].filter(([, arrivedAt]) => arrivedAt >= work.turnsStarted))
-      return { ...work, unconsumed }
+      // A task no longer tracked needs no description.
+      const tracked = (taskId: string) => work.live.has(taskId) || work.awaitingReport.has(taskId) || unconsumed.has(taskId)
+      const descriptions = new Map([...work.descriptions].filter(([taskId]) => tracked(taskId)))
+      return { ...work, unconsumed, descriptions }
     }
     case "Roster": {
       const live = new Set(observation.taskIds)
-      return { ...work, rosterSeen: true, live, awaitingReport: new Set([...work.awaitingReport, ...live]) }
+      return {
+        ...work,
+        rosterSeen: true,
+        live,
+        awaitingReport: new Set([...work.awaitingReport, ...live]),
+        descriptions: new Map([...work.descriptions, ...(observation.descriptions ?? [])])
+      }
     }
     case "TaskStarted":
-      return { ...work, awaitingReport: new Set([...work.awaitingReport, observation.taskId]) }
+      return {
+        ...work,
+        awaitingReport: new Set([...work.awaitingReport, observation.taskId]),
+        descriptions: observation.description === undefined
+          ? work.descriptions
+          : new Map([...work.descriptions, [observation.taskId, observation.description]])
+      }
     case "TaskReported": {
       const awaitingReport = new Set(work.awaitingReport)
       awaitingReport.delete(observation.taskId)
@@ -103,6 +126,10 @@ export interface LocalState {
   readonly processing: number
   /** The CLI's own last word on its state (`idle`, `running`, `requires_action`), if it gave one. */
   readonly sessionState: string | undefined
+  /** The daemon's id of the turn in flight, when the adapter knows it (names the veto). */
+  readonly turnId?: string | undefined
+  /** The ids of the `can_use_tool` requests pending (names the veto). */
+  readonly permissionIds?: ReadonlyArray<string> | undefined
 }
 
 export const idleLocal: LocalState = {
@@ -127,12 +154,33 @@ export type Decision =
 
 const veto = (reason: string): Veto => ({ _tag: "Veto", reason })
 
+/** "task t1", "tasks t1, t2, t3 and 2 more": the ids a veto names, the first few. */
+const named = (kind: string, ids: ReadonlyArray<string>): string => {
+  const shown = ids.slice(0, 3)
+  const more = ids.length > shown.length ? ` and ${ids.length - shown.length} more` : ""
+  return `${kind}${ids.length === 1 ? "" : "s"} ${shown.join(", ")}${more}`
+}
+
+/** A task as a veto names it: its id, then what the CLI said it is (first line, shortened). */
+const describedTask = (work: BackgroundWork) => (taskId: string): string => {
+  const description = ((work.descriptions.get(taskId) ?? "").split("\n")[0] ?? "").trim()
+  if (description === "" || description === taskId) return taskId
+  return `${taskId} \`${description.length > 80 ? `${description.slice(0, 80)}…` : description}\``
+}
+
 /** Why the adapter itself says the runtime is busy, if it does; checked before the CLI is asked. */
 export const localVeto = (local: LocalState): Veto | undefined => {
-  if (local.turnInFlight) return veto("a turn is in flight")
+  if (local.turnInFlight) return veto(local.turnId === undefined ? "a turn is in flight" : `turn ${local.turnId} is in flight`)
   if (local.autonomousTurn) return veto("an autonomous turn is in flight")
   if (local.unstartedMessages !== 0) return veto(`${local.unstartedMessages} message(s) not yet taken up`)
-  if (local.permissionsPending !== 0) return veto(`${local.permissionsPending} permission request(s) pending`)
+  if (local.permissionsPending !== 0) {
+    const ids = local.permissionIds ?? []
+    return veto(
+      ids.length === local.permissionsPending
+        ? `${named("permission", ids)} ${ids.length === 1 ? "is" : "are"} pending`
+        : `${local.permissionsPending} permission request(s) pending`
+    )
+  }
   if (local.processing !== 0) return veto("messages are being processed")
   if (local.sessionState !== undefined && local.sessionState !== "idle") return veto(`the CLI is ${local.sessionState}`)
   return undefined
@@ -153,8 +201,13 @@ export const decide = (local: LocalState, work: BackgroundWork): Decision => {
   if (busy !== undefined) return busy
   const support = rosterSupport(work)
   if (!support.supported) return { _tag: "Unknown", reason: support.reason }
-  if (work.live.size !== 0) return veto(`background tasks running: ${[...work.live].join(", ")}`)
-  if (work.awaitingReport.size !== 0) return veto(`completion reports not yet received: ${[...work.awaitingReport].join(", ")}`)
-  if (work.unconsumed.size !== 0) return veto(`completion reports not yet consumed: ${[...work.unconsumed.keys()].join(", ")}`)
+  const tasks = (ids: Iterable<string>) => named("background task", [...ids].map(describedTask(work)))
+  if (work.live.size !== 0) return veto(`${tasks(work.live)} ${work.live.size === 1 ? "is" : "are"} running`)
+  if (work.awaitingReport.size !== 0) {
+    return veto(`the completion report of ${tasks(work.awaitingReport)} has not arrived`)
+  }
+  if (work.unconsumed.size !== 0) {
+    return veto(`the completion report of ${tasks(work.unconsumed.keys())} is not yet delivered to the agent`)
+  }
   return { _tag: "Permit" }
 }

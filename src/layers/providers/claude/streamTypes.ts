@@ -133,6 +133,14 @@ export const isControlRequest = Schema.is(ControlRequest)
 export const isControlResponse = Schema.is(ControlResponse)
 export const isControlCancelRequest = Schema.is(ControlCancelRequest)
 
+/**
+ * What a task is, as the CLI describes it (`description` of a roster entry or a `task_started`);
+ * read apart from the schemas above so a description of another shape never hides the task.
+ */
+const Described = Schema.Struct({ description: Schema.String })
+const isDescribed = Schema.is(Described)
+export const taskDescription = (value: unknown): string | undefined => isDescribed(value) ? value.description : undefined
+
 /** The `type` (and `subtype`) of a line, for lines the adapter reads no further. */
 export const Envelope = Schema.Struct({ type: Schema.String, subtype: Schema.optionalKey(Schema.String) })
 export const isEnvelope = Schema.is(Envelope)

@@ -11,7 +11,14 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import {
+  type AgentClient,
+  type AgentSession,
+  type SessionConfig,
+  stopPermitted,
+  stopVetoed,
+  type TurnEnd
+} from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import {
   approvalMethods,
@@ -129,18 +136,29 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       let nextRequest = 0
       let requestsInFlight = 0
       let turnStarting = false
-      let turn: { id: string | undefined; readonly done: Deferred.Deferred<TurnEnd, ProviderFailed> } | undefined
+      /** The current turn: Codex's id for it once known, and the daemon's (which a veto names). */
+      let turn: {
+        id: string | undefined
+        readonly daemonId: string
+        readonly done: Deferred.Deferred<TurnEnd, ProviderFailed>
+      } | undefined
       let threadId: string | undefined
       let lastReply = ""
 
-      const local = (): LocalState => ({
-        requestsInFlight,
-        serverRequestsPending: serverRequests.size,
-        turnStarting,
-        turnActive: turn !== undefined,
-        permissionsPending: [...serverRequests.values()].filter((entry) => approvalMethods.has(entry.method)).length,
-        subagentsPending: subagents.size
-      })
+      const local = (): LocalState => {
+        const permissionIds = [...serverRequests].filter(([, entry]) => approvalMethods.has(entry.method)).map(([key]) => key)
+        return {
+          requestsInFlight,
+          serverRequestsPending: serverRequests.size,
+          turnStarting,
+          turnActive: turn !== undefined,
+          permissionsPending: permissionIds.length,
+          subagentsPending: subagents.size,
+          turnId: turn?.daemonId,
+          permissionIds,
+          subagentIds: [...subagents]
+        }
+      }
 
       const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
         const current = turn
@@ -343,10 +361,10 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         pid: server.pid,
         exited: Effect.asVoid(Deferred.await(server.exited)),
         persistence: Effect.succeed({ provider, sessionId: thread }),
-        startTurn: (text) =>
+        startTurn: (text, turnId) =>
           Effect.gen(function*() {
             const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
-            turn = { id: undefined, done }
+            turn = { id: undefined, daemonId: turnId, done }
             lastReply = ""
             turnStarting = true
             const result = yield* command(methods.turnStart, { threadId: thread, input: textInput(text) }).pipe(
@@ -393,10 +411,10 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             : Effect.succeed(own)
           return Effect.flatMap(decided, (answer) =>
             answer.permit
-              ? Effect.succeed(true)
+              ? Effect.succeed(stopPermitted)
               : Effect.logDebug(`${provider} runtime vetoes its release`).pipe(
                 Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }),
-                Effect.as(false)
+                Effect.as(stopVetoed(answer.reason))
               ))
         })
       }

@@ -22,6 +22,12 @@ export interface LocalState {
   readonly permissionsPending: number
   /** Subagents (`collabAgentToolCall` items) started and not completed. */
   readonly subagentsPending: number
+  /** The daemon's id of the turn starting or running, when the adapter knows it (names the veto). */
+  readonly turnId?: string | undefined
+  /** The ids of the approvals awaiting an answer, as reported in `PermissionRequested` (names the veto). */
+  readonly permissionIds?: ReadonlyArray<string> | undefined
+  /** The ids of the subagents not yet finished (names the veto). */
+  readonly subagentIds?: ReadonlyArray<string> | undefined
 }
 
 export const idleLocalState: LocalState = {
@@ -38,14 +44,43 @@ export type Verdict = { readonly permit: true } | { readonly permit: false; read
 const permit: Verdict = { permit: true }
 const veto = (reason: string): Verdict => ({ permit: false, reason })
 
+/** "permission p1", "permissions p1, p2 and 3 more": the ids a veto names, the first few. */
+export const named = (kind: string, ids: ReadonlyArray<string>): string => {
+  const shown = ids.slice(0, 3)
+  const more = ids.length > shown.length ? ` and ${ids.length - shown.length} more` : ""
+  return `${kind}${ids.length === 1 ? "" : "s"} ${shown.join(", ")}${more}`
+}
+
+/** A command as a veto quotes it: its first line, at most 120 characters. */
+const shortened = (command: string): string => {
+  const line = command.split("\n")[0] ?? ""
+  return line.length > 120 || line.length < command.length ? `${line.slice(0, 120)}…` : line
+}
+
+const turnNamed = (turnId: string | undefined) => turnId === undefined ? "a turn" : `turn ${turnId}`
+
 /** Why the connection itself keeps the runtime, if it does; checked before the server is asked. */
 export const localVeto = (local: LocalState): Verdict => {
-  if (local.turnStarting) return veto("a turn is starting")
-  if (local.turnActive) return veto("a turn is running")
-  if (local.permissionsPending !== 0) return veto(`${local.permissionsPending} approval(s) await an answer`)
+  if (local.turnStarting) return veto(`${turnNamed(local.turnId)} is starting`)
+  if (local.turnActive) return veto(`${turnNamed(local.turnId)} is running`)
+  if (local.permissionsPending !== 0) {
+    const ids = local.permissionIds ?? []
+    return veto(
+      ids.length === local.permissionsPending
+        ? `${named("permission", ids)} ${ids.length === 1 ? "is" : "are"} pending`
+        : `${local.permissionsPending} approval(s) await an answer`
+    )
+  }
   if (local.serverRequestsPending !== 0) return veto(`${local.serverRequestsPending} server request(s) await an answer`)
   if (local.requestsInFlight !== 0) return veto(`${local.requestsInFlight} request(s) await their response`)
-  if (local.subagentsPending !== 0) return veto(`${local.subagentsPending} subagent(s) have not finished`)
+  if (local.subagentsPending !== 0) {
+    const ids = local.subagentIds ?? []
+    return veto(
+      ids.length === local.subagentsPending
+        ? `${named("subagent", ids)} ${ids.length === 1 ? "has" : "have"} not finished`
+        : `${local.subagentsPending} subagent(s) have not finished`
+    )
+  }
   return permit
 }
 
@@ -80,7 +115,12 @@ export const verdict = (
     // A loaded thread that was not asked about is an unknown, never read as idle.
     if (terminals === undefined) return veto(`thread ${threadId} was not listed`)
     const first = terminals.data[0]
-    if (first !== undefined) return veto(`thread ${threadId} has a background terminal: ${first.command}`)
+    if (first !== undefined) {
+      const others = terminals.data.length - 1
+      return veto(
+        `thread ${threadId} has a background terminal: ${shortened(first.command)}${others === 0 ? "" : ` and ${others} more`}`
+      )
+    }
     if (terminals.nextCursor !== null) return veto(`thread ${threadId}'s terminal listing has a further page`)
   }
   return permit

@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, SessionEvent, TurnEnd } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, SessionEvent, StopAnswer, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 
 export interface Delivery {
@@ -61,7 +61,7 @@ export class MemoryProvider {
   /** Like providers that learn their session id from the first turn: no handle until a turn ended. */
   reportsSessionAfterTurn = false
   /** The provider veto; undefined means the provider has no check. */
-  probe: ((sessionId: string) => Effect.Effect<boolean, RuntimeProbeFailed>) | undefined = undefined
+  probe: ((sessionId: string) => Effect.Effect<StopAnswer, RuntimeProbeFailed>) | undefined = undefined
   #sessions = 0
 
   constructor(provider = "memory") {

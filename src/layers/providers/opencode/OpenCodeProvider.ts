@@ -13,15 +13,24 @@
  * - close: ends the server's process group, then the groups its commands run in; the saved
  *   session stays;
  * - `canStopRuntime`: work the adapter sees (a turn, a pending permission, a completion notice not
- *   yet run) answers `false` at once; otherwise the P4 probe reads this server's inventories for
- *   the session (`probe.ts`); last, a process the server started that runs outside its tree (a
- *   job the `bash` tool backgrounded with `&`, found by the runtime's environment marker, see
- *   `escapedProcesses.ts`) answers `false` while it runs. Such processes are never ended.
+ *   yet run) vetoes at once; otherwise the P4 probe reads this server's inventories for the
+ *   session (`probe.ts`); last, a process the server started that runs outside its tree (a job the
+ *   `bash` tool backgrounded with `&`, found by the runtime's environment marker, see
+ *   `escapedProcesses.ts`) vetoes while it runs. Such processes are never ended. Every veto says
+ *   what holds the runtime.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schedule, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import {
+  type AgentClient,
+  type AgentSession,
+  type SessionConfig,
+  type StopAnswer,
+  stopPermitted,
+  stopVetoed,
+  type TurnEnd
+} from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { readUntilDone } from "../plugin/PluginProcess.ts"
 import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
@@ -109,6 +118,8 @@ interface Notice {
 
 /** The turn in flight: it ends at the first `idle` after the session was seen `busy`. */
 interface Turn {
+  /** The daemon's id for the turn, which a veto names. */
+  readonly id: string
   readonly done: Deferred.Deferred<TurnEnd, ProviderFailed>
   sawBusy: boolean
   error: string | undefined
@@ -197,6 +208,16 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
       let closing = false
 
       const inTree = (id: string) => id === sessionId || parentOf.has(id)
+
+      /** What the adapter itself sees holding the runtime (a turn, a permission), if anything. */
+      const adapterWork = (): string | undefined => {
+        if (turn !== undefined) return `turn ${turn.id} is running`
+        if (permissions.size === 0) return undefined
+        const ids = [...permissions]
+        const shown = ids.slice(0, 3).join(", ")
+        const more = ids.length > 3 ? ` and ${ids.length - 3} more` : ""
+        return ids.length === 1 ? `permission ${shown} is pending` : `permissions ${shown}${more} are pending`
+      }
 
       /** The oldest notice not yet seen, and whether it is past the bound. */
       const pendingNotice = () => {
@@ -495,11 +516,16 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
         pid: server.process.pid,
         exited: Effect.asVoid(Deferred.await(server.process.exited)),
         persistence: Effect.succeed({ provider, sessionId, data: { directory: session.directory } }),
-        startTurn: (text) =>
+        startTurn: (text, turnId) =>
           Effect.gen(function*() {
             if (broken !== undefined) return yield* failed("prompt", `${provider} event stream is gone: ${broken}`, true)
             if (turn !== undefined) return yield* failed("prompt", "a turn is already running", true)
-            const current: Turn = { done: Deferred.makeUnsafe<TurnEnd, ProviderFailed>(), sawBusy: false, error: undefined }
+            const current: Turn = {
+              id: turnId,
+              done: Deferred.makeUnsafe<TurnEnd, ProviderFailed>(),
+              sawBusy: false,
+              error: undefined
+            }
             turn = current
             yield* call(
               "prompt",
@@ -539,14 +565,15 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
           // Without the event stream the adapter cannot see turns, permissions or notices.
           if (broken !== undefined) return probeFailed(`event stream is gone: ${broken}`)
           // Work the adapter sees is an answer already; the server is not asked.
-          if (turn !== undefined || permissions.size > 0) return Effect.succeed(false)
+          const own = adapterWork()
+          if (own !== undefined) return Effect.succeed(stopVetoed(own))
           const waiting = pendingNotice()
           if (waiting !== undefined) {
             return waiting.overdue
               ? probeFailed(waiting.reason)
               : Effect.logDebug("OpenCode release vetoed").pipe(
                 Effect.annotateLogs({ provider, reason: waiting.reason }),
-                Effect.as(false)
+                Effect.as(stopVetoed(waiting.reason))
               )
           }
           return canStopRuntime({
@@ -559,25 +586,29 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
               : undefined
           }).pipe(
             // A turn, a permission or a notice may have appeared while the server answered.
-            Effect.map((permit) => permit && turn === undefined && permissions.size === 0 && notices.size === 0),
+            Effect.map((answer): StopAnswer => {
+              if (!answer.canStop) return answer
+              const since = adapterWork() ?? pendingNotice()?.reason
+              return since === undefined ? answer : stopVetoed(since)
+            }),
             // Last: a job the bash tool left behind (`&`) runs outside the server's tree and no
             // inventory lists it; it vetoes while it runs and is never ended by the adapter.
-            Effect.flatMap((permit) =>
-              permit
+            Effect.flatMap((answer): Effect.Effect<StopAnswer, RuntimeProbeFailed> =>
+              answer.canStop
                 ? escapedProcesses(server.process.pid, config.runtimeMarker).pipe(
                   Effect.mapError((error) =>
                     new RuntimeProbeFailed({ agentId: config.agentId, message: `${provider}: ${error.message}` })
                   ),
-                  Effect.flatMap((escaped) =>
-                    escaped.length === 0
-                      ? Effect.succeed(true)
-                      : Effect.logDebug("OpenCode release vetoed").pipe(
-                        Effect.annotateLogs({ provider, reason: escapedReason(escaped) }),
-                        Effect.as(false)
-                      )
-                  )
+                  Effect.flatMap((escaped) => {
+                    if (escaped.length === 0) return Effect.succeed(stopPermitted)
+                    const reason = escapedReason(escaped)
+                    return Effect.logDebug("OpenCode release vetoed").pipe(
+                      Effect.annotateLogs({ provider, reason }),
+                      Effect.as(stopVetoed(reason))
+                    )
+                  })
                 )
-                : Effect.succeed(false)
+                : Effect.succeed(answer)
             )
           )
         })

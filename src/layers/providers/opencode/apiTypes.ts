@@ -49,12 +49,14 @@ export type SessionStatus = typeof SessionStatus.Type
 export const SessionStatusMap = Schema.Record(Schema.String, SessionStatus)
 export type SessionStatusMap = typeof SessionStatusMap.Type
 
-/** `Pty`, shared by v1 and v2. */
+/** `Pty`, shared by v1 and v2. `command` and `args` only name it in a veto: their absence is no fault. */
 export const Pty = Schema.Struct({
   id: Schema.String,
   cwd: Schema.String,
   status: Schema.Literals(["running", "exited"]),
-  pid: Schema.optionalKey(Schema.Number)
+  pid: Schema.optionalKey(Schema.Number),
+  command: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  args: Schema.optionalKey(Schema.NullOr(Schema.Array(Schema.String)))
 })
 export type Pty = typeof Pty.Type
 

@@ -11,6 +11,7 @@
  */
 import { Effect, Schema } from "effect"
 import { RuntimeProbeFailed } from "../../../domain/errors.ts"
+import type { StopAnswer } from "../../../domain/provider.ts"
 import {
   InboxResponse,
   PtyList,
@@ -152,8 +153,11 @@ export const fetchInventories = (config: ProbeConfig): Effect.Effect<Inventories
 export const probeDecision = (config: ProbeConfig): Effect.Effect<Decision, RuntimeProbeFailed> =>
   Effect.map(fetchInventories(config), decide)
 
-/** `canStopRuntime` for an OpenCode session: an unknown decision fails the probe. */
-export const canStopRuntime = (config: ProbeConfig): Effect.Effect<boolean, RuntimeProbeFailed> =>
+/**
+ * `canStopRuntime` for an OpenCode session: a veto names what the inventories found (the busy
+ * session, the PTY, the shell, the undelivered inbox item); an unknown decision fails the probe.
+ */
+export const canStopRuntime = (config: ProbeConfig): Effect.Effect<StopAnswer, RuntimeProbeFailed> =>
   Effect.flatMap(fetchInventories(config), (inventories) => {
     const result = canStop(inventories)
     if (result !== undefined) return Effect.succeed(result)

@@ -19,8 +19,11 @@
  * when the host opts in, their absence there is read as "this release has none". Every inventory
  * that release does serve (statuses, PTYs, children, active executions) still vetoes as usual.
  */
+import { Schema } from "effect"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../domain/provider.ts"
 import type {
   InboxResponse,
+  Pty,
   PtyList,
   PtyListV2,
   SessionActiveResponse,
@@ -77,6 +80,63 @@ const idle: Decision = { _tag: "Idle" }
 const busy = (reason: string): Decision => ({ _tag: "Busy", reason })
 const unknown = (reason: string): Decision => ({ _tag: "Unknown", reason })
 
+/** A command as a veto quotes it: in backticks, its first line, at most 80 characters. */
+const quoted = (text: string): string => {
+  const line = text.split("\n")[0] ?? ""
+  return `\`${line.length > 80 || line.length < text.length ? `${line.slice(0, 80)}…` : line}\``
+}
+
+/** The first few of a list, then how many more. */
+const listed = (items: ReadonlyArray<string>): string => {
+  const shown = items.slice(0, 3)
+  return `${shown.join(", ")}${items.length > shown.length ? ` and ${items.length - shown.length} more` : ""}`
+}
+
+/** "PTY pty_1 `sleep 100` (running, pid 42)", "2 PTYs: pty_1 `bash` (running, pid 42), pty_2 (exited)". */
+const ptysNamed = (ptys: ReadonlyArray<Pty>): string => {
+  const labels = ptys.map((pty) => {
+    const line = [pty.command ?? "", ...(pty.args ?? [])].join(" ").trim()
+    const command = pty.command === undefined || pty.command === null || line === "" ? "" : ` ${quoted(line)}`
+    return `${pty.id}${command} (${pty.status}${pty.pid === undefined ? "" : `, pid ${pty.pid}`})`
+  })
+  return labels.length === 1 ? `PTY ${labels.join("")}` : `${labels.length} PTYs: ${listed(labels)}`
+}
+
+const hasId = Schema.is(Schema.Struct({ id: Schema.String }))
+const hasCommand = Schema.is(Schema.Struct({ command: Schema.String }))
+const hasType = Schema.is(Schema.Struct({ type: Schema.String }))
+
+/**
+ * What an entry of an inventory whose entries are not specified (the v2 inbox and shell list) says
+ * it is: its `id`, then its `command` (or else its `type`), those it has as strings; `undefined`
+ * when it has none of them.
+ */
+export const entryLabel = (entry: unknown): string | undefined => {
+  const id = hasId(entry) && entry.id !== "" ? entry.id : undefined
+  const what = hasCommand(entry) && entry.command !== ""
+    ? entry.command
+    : hasType(entry) && entry.type !== ""
+    ? entry.type
+    : undefined
+  if (id === undefined) return what === undefined ? undefined : quoted(what)
+  return what === undefined ? id : `${id} ${quoted(what)}`
+}
+
+/**
+ * The entries of such an inventory as a veto names them: "shell sh_1 `npm run dev`", "2 shells:
+ * sh_1, sh_2", "1 inbox item" (no label known), "shells (on a further page)".
+ */
+const entriesNamed = (kind: string, entries: ReadonlyArray<unknown>, furtherPage: boolean): string => {
+  const labels = entries.flatMap((entry) => {
+    const label = entryLabel(entry)
+    return label === undefined ? [] : [label]
+  })
+  const page = furtherPage ? " (and more on a further page)" : ""
+  if (entries.length === 0) return `${kind}s (on a further page)`
+  if (entries.length === 1) return `${labels.length === 1 ? `${kind} ${labels.join("")}` : `1 ${kind}`}${page}`
+  return `${entries.length} ${kind}s${labels.length === 0 ? "" : `: ${listed(labels)}`}${page}`
+}
+
 /** The distinct directories of the tree, in first-seen order. */
 export const treeDirectories = (tree: ReadonlyArray<TreeNode>): ReadonlyArray<string> => [
   ...new Set(tree.map((node) => node.directory))
@@ -129,30 +189,38 @@ export const decide = (inv: Inventories): Decision => {
     for (const [directory, statuses] of inv.statusByDirectory) {
       const status = Object.hasOwn(statuses, node.id) ? statuses[node.id] : undefined
       if (status !== undefined && status.type !== "idle") {
-        return busy(`session ${node.id} is ${status.type} in ${directory} (v1)`)
+        return busy(`session ${node.id} is ${status.type === "retry" ? "retrying" : status.type} in ${directory} (v1)`)
       }
     }
     if (Object.hasOwn(inv.active.data, node.id)) return busy(`session ${node.id} is active (v2)`)
     const inbox = inv.inboxBySession.get(node.id)
     if (inbox?._tag === "Read" && (inbox.value.data.length !== 0 || inbox.value.cursor?.next !== undefined)) {
-      return busy(`session ${node.id} has inbox messages (v2)`)
+      const items = entriesNamed("inbox item", inbox.value.data, inbox.value.cursor?.next !== undefined)
+      return busy(`session ${node.id} has ${items} not yet delivered (v2)`)
     }
   }
   for (const directory of directories) {
     const ptys = inv.ptyByDirectory.get(directory) ?? []
-    if (ptys.length !== 0) return busy(`${ptys.length} PTY(s) in ${directory} (v1)`)
+    if (ptys.length !== 0) return busy(`${ptysNamed(ptys)} in ${directory} (v1)`)
     const ptysV2 = inv.ptyV2ByDirectory.get(directory)?.data ?? []
-    if (ptysV2.length !== 0) return busy(`${ptysV2.length} PTY(s) in ${directory} (v2)`)
+    if (ptysV2.length !== 0) return busy(`${ptysNamed(ptysV2)} in ${directory} (v2)`)
     const shells = inv.shellsByDirectory.get(directory)
     if (shells?._tag === "Read" && (shells.value.data.length !== 0 || shells.value.cursor?.next !== undefined)) {
-      return busy(`shells in ${directory} (v2)`)
+      return busy(`${entriesNamed("shell", shells.value.data, shells.value.cursor?.next !== undefined)} in ${directory} (v2)`)
     }
   }
   return idle
 }
 
-/** Whether the runtime may be released; `undefined` when the answer is unknown. */
-export const canStop = (inv: Inventories): boolean | undefined => {
+/** Whether the runtime may be released, and if not, why; `undefined` when the answer is unknown. */
+export const canStop = (inv: Inventories): StopAnswer | undefined => {
   const decision = decide(inv)
-  return decision._tag === "Unknown" ? undefined : decision._tag === "Idle"
+  switch (decision._tag) {
+    case "Idle":
+      return stopPermitted
+    case "Busy":
+      return stopVetoed(decision.reason)
+    case "Unknown":
+      return undefined
+  }
 }

@@ -9,7 +9,15 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import {
+  type AgentClient,
+  type AgentSession,
+  type SessionConfig,
+  type StopAnswer,
+  stopPermitted,
+  stopVetoed,
+  type TurnEnd
+} from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
@@ -113,6 +121,8 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
       let nextRequest = 0
       let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
+      /** The daemon's id of the turn in flight, which a veto names. */
+      let turnId: string | undefined
       /** The id of the `prompt` that started the turn: OMP may answer it twice, success then failure. */
       let turnPromptId: string | undefined
       /** OMP ended a run non-terminally: it will continue on its own (see `LocalState`). */
@@ -131,7 +141,8 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         commandsInFlight,
         unsentMessages: 0,
         continuationPending,
-        autonomousRun
+        autonomousRun,
+        turnId: turn === undefined ? undefined : turnId
       })
 
       const finishTurn = (exit: Exit.Exit<TurnEnd, ProviderFailed>) => {
@@ -277,10 +288,11 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         exited: Effect.asVoid(Deferred.await(cli.exited)),
         // Read from the last state seen, so it is known without the process (null: never released).
         persistence: Effect.sync(() => handleFor(provider, state)),
-        startTurn: (text) =>
+        startTurn: (text, daemonTurnId) =>
           Effect.gen(function*() {
             const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
             turn = done
+            turnId = daemonTurnId
             // While the CLI runs a continuation of its own it rejects a plain prompt; queued as a
             // follow-up, the prompt runs next, and this turn ends with the run now streaming.
             const busy = autonomousRun
@@ -324,13 +336,16 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
               )
               : Effect.succeed(answer)
           )
-          return Effect.flatMap(checked, (answer) => {
-            if (answer.permit) return Effect.succeed(true)
+          return Effect.flatMap(checked, (answer): Effect.Effect<StopAnswer> => {
+            if (answer.permit) return Effect.succeed(stopPermitted)
             const log = answer.reason === missingSettlement && !warnedMissingSettlement
               ? Effect.logWarning(`${provider} runtime stays resident`)
               : Effect.logDebug(`${provider} runtime vetoes its release`)
             if (answer.reason === missingSettlement) warnedMissingSettlement = true
-            return log.pipe(Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }), Effect.as(false))
+            return log.pipe(
+              Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }),
+              Effect.as(stopVetoed(answer.reason))
+            )
           })
         })
       }

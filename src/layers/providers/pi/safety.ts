@@ -28,6 +28,8 @@ export interface LocalState {
   readonly continuationPending: boolean
   /** A run the CLI started on its own (no prompt of ours) is between `agent_start` and `agent_end`. */
   readonly autonomousRun: boolean
+  /** The daemon's id of the turn in flight, when the adapter knows it (names the veto). */
+  readonly turnId?: string | undefined
 }
 
 export type Verdict = { readonly permit: true } | { readonly permit: false; readonly reason: string }
@@ -37,7 +39,7 @@ const veto = (reason: string): Verdict => ({ permit: false, reason })
 
 /** Why the adapter itself keeps the runtime, if it does; checked before the CLI is asked. */
 export const localVeto = (local: LocalState): Verdict => {
-  if (local.turnInFlight) return veto("a turn is in flight")
+  if (local.turnInFlight) return veto(local.turnId === undefined ? "a turn is in flight" : `turn ${local.turnId} is in flight`)
   if (local.commandsInFlight !== 0) return veto(`${local.commandsInFlight} command(s) await their response`)
   if (local.unsentMessages !== 0) return veto(`${local.unsentMessages} message(s) not yet sent`)
   if (local.autonomousRun) return veto("the CLI is running a continuation of its own")
@@ -49,8 +51,7 @@ export const localVeto = (local: LocalState): Verdict => {
 export const localBusy = (local: LocalState): boolean => !localVeto(local).permit
 
 /** The reason an OMP without the settlement fields (before 18.3) always stays resident. */
-export const missingSettlement = "get_state has no isSettled / hasPendingAsyncWork (OMP before 18.3): " +
-  "async work cannot be ruled out, so the runtime stays resident"
+export const missingSettlement = "OMP reports no isSettled / hasPendingAsyncWork (before 18.3), so its async work cannot be ruled out"
 
 /**
  * Whether the runtime may be released, and if not, why.

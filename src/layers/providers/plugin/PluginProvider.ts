@@ -10,7 +10,7 @@ import {
   PromptAccepted,
   protocolVersions
 } from "../../../domain/pluginProtocol.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import { type AgentClient, type AgentSession, type SessionConfig, stopPermitted, stopVetoed, type TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
@@ -276,7 +276,8 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         canStopRuntime: session.canStop
           ? Effect.suspend(() => {
             // A turn or prompt in flight is an answer already; the plugin is not asked.
-            if (turns.size > 0 || promptsInFlight > 0) return Effect.succeed(false)
+            if (turns.size > 0) return Effect.succeed(stopVetoed(`turn ${turns.keys().next().value} is running`))
+            if (promptsInFlight > 0) return Effect.succeed(stopVetoed("a prompt is being accepted"))
             return request("session.can_stop_runtime", {
               type: "session.can_stop_runtime",
               sessionId: session.sessionId
@@ -284,7 +285,9 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
               Effect.flatMap(resultOf(decodeCanStop, "session.can_stop_runtime")),
               Effect.flatMap((answer) =>
                 answer.sessionId === session.sessionId
-                  ? Effect.succeed(answer.canStop)
+                  ? Effect.succeed(
+                    answer.canStop ? stopPermitted : stopVetoed(answer.reason ?? `${provider} reports work a release would lose`)
+                  )
                   : Effect.fail(failed("session.can_stop_runtime", `reply names session ${answer.sessionId}`))
               ),
               Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))

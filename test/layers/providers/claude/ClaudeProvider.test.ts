@@ -8,7 +8,7 @@ import { Effect, Exit, Layer, Logger, References } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import type { SessionEvent, StopAnswer } from "../../../../src/domain/provider.ts"
 import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
@@ -30,6 +30,12 @@ const eventually = <E>(condition: Effect.Effect<boolean, E>, what: string, tries
     assert.fail(`timed out waiting until ${what}`)
   })
 
+/** A veto's reason; a permit fails the test. */
+const vetoed = (answer: StopAnswer): string => answer.canStop ? assert.fail("the probe permitted") : answer.reason
+
+/** Whether the probe permits, for polling. */
+const permits = <E>(probe: Effect.Effect<StopAnswer, E>) => Effect.map(probe, (answer) => answer.canStop)
+
 /** Runs an effect (and the fibers it starts) logging into `lines`: every log call's message, as JSON. */
 const logInto = (lines: Array<string>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
@@ -46,7 +52,7 @@ const logged = <A, E>(effect: Effect.Effect<A, E>) =>
   })
 
 /** Polls the probe until it fails (a false right after a turn is the CLI still settling), and says why. */
-const probeFailure = (probe: Effect.Effect<boolean, { readonly _tag: string; readonly message: string }>) =>
+const probeFailure = (probe: Effect.Effect<StopAnswer, { readonly _tag: string; readonly message: string }>) =>
   Effect.gen(function*() {
     let failure: string | undefined
     yield* eventually(
@@ -121,7 +127,7 @@ describe("claude provider: sessions and turns", () => {
       const { client, config, received } = yield* setup()
       const session = yield* client.create(config)
       const done = yield* session.startTurn("hold", "turn-1")
-      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is in flight")
       assert.isDefined(session.steer)
       assert.isTrue(yield* session.steer("and this", "turn-1"))
       yield* eventually(Effect.sync(() => received().some((line) => line.includes("and this"))), "the steer reaches the CLI")
@@ -170,8 +176,10 @@ describe("claude provider: sessions and turns", () => {
       const done = yield* session.startTurn("permission", "turn-1")
       yield* eventually(Effect.sync(() => events.some((event) => event._tag === "PermissionRequested")), "the request")
       const requested = events.find((event) => event._tag === "PermissionRequested")
-      assert.isFalse(yield* session.canStopRuntime!)
-      yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", true)
+      const permissionId = requested?._tag === "PermissionRequested" ? requested.id : ""
+      // The turn is checked first; it is the turn that waits for the answer.
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is in flight")
+      yield* session.respondToPermission(permissionId, true)
       assert.deepStrictEqual(yield* done, { reply: "allowed", interrupted: false })
       assert.deepStrictEqual(replies(events), ["allowed"])
       assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
@@ -188,7 +196,7 @@ describe("claude provider: sessions and turns", () => {
       yield* session.interrupt
       yield* done
       assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
-      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* eventually(permits(session.canStopRuntime!), "the probe permits")
       yield* session.close
     })))
 
@@ -201,7 +209,7 @@ describe("claude provider: sessions and turns", () => {
       assert.strictEqual((yield* Effect.flatten(session.startTurn("garbage", "turn-1"))).reply, "echo: garbage")
       assert.isAtLeast(lines.filter((line) => line.includes("Claude stream-json protocol error")).length, 1)
       assert.deepStrictEqual(replies(events), ["echo: garbage"])
-      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* eventually(permits(session.canStopRuntime!), "the probe permits")
       yield* session.close
     })))
 
@@ -228,21 +236,25 @@ describe("claude provider: the runtime safety probe (P2)", () => {
       const session = yield* client.create(config)
       const probe = session.canStopRuntime!
       yield* Effect.flatten(session.startTurn("hello", "turn-1"))
-      yield* eventually(probe, "an idle runtime is permitted")
+      yield* eventually(permits(probe), "an idle runtime is permitted")
       assert.strictEqual((yield* Effect.flatten(session.startTurn("job t1 500", "turn-2"))).reply, "started t1")
       const reasons = new Set<string>()
+      const logLines = new Set<string>()
       // Poll through the job's end, its report and the turn the report wakes, collecting reasons.
       yield* eventually(
         Effect.gen(function*() {
           const { exit, lines } = yield* logged(probe)
-          for (const line of lines) if (line.includes("Claude runtime is busy")) reasons.add(line)
-          return Exit.isSuccess(exit) && exit.value
+          for (const line of lines) if (line.includes("Claude runtime is busy")) logLines.add(line)
+          if (Exit.isSuccess(exit) && !exit.value.canStop) reasons.add(exit.value.reason)
+          return Exit.isSuccess(exit) && exit.value.canStop
         }),
         "the probe permits once the woken turn has ended"
       )
       const all = [...reasons].join("\n")
-      assert.include(all, "background tasks running: t1")
-      assert.include(all, "completion reports not yet consumed: t1")
+      assert.include(all, "background task t1 is running")
+      assert.include(all, "the completion report of background task t1 is not yet delivered to the agent")
+      // The debug log says the same.
+      assert.include([...logLines].join("\n"), "background task t1 is running")
       assert.include(replies(events), "noted t1", "the report woke the agent")
       yield* session.close
     })))
@@ -278,7 +290,7 @@ describe("claude provider: the runtime safety probe (P2)", () => {
       const reporting = yield* setup({ FAKE_CLAUDE_VERSION: "2.1.220" })
       const session = yield* reporting.client.create(reporting.config)
       yield* Effect.flatten(session.startTurn("hello", "turn-1"))
-      yield* eventually(session.canStopRuntime!, "the probe permits")
+      yield* eventually(permits(session.canStopRuntime!), "the probe permits")
       yield* session.close
     })))
 
@@ -298,7 +310,11 @@ describe("claude provider: processes", () => {
       const { client, config, pids } = yield* setup()
       const session = yield* client.create(config)
       yield* Effect.flatten(session.startTurn("job long 60000", "turn-1"))
-      assert.isFalse(yield* session.canStopRuntime!)
+      // Right after the turn the CLI may still be settling; then the live roster vetoes, naming the task.
+      yield* eventually(
+        Effect.map(session.canStopRuntime!, (answer) => !answer.canStop && answer.reason === "background task long is running"),
+        "the live roster vetoes"
+      )
       const [cli, ...shells] = pids
       assert.strictEqual(session.pid, cli)
       assert.strictEqual(shells.length, 1, "the job's group was reported")

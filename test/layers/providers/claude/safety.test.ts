@@ -33,12 +33,12 @@ describe("claude safety decision (P2)", () => {
     ])
     assert.strictEqual(decide(idleLocal, work)._tag, "Veto")
     work = observe(work, { _tag: "Roster", taskIds: [] })
-    assert.include(JSON.stringify(decide(idleLocal, work)), "not yet received")
+    assert.include(JSON.stringify(decide(idleLocal, work)), "the completion report of background tasks shell, monitor, agent has not arrived")
     work = replay([{ _tag: "TaskReported", taskId: "shell" }, { _tag: "TaskReported", taskId: "monitor" }], work)
     assert.strictEqual(decide(idleLocal, work)._tag, "Veto")
     work = observe(work, { _tag: "TaskReported", taskId: "agent" })
     // Every report arrived, but none has been delivered to the model yet: it can wake the agent.
-    assert.include(JSON.stringify(decide(idleLocal, work)), "not yet consumed")
+    assert.include(JSON.stringify(decide(idleLocal, work)), "is not yet delivered to the agent")
     // The end of a turn that started before the reports does not consume them.
     work = observe(work, { _tag: "TurnEnded" })
     assert.strictEqual(decide(idleLocal, work)._tag, "Veto")
@@ -80,6 +80,48 @@ describe("claude safety decision (P2)", () => {
       assert.strictEqual(tag({ ...idleLocal, ...change }, freshWork), "Veto", JSON.stringify(change))
     }
     assert.strictEqual(tag({ ...idleLocal, sessionState: "idle" }, known), "Permit")
+  })
+
+  it("a veto names the turn, the permissions and the tasks with what the CLI said they are", () => {
+    const reason = (local: LocalState, work: BackgroundWork) => {
+      const decision = decide(local, work)
+      return decision._tag === "Permit" ? "permit" : decision.reason
+    }
+    const known = replay([{ _tag: "Version", version: "2.1.332" }])
+    assert.strictEqual(reason({ ...idleLocal, turnInFlight: true, turnId: "turn-3" }, known), "turn turn-3 is in flight")
+    assert.strictEqual(reason({ ...idleLocal, turnInFlight: true }, known), "a turn is in flight")
+    assert.strictEqual(
+      reason({ ...idleLocal, permissionsPending: 1, permissionIds: ["perm-2"] }, known),
+      "permission perm-2 is pending"
+    )
+    assert.strictEqual(
+      reason({ ...idleLocal, permissionsPending: 2, permissionIds: ["perm-1", "perm-2"] }, known),
+      "permissions perm-1, perm-2 are pending"
+    )
+    let work = replay([
+      { _tag: "Roster", taskIds: ["bash-3"], descriptions: new Map([["bash-3", "sleep 600"]]) },
+      { _tag: "TaskStarted", taskId: "bash-4", description: "npm run dev\nand more" },
+      { _tag: "TaskStarted", taskId: "agent-1", description: "agent-1" }
+    ], known)
+    assert.strictEqual(reason(idleLocal, work), "background task bash-3 `sleep 600` is running")
+    work = observe(work, { _tag: "Roster", taskIds: [] })
+    assert.strictEqual(
+      reason(idleLocal, work),
+      "the completion report of background tasks bash-3 `sleep 600`, bash-4 `npm run dev`, agent-1 has not arrived"
+    )
+    work = replay([
+      { _tag: "TaskReported", taskId: "bash-3" },
+      { _tag: "TaskReported", taskId: "bash-4" },
+      { _tag: "TaskReported", taskId: "agent-1" }
+    ], work)
+    assert.strictEqual(
+      reason(idleLocal, work),
+      "the completion report of background tasks bash-3 `sleep 600`, bash-4 `npm run dev`, agent-1 is not yet delivered to the agent"
+    )
+    // Once every report is consumed the descriptions are dropped with the tasks.
+    work = replay([{ _tag: "TurnStarted", version: undefined }, { _tag: "TurnEnded" }], work)
+    assert.strictEqual(reason(idleLocal, work), "permit")
+    assert.strictEqual(work.descriptions.size, 0)
   })
 
   it("parses versions as the CLI prints them", () => {

@@ -9,7 +9,7 @@ import { Effect, Exit, Logger } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import { type SessionEvent, type StopAnswer, stopPermitted } from "../../../../src/domain/provider.ts"
 import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
 import { markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
@@ -51,6 +51,9 @@ const setup = Effect.fnUntraced(function*(extraEnv: Readonly<Record<string, stri
   return { client, config, setState, methodsSeen, pids, events }
 })
 
+/** A veto's reason; a permit fails the test. */
+const vetoed = (answer: StopAnswer): string => answer.canStop ? assert.fail("the probe permitted") : answer.reason
+
 const probeFailure = <A>(exit: Exit.Exit<A, { readonly _tag: string }>) => {
   if (Exit.isSuccess(exit)) return undefined
   const reason = exit.cause.reasons.find((r) => r._tag === "Fail")
@@ -64,19 +67,24 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       const session = yield* client.create(config)
       assert.isDefined(session.canStopRuntime)
       const probe = session.canStopRuntime!
-      assert.isTrue(yield* probe)
+      assert.deepStrictEqual(yield* probe, stopPermitted)
       const seen = methodsSeen()
       assert.includeMembers(seen, ["initialize", "initialized", "thread/start", "thread/loaded/list", "thread/backgroundTerminals/list"])
       for (
         const [state, expected] of [
-          [{ terminals: [{ processId: "p1", itemId: "i1", command: "npm run dev", cwd: "/", osPid: 7, cpuPercent: null, rssKb: null }] }, false],
-          [{ terminalsCursor: "page-2" }, false],
-          [{ loadedCursor: "page-2" }, false],
-          [{}, true]
+          [
+            { terminals: [{ processId: "p1", itemId: "i1", command: "npm run dev", cwd: "/", osPid: 7, cpuPercent: null, rssKb: null }] },
+            /has a background terminal: npm run dev$/
+          ],
+          [{ terminalsCursor: "page-2" }, /terminal listing has a further page/],
+          [{ loadedCursor: "page-2" }, /^the loaded-thread listing has a further page$/],
+          [{}, undefined]
         ] as const
       ) {
         setState(state)
-        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+        const answer = yield* probe
+        if (expected === undefined) assert.deepStrictEqual(answer, stopPermitted, JSON.stringify(state))
+        else assert.match(vetoed(answer), expected, JSON.stringify(state))
       }
       yield* session.close
     })))
@@ -107,14 +115,15 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       assert.strictEqual((yield* Effect.flatten(session.startTurn("ask to run a command", "turn-1"))).reply, "asked")
       const requested = events.find((event) => event._tag === "PermissionRequested")
       assert.isDefined(requested)
+      const permissionId = requested?._tag === "PermissionRequested" ? requested.id : ""
       const before = methodsSeen().length
-      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), `permission ${permissionId} is pending`)
       assert.notInclude(methodsSeen().slice(before), "thread/loaded/list")
       assert.strictEqual(methodsSeen().length, before)
-      yield* session.respondToPermission(requested!._tag === "PermissionRequested" ? requested!.id : "", true)
+      yield* session.respondToPermission(permissionId, true)
       yield* eventually(() => methodsSeen().includes("response:srv-1:accept"), "the server has the answer")
       assert.isTrue(events.some((event) => event._tag === "PermissionResolved"))
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -138,12 +147,12 @@ describe("codex provider: the runtime safety probe (P3)", () => {
         for (const [allow, expected, n] of [[true, allowed, 1], [false, denied, 2]] as const) {
           yield* Effect.flatten(session.startTurn(`ask-${method} please`, `turn-${n}`))
           const requested = events.filter((event) => event._tag === "PermissionRequested").at(-1)
-          assert.isFalse(yield* session.canStopRuntime!)
+          assert.match(vetoed(yield* session.canStopRuntime!), /^permission string:srv-\d+ is pending$/)
           yield* session.respondToPermission(requested?._tag === "PermissionRequested" ? requested.id : "", allow)
           yield* eventually(() => methodsSeen().some((line) => line.startsWith(`response:srv-${n}:`)), "the server has the answer")
           assert.include(methodsSeen(), `response:srv-${n}:${expected}`)
         }
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
         yield* session.close
       })))
   }
@@ -169,7 +178,7 @@ describe("codex provider: the runtime safety probe (P3)", () => {
         )
         assert.isTrue(warnings.some((line) => line.includes(method)), `a warning names ${method}`)
       }
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -180,11 +189,11 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       assert.strictEqual((yield* Effect.flatten(session.startTurn("spawn a helper", "turn-1"))).reply, "spawned")
       assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentStarted"), [{ _tag: "SubagentStarted", id: "agent-1" }])
       const before = methodsSeen().length
-      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "subagent agent-1 has not finished")
       assert.strictEqual(methodsSeen().length, before)
       assert.strictEqual((yield* Effect.flatten(session.startTurn("reap it", "turn-2"))).reply, "reaped")
       assert.deepStrictEqual(events.filter((event) => event._tag === "SubagentFinished"), [{ _tag: "SubagentFinished", id: "agent-1" }])
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -194,14 +203,14 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       const session = yield* client.create(config)
       const done = yield* session.startTurn("hold on", "turn-1")
       const before = methodsSeen().length
-      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is running")
       assert.strictEqual(methodsSeen().length, before)
       assert.isDefined(session.steer, "Codex can steer")
       assert.isTrue(yield* session.steer("also this", "turn-1"))
       assert.include(methodsSeen(), "turn/steer")
       yield* session.interrupt
       assert.deepStrictEqual(yield* done, { reply: "interrupted", interrupted: true }, "Codex reports the turn cut short")
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply").at(-1), { _tag: "Reply", text: "interrupted" })
       yield* session.close
     })))
@@ -222,11 +231,11 @@ describe("codex provider: the runtime safety probe (P3)", () => {
         Effect.raceFirst(Effect.forever(Effect.tap(steer("go on", "turn-2"), (ok) => Effect.sync(() => (steered = ok)))))
       )
       assert.strictEqual(events.filter((event) => event._tag === "Reply").length, replied, "no completion was taken for this turn")
-      assert.isFalse(yield* session.canStopRuntime!, "the current turn still runs")
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-2 is running", "the current turn still runs")
       yield* session.interrupt
       // Its own end, not a stale one: the reply it gave and the interruption.
       assert.deepStrictEqual(yield* done, { reply: "interrupted", interrupted: true })
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -250,7 +259,7 @@ describe("codex provider: the runtime safety probe (P3)", () => {
       assert.strictEqual(probeFailure(exit), "ProviderFailed")
       assert.include(Exit.isFailure(exit) ? String(exit.cause) : "", "model refused")
       assert.strictEqual((yield* Effect.flatten(session.startTurn("hello", "turn-2"))).reply, "echo: hello")
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 })

@@ -74,6 +74,36 @@ describe("codex safety: canStop (P3)", () => {
     assert.strictEqual(reason(loaded, [], { ...idleLocalState, permissionsPending: 1, serverRequestsPending: 1 }), "1 approval(s) await an answer")
   })
 
+  it("a veto names the turn, the approvals, the subagents and the terminals it knows of", () => {
+    const reason = (...args: Parameters<typeof verdict>) => {
+      const answer = verdict(...args)
+      return answer.permit ? "permit" : answer.reason
+    }
+    const local = (change: Partial<LocalState>) => reason(none, [], { ...idleLocalState, ...change })
+    assert.strictEqual(local({ turnStarting: true, turnActive: true, turnId: "turn-3" }), "turn turn-3 is starting")
+    assert.strictEqual(local({ turnActive: true, turnId: "turn-3" }), "turn turn-3 is running")
+    assert.strictEqual(
+      local({ permissionsPending: 1, serverRequestsPending: 1, permissionIds: ["perm-2"] }),
+      "permission perm-2 is pending"
+    )
+    assert.strictEqual(
+      local({ permissionsPending: 5, serverRequestsPending: 5, permissionIds: ["a", "b", "c", "d", "e"] }),
+      "permissions a, b, c and 2 more are pending"
+    )
+    assert.strictEqual(local({ subagentsPending: 2, subagentIds: ["agent-1", "agent-2"] }), "subagents agent-1, agent-2 have not finished")
+    const loaded = { data: ["t1"], nextCursor: null }
+    const two = { data: [terminal, { ...terminal, processId: "p2", command: "npm run dev" }], nextCursor: null }
+    assert.strictEqual(
+      reason(loaded, [{ threadId: "t1", terminals: two }], idleLocalState),
+      "thread t1 has a background terminal: sleep 100 and 1 more"
+    )
+    const long = { data: [{ ...terminal, command: `${"x".repeat(200)}\nsecond line` }], nextCursor: null }
+    assert.strictEqual(
+      reason(loaded, [{ threadId: "t1", terminals: long }], idleLocalState),
+      `thread t1 has a background terminal: ${"x".repeat(120)}…`
+    )
+  })
+
   it("a loaded thread that was not listed vetoes", () => {
     assert.isFalse(canStop({ data: ["t1", "t2"], nextCursor: null }, [{ threadId: "t1", terminals: none }], idleLocalState))
   })

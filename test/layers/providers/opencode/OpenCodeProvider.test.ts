@@ -9,7 +9,7 @@ import { Deferred, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionConfig, SessionEvent } from "../../../../src/domain/provider.ts"
+import { type SessionConfig, type SessionEvent, type StopAnswer, stopPermitted } from "../../../../src/domain/provider.ts"
 import {
   makeOpenCodeClient,
   type OpenCodeProviderOptions,
@@ -29,6 +29,9 @@ const eventually = (condition: () => boolean, what: string, tries = 100) =>
     }
     assert.fail(`timed out waiting until ${what}`)
   })
+
+/** A veto's reason; a permit fails the test. */
+const vetoed = (answer: StopAnswer): string => answer.canStop ? assert.fail("the probe permitted") : answer.reason
 
 interface Harness {
   readonly client: Effect.Success<ReturnType<typeof makeOpenCodeClient>>
@@ -120,7 +123,7 @@ describe("opencode provider", () => {
         assert.deepStrictEqual(yield* done, { reply: "echo: hello" }, "the turn succeeds with its reply")
         assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "echo: hello" }])
         assert.isTrue(events.some((event) => event._tag === "Activity"))
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
         yield* session.close
         assert.isFalse(groupAlive(session.pid!))
       })))
@@ -151,13 +154,13 @@ describe("opencode provider", () => {
         assert.deepStrictEqual(yield* Effect.flatten(session.startTurn("one", "turn-0")), { reply: "echo: one" })
         const done = yield* session.startTurn("HANG", "turn-1")
         const waiting = yield* Effect.forkChild(done)
-        assert.isFalse(yield* session.canStopRuntime!)
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is running")
         yield* session.interrupt
         const exit = yield* Fiber.await(waiting)
         assert.isTrue(Exit.isSuccess(exit), "an aborted turn ends, it does not fail")
         // It never answered: its reply is none, never the previous turn's.
         if (Exit.isSuccess(exit)) assert.isNull(exit.value.reply)
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       })))
 
   it.live("a process carrying the runtime's marker outside the server's tree vetoes; another runtime's does not", () =>
@@ -165,21 +168,22 @@ describe("opencode provider", () => {
       Effect.gen(function*() {
         const session = yield* client.create(config)
         const probe = session.canStopRuntime!
-        assert.isTrue(yield* probe)
+        assert.deepStrictEqual(yield* probe, stopPermitted)
         const other = yield* markedStray(freshMarker())
-        assert.isTrue(yield* probe, "a process of another runtime is none of this one's")
+        assert.deepStrictEqual(yield* probe, stopPermitted, "a process of another runtime is none of this one's")
         other.kill()
         const stray = yield* markedStray(config.runtimeMarker)
         const logs: Array<LogEntry> = []
-        assert.isFalse(yield* recordingLogs(logs)(probe), "the config's marker is what the probe looks for")
+        const reason = vetoed(yield* recordingLogs(logs)(probe))
+        assert.include(reason, `sleep 60 (pid ${stray.pid})`, "the veto names the escaped process and its command")
         assert.isTrue(
           logs.some((entry) => String(entry.annotations["reason"]).includes(`(pid ${stray.pid})`)),
-          "the veto names the escaped process"
+          "the log names the escaped process"
         )
         stray.kill()
         let permitted = false
         yield* eventually(() => permitted, "the ended process no longer vetoes").pipe(
-          Effect.raceFirst(Effect.forever(Effect.tap(probe, (ok) => Effect.sync(() => (permitted = ok)))))
+          Effect.raceFirst(Effect.forever(Effect.tap(probe, (answer) => Effect.sync(() => (permitted = answer.canStop)))))
         )
       })))
 
@@ -201,12 +205,13 @@ describe("opencode provider", () => {
         const asked = events.find((event) => event._tag === "PermissionRequested")
         const id = asked?._tag === "PermissionRequested" ? asked.id : ""
         assert.match(id, /^per_/)
-        assert.isFalse(yield* session.canStopRuntime!)
+        // The turn is checked first; it is the turn that waits for the answer.
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is running")
         yield* session.respondToPermission(id, true)
         assert.strictEqual((yield* done).reply, "echo: PERMISSION")
         assert.isTrue(events.some((event) => event._tag === "PermissionResolved" && event.id === id))
         assert.strictEqual(events.filter((event) => event._tag === "PermissionResolved").length, 1)
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       })))
 
   it.live("the probe vetoes on a busy status, a PTY and a busy child session of its own server", () =>
@@ -214,20 +219,20 @@ describe("opencode provider", () => {
       Effect.gen(function*() {
         const session = yield* client.create(config)
         const sessionId = (yield* session.persistence)!.sessionId
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
 
         yield* control({ status: { [sessionId]: { type: "busy" } } })
-        assert.isFalse(yield* session.canStopRuntime!, "busy")
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), `session ${sessionId} is busy in ${config.cwd} (v1)`, "busy")
         yield* control({ status: { [sessionId]: { type: "retry", attempt: 1, message: "m", next: 1 } } })
-        assert.isFalse(yield* session.canStopRuntime!, "retry")
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), `session ${sessionId} is retrying in ${config.cwd} (v1)`, "retry")
         yield* control({ status: {} })
 
         yield* control({
           pty: [{ id: "pty_1", title: "T", command: "bash", args: [], cwd: config.cwd, status: "running", pid: 1 }]
         })
-        assert.isFalse(yield* session.canStopRuntime!, "PTY")
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), `PTY pty_1 \`bash\` (running, pid 1) in ${config.cwd} (v1)`, "PTY")
         yield* control({ pty: [] })
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       })))
 
   it.live("close removes the session directory's PTYs through the API before ending the server", () =>
@@ -250,9 +255,9 @@ describe("opencode provider", () => {
         const sessionId = (yield* session.persistence)!.sessionId
         const childId = yield* createSession(sessionId)
         yield* eventually(() => events.some((event) => event._tag === "SubagentStarted" && event.id === childId), "the subagent is reported")
-        assert.isTrue(yield* session.canStopRuntime!, "an idle child does not veto")
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted, "an idle child does not veto")
         yield* control({ status: { [childId]: { type: "busy" } } })
-        assert.isFalse(yield* session.canStopRuntime!, "a busy child vetoes")
+        assert.match(vetoed(yield* session.canStopRuntime!), new RegExp(`^session ${childId} is busy in `), "a busy child vetoes")
       })))
 
   it.live("an HTML answer to an inventory route fails the probe with a typed reason", () =>
@@ -338,13 +343,14 @@ describe("opencode provider", () => {
         const childId = yield* createSession(sessionId)
         yield* emitSeen(harness, [statusEvent(childId, "busy"), statusEvent(childId, "idle")])
         // Every inventory the server serves is empty now: the notice is in none of them.
-        assert.isFalse(yield* session.canStopRuntime!, "the parent has not run the notice yet")
+        const notice = `session ${sessionId} has not yet run the completion notice of ${childId}`
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), notice, "the parent has not run the notice yet")
         yield* emitSeen(harness, [statusEvent(sessionId, "busy")])
         yield* harness.control({ status: { [sessionId]: { type: "busy" } } })
-        assert.isFalse(yield* session.canStopRuntime!, "the notice is running")
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), notice, "the notice is running")
         yield* harness.control({ status: {} })
         yield* emitSeen(harness, [statusEvent(sessionId, "idle")])
-        assert.isTrue(yield* session.canStopRuntime!, "the notice ran")
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted, "the notice ran")
       })))
 
   it.live("a completion notice never seen fails the probe past its bound; it never permits", () =>
@@ -355,7 +361,7 @@ describe("opencode provider", () => {
         const sessionId = (yield* session.persistence)!.sessionId
         const childId = yield* createSession(sessionId)
         yield* emitSeen(harness, [statusEvent(childId, "busy"), { type: "session.idle", properties: { sessionID: childId } }])
-        assert.isFalse(yield* session.canStopRuntime!)
+        assert.include(vetoed(yield* session.canStopRuntime!), `completion notice of ${childId}`)
         yield* Effect.sleep("300 millis")
         const exit = yield* Effect.exit(session.canStopRuntime!)
         assert.isTrue(Exit.isFailure(exit))
@@ -381,10 +387,10 @@ describe("opencode provider", () => {
           () => events.some((event) => event._tag === "PermissionRequested" && event.id === asked),
           "the grandchild's permission is surfaced"
         )
-        assert.isFalse(yield* session.canStopRuntime!)
+        assert.strictEqual(vetoed(yield* session.canStopRuntime!), `permission ${asked} is pending`)
         yield* session.respondToPermission(asked, true)
         assert.isTrue(events.some((event) => event._tag === "PermissionResolved" && event.id === asked))
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       })))
 
   it.live("an event stream the server ends is reopened: the next turn still ends", () =>
@@ -398,7 +404,7 @@ describe("opencode provider", () => {
           Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.die("the turn hung after the stream ended") })
         )
         assert.strictEqual(two.reply, "echo: two")
-        assert.isTrue(yield* session.canStopRuntime!)
+        assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       })))
 
   it.live("an event stream that cannot be reopened fails the turn in flight, later turns and the probe", () =>

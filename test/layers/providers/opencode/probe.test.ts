@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { RuntimeProbeFailed } from "../../../../src/domain/errors.ts"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../../src/domain/provider.ts"
 import { canStopRuntime, probeDecision } from "../../../../src/layers/providers/opencode/probe.ts"
 
 interface FakeSession {
@@ -148,12 +149,15 @@ const withServer = <A, E>(
       )
   )
 
+/** The exit of a probe that vetoed for `reason`. */
+const vetoedFor = (reason: string) => Exit.succeed(stopVetoed(reason))
+
 const probe = (setup: (state: FakeState) => void, sessionId = "ses_root") =>
   withServer(setup, (baseUrl) => Effect.exit(canStopRuntime({ agentId: "agent-1", baseUrl, sessionId })))
 
 const isProbeFailed = Schema.is(RuntimeProbeFailed)
 
-const failureMessage = (exit: Exit.Exit<boolean, { readonly message: string }>): string => {
+const failureMessage = (exit: Exit.Exit<StopAnswer, { readonly message: string }>): string => {
   assert.isTrue(Exit.isFailure(exit), `expected failure, got ${JSON.stringify(exit)}`)
   if (Exit.isFailure(exit)) {
     const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
@@ -167,11 +171,11 @@ const failureMessage = (exit: Exit.Exit<boolean, { readonly message: string }>):
 }
 
 describe("opencode probe (P4) against a fake server", () => {
-  it.effect("idle tree → true, after asking every directory of the tree", () =>
+  it.effect("idle tree → permitted, after asking every directory of the tree", () =>
     withServer(() => {}, (baseUrl, state) =>
       Effect.gen(function*() {
         const result = yield* canStopRuntime({ agentId: "agent-1", baseUrl, sessionId: "ses_root" })
-        assert.isTrue(result)
+        assert.deepStrictEqual(result, stopPermitted)
         for (const dir of ["/w/a", "/w/b", "/w/c"]) {
           const enc = new URLSearchParams({ directory: dir }).toString()
           assert.include(state.requests, `/session/status?${enc}`)
@@ -183,58 +187,64 @@ describe("opencode probe (P4) against a fake server", () => {
         assert.isFalse(state.requests.some((r) => r.includes("/w/z")))
       })))
 
-  it.effect("busy root session (v1) → false", () =>
+  it.effect("busy root session (v1) → vetoed, naming it", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => (s.status["/w/a"] = { ses_root: { type: "busy" } }))
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("session ses_root is busy in /w/a (v1)"))
     }))
 
-  it.effect("busy grandchild in its own directory (v1) → false", () =>
+  it.effect("busy grandchild in its own directory (v1) → vetoed, naming it", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => (s.status["/w/c"] = { ses_grandchild: { type: "busy" } }))
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("session ses_grandchild is busy in /w/c (v1)"))
     }))
 
-  it.effect("retrying child (v1) → false", () =>
+  it.effect("retrying child (v1) → vetoed, naming it", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) =>
         (s.status["/w/b"] = { ses_child: { type: "retry", attempt: 2, message: "rate limited", next: 9 } })
       )
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("session ses_child is retrying in /w/b (v1)"))
     }))
 
-  it.effect("active child (v2) → false", () =>
+  it.effect("active child (v2) → vetoed, naming it", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => (s.active = { ses_child: { type: "running" } }))
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("session ses_child is active (v2)"))
     }))
 
-  it.effect("unrelated busy session and PTY elsewhere → true", () =>
+  it.effect("unrelated busy session and PTY elsewhere → permitted", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => {
         s.status["/w/z"] = { ses_unrelated: { type: "busy" } }
         s.active = { ses_unrelated: { type: "running" } }
         s.pty["/w/z"] = [ptyOf("/w/z")]
       })
-      assert.deepStrictEqual(exit, Exit.succeed(true))
+      assert.deepStrictEqual(exit, Exit.succeed(stopPermitted))
     }))
 
-  it.effect("PTY in the session's directory (v1) → false", () =>
+  it.effect("PTY in the session's directory (v1) → vetoed, naming the PTY and its command", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => (s.pty["/w/a"] = [ptyOf("/w/a")]))
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("PTY pty_1 `sleep 100` (running, pid 4242) in /w/a (v1)"))
     }))
 
-  it.effect("PTY in a child's directory (v2 registry) → false", () =>
+  it.effect("PTY in a child's directory (v2 registry) → vetoed, naming the PTY", () =>
     Effect.gen(function*() {
       const exit = yield* probe((s) => (s.ptyV2["/w/b"] = [ptyOf("/w/b")]))
-      assert.deepStrictEqual(exit, Exit.succeed(false))
+      assert.deepStrictEqual(exit, vetoedFor("PTY pty_1 `sleep 100` (running, pid 4242) in /w/b (v2)"))
     }))
 
-  it.effect("inbox message or shell (v2) → false", () =>
+  it.effect("inbox message or shell (v2) → vetoed, naming it", () =>
     Effect.gen(function*() {
-      assert.deepStrictEqual(yield* probe((s) => (s.inbox = { ses_child: [{ id: "m1" }] })), Exit.succeed(false))
-      assert.deepStrictEqual(yield* probe((s) => (s.shells = { "/w/c": [{ id: "sh1" }] })), Exit.succeed(false))
+      assert.deepStrictEqual(
+        yield* probe((s) => (s.inbox = { ses_child: [{ id: "m1" }] })),
+        vetoedFor("session ses_child has inbox item m1 not yet delivered (v2)")
+      )
+      assert.deepStrictEqual(
+        yield* probe((s) => (s.shells = { "/w/c": [{ id: "sh1", command: "npm run dev" }] })),
+        vetoedFor("shell sh1 `npm run dev` in /w/c (v2)")
+      )
     }))
 
   it.effect("a required route answering HTML 200 → RuntimeProbeFailed", () =>

@@ -12,9 +12,23 @@ import {
   SessionActiveResponse,
   SessionStatusMap
 } from "../../../../src/layers/providers/opencode/apiTypes.ts"
-import { canStop, decide, type Inventories, type TreeNode } from "../../../../src/layers/providers/opencode/safety.ts"
+import { stopPermitted } from "../../../../src/domain/provider.ts"
+import {
+  canStop,
+  decide,
+  entryLabel,
+  type Inventories,
+  type TreeNode
+} from "../../../../src/layers/providers/opencode/safety.ts"
 
 const pty = (cwd: string) => ({ id: "pty_1", title: "t", command: "sleep", args: ["9"], cwd, status: "running" as const, pid: 7 })
+
+/** The veto's reason; a permit or an unknown fails the test. */
+const vetoed = (inv: Inventories): string => {
+  const answer = canStop(inv)
+  if (answer === undefined) return assert.fail("the answer is unknown")
+  return answer.canStop ? assert.fail("the answer permits") : answer.reason
+}
 
 const base = (tree: ReadonlyArray<TreeNode>): Inventories => {
   const dirs = [...new Set(tree.map((node) => node.directory))]
@@ -39,13 +53,13 @@ const tree: ReadonlyArray<TreeNode> = [
 describe("opencode safety: decide (P4)", () => {
   it("permits when every inventory is read and empty", () => {
     assert.deepStrictEqual(decide(base(tree)), { _tag: "Idle" })
-    assert.isTrue(canStop(base(tree)))
-    assert.isTrue(canStop(base([{ id: "ses_x", directory: "/x" }])))
+    assert.deepStrictEqual(canStop(base(tree)), stopPermitted)
+    assert.deepStrictEqual(canStop(base([{ id: "ses_x", directory: "/x" }])), stopPermitted)
   })
 
   it("idle statuses and other sessions' activity do not veto", () => {
     const inv = base(tree)
-    assert.isTrue(canStop({
+    assert.deepStrictEqual(canStop({
       ...inv,
       statusByDirectory: new Map<string, SessionStatusMap>([
         ["/a", { ses_root: { type: "idle" }, ses_other: { type: "busy" } }],
@@ -53,7 +67,7 @@ describe("opencode safety: decide (P4)", () => {
         ["/c", {}]
       ]),
       active: { data: { ses_other: { type: "running" } } }
-    }))
+    }), stopPermitted)
   })
 
   it("a busy or retrying session anywhere in the tree vetoes (v1)", () => {
@@ -64,7 +78,10 @@ describe("opencode safety: decide (P4)", () => {
         statusByDirectory.set(dir, { [id]: { type } })
         const decision = decide({ ...inv, statusByDirectory })
         assert.strictEqual(decision._tag, "Busy", `${id} ${type}`)
-        assert.isFalse(canStop({ ...inv, statusByDirectory }))
+        assert.strictEqual(
+          vetoed({ ...inv, statusByDirectory }),
+          `session ${id} is ${type === "retry" ? "retrying" : "busy"} in ${dir} (v1)`
+        )
       }
     }
   })
@@ -73,53 +90,86 @@ describe("opencode safety: decide (P4)", () => {
     const inv = base(tree)
     const statusByDirectory = new Map(inv.statusByDirectory)
     statusByDirectory.set("/a", { ses_grandchild: { type: "busy" } })
-    assert.isFalse(canStop({ ...inv, statusByDirectory }))
+    assert.strictEqual(vetoed({ ...inv, statusByDirectory }), "session ses_grandchild is busy in /a (v1)")
   })
 
   it("an active session anywhere in the tree vetoes (v2)", () => {
     for (const id of ["ses_root", "ses_child", "ses_grandchild"]) {
-      assert.isFalse(canStop({ ...base(tree), active: { data: { [id]: { type: "running" } } } }), id)
+      assert.strictEqual(vetoed({ ...base(tree), active: { data: { [id]: { type: "running" } } } }), `session ${id} is active (v2)`)
     }
   })
 
   it("a PTY in any directory of the tree vetoes, in either registry, running or exited", () => {
     for (const dir of ["/a", "/b", "/c"]) {
       const inv = base(tree)
-      assert.isFalse(canStop({ ...inv, ptyByDirectory: new Map([...inv.ptyByDirectory, [dir, [pty(dir)]]]) }), dir)
-      assert.isFalse(
-        canStop({
+      assert.strictEqual(
+        vetoed({ ...inv, ptyByDirectory: new Map([...inv.ptyByDirectory, [dir, [pty(dir)]]]) }),
+        `PTY pty_1 \`sleep 9\` (running, pid 7) in ${dir} (v1)`
+      )
+      assert.strictEqual(
+        vetoed({
           ...inv,
           ptyByDirectory: new Map([...inv.ptyByDirectory, [dir, [{ ...pty(dir), status: "exited" as const }]]])
         }),
-        dir
+        `PTY pty_1 \`sleep 9\` (exited, pid 7) in ${dir} (v1)`
       )
-      assert.isFalse(
-        canStop({
+      assert.strictEqual(
+        vetoed({
           ...inv,
           ptyV2ByDirectory: new Map([...inv.ptyV2ByDirectory, [dir, { location: { directory: dir }, data: [pty(dir)] }]])
         }),
-        dir
+        `PTY pty_1 \`sleep 9\` (running, pid 7) in ${dir} (v2)`
       )
     }
   })
 
   it("inbox messages or shells veto (v2), including a further page", () => {
     const inv = base(tree)
-    assert.isFalse(canStop({
-      ...inv,
-      inboxBySession: new Map([...inv.inboxBySession, ["ses_child", { _tag: "Read", value: { data: [{ m: 1 }] } }]])
-    }))
-    assert.isFalse(canStop({
-      ...inv,
-      inboxBySession: new Map([...inv.inboxBySession, ["ses_root", {
-        _tag: "Read",
-        value: { data: [], cursor: { next: "c2" } }
-      }]])
-    }))
-    assert.isFalse(canStop({
-      ...inv,
-      shellsByDirectory: new Map([...inv.shellsByDirectory, ["/c", { _tag: "Read", value: { data: [{ s: 1 }] } }]])
-    }))
+    assert.strictEqual(
+      vetoed({
+        ...inv,
+        inboxBySession: new Map([...inv.inboxBySession, ["ses_child", { _tag: "Read", value: { data: [{ m: 1 }] } }]])
+      }),
+      "session ses_child has 1 inbox item not yet delivered (v2)"
+    )
+    assert.strictEqual(
+      vetoed({
+        ...inv,
+        inboxBySession: new Map([...inv.inboxBySession, ["ses_root", {
+          _tag: "Read",
+          value: { data: [], cursor: { next: "c2" } }
+        }]])
+      }),
+      "session ses_root has inbox items (on a further page) not yet delivered (v2)"
+    )
+    assert.strictEqual(
+      vetoed({
+        ...inv,
+        shellsByDirectory: new Map([...inv.shellsByDirectory, ["/c", { _tag: "Read", value: { data: [{ s: 1 }] } }]])
+      }),
+      "1 shell in /c (v2)"
+    )
+    assert.strictEqual(
+      vetoed({
+        ...inv,
+        shellsByDirectory: new Map([...inv.shellsByDirectory, ["/c", {
+          _tag: "Read",
+          value: {
+            data: [{ id: "sh_1", command: "npm run dev" }, { id: "sh_2" }, { type: "bash" }, { id: "sh_4" }, {}],
+            cursor: { next: "c2" }
+          }
+        }]])
+      }),
+      "5 shells: sh_1 `npm run dev`, sh_2, `bash` and 1 more (and more on a further page) in /c (v2)"
+    )
+  })
+
+  it("an entry of an unspecified inventory is named by what it has", () => {
+    assert.strictEqual(entryLabel({ id: "msg_1", type: "completion" }), "msg_1 `completion`")
+    assert.strictEqual(entryLabel({ command: `${"x".repeat(100)}` }), `\`${"x".repeat(80)}…\``)
+    assert.strictEqual(entryLabel({ id: 3, command: ["not", "a", "string"] }), undefined)
+    assert.isUndefined(entryLabel("text"))
+    assert.isUndefined(entryLabel(null))
   })
 
   it("an inventory not read is unknown, never empty", () => {

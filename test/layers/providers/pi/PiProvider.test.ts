@@ -8,7 +8,7 @@ import { Effect, Exit } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { SessionEvent } from "../../../../src/domain/provider.ts"
+import { type SessionEvent, type StopAnswer, stopPermitted } from "../../../../src/domain/provider.ts"
 import { makePiClient } from "../../../../src/layers/providers/pi/PiProvider.ts"
 import { missingSettlement, type PiVariant } from "../../../../src/layers/providers/pi/safety.ts"
 import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
@@ -40,6 +40,12 @@ const eventually = (condition: () => boolean, what: string, tries = 100) =>
     }
     assert.fail(`timed out waiting until ${what}`)
   })
+
+/** A veto's reason; a permit fails the test. */
+const vetoed = (answer: StopAnswer): string => answer.canStop ? assert.fail("the probe permitted") : answer.reason
+
+/** Whether the probe permits, for polling. */
+const permits = <E>(probe: Effect.Effect<StopAnswer, E>) => Effect.map(probe, (answer) => answer.canStop)
 
 const setup = Effect.fnUntraced(function*(
   variant: PiVariant,
@@ -80,19 +86,21 @@ describe("pi provider: the runtime safety probe (P5)", () => {
       const session = yield* client.create(config)
       assert.isDefined(session.canStopRuntime)
       const probe = session.canStopRuntime!
-      assert.isTrue(yield* probe)
+      assert.deepStrictEqual(yield* probe, stopPermitted)
       for (
         const [state, expected] of [
-          [{ isStreaming: true }, false],
-          [{ isCompacting: true }, false],
-          [{ pendingMessageCount: 2 }, false],
-          [{ pendingMessageCount: null }, false],
-          [{ isStreaming: null }, false],
-          [{}, true]
+          [{ isStreaming: true }, "isStreaming is true"],
+          [{ isCompacting: true }, "isCompacting is true"],
+          [{ pendingMessageCount: 2 }, "2 message(s) pending"],
+          [{ pendingMessageCount: null }, "get_state reports no pending message count"],
+          [{ isStreaming: null }, "isStreaming is undefined"],
+          [{}, undefined]
         ] as const
       ) {
         setState(state)
-        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+        const answer = yield* probe
+        if (expected === undefined) assert.deepStrictEqual(answer, stopPermitted, JSON.stringify(state))
+        else assert.strictEqual(vetoed(answer), expected, JSON.stringify(state))
       }
       yield* session.close
     })))
@@ -102,19 +110,21 @@ describe("pi provider: the runtime safety probe (P5)", () => {
       const { client, config, setState } = yield* setup("omp")
       const session = yield* client.create(config)
       const probe = session.canStopRuntime!
-      assert.isTrue(yield* probe)
+      assert.deepStrictEqual(yield* probe, stopPermitted)
       for (
         const [state, expected] of [
-          [{ isSettled: false }, false],
-          [{ hasPendingAsyncWork: true }, false],
-          [{ isSettled: null }, false],
-          [{ hasPendingAsyncWork: null }, false],
-          [{ queuedMessageCount: 1 }, false],
-          [{}, true]
+          [{ isSettled: false }, /^isSettled is false$/],
+          [{ hasPendingAsyncWork: true }, /^hasPendingAsyncWork is true$/],
+          [{ isSettled: null }, /^isSettled is /],
+          [{ hasPendingAsyncWork: null }, /^hasPendingAsyncWork is /],
+          [{ queuedMessageCount: 1 }, /message\(s\) pending$/],
+          [{}, undefined]
         ] as const
       ) {
         setState(state)
-        assert.strictEqual(yield* probe, expected, JSON.stringify(state))
+        const answer = yield* probe
+        if (expected === undefined) assert.deepStrictEqual(answer, stopPermitted, JSON.stringify(state))
+        else assert.match(vetoed(answer), expected, JSON.stringify(state))
       }
       yield* session.close
     })))
@@ -142,13 +152,13 @@ describe("pi provider: the runtime safety probe (P5)", () => {
       const done = yield* session.startTurn("hold on", "turn-1")
       // Even a CLI claiming idle is not believed while the adapter's turn runs.
       setState({ isStreaming: false })
-      assert.isFalse(yield* session.canStopRuntime!)
+      assert.strictEqual(vetoed(yield* session.canStopRuntime!), "turn turn-1 is in flight")
       assert.isDefined(session.steer, "Pi can steer")
       assert.isTrue(yield* session.steer("also this", "turn-1"))
       yield* session.interrupt
       assert.strictEqual((yield* done).reply, "aborted", "the aborted turn ends with what it said")
       setState({})
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: "aborted" }])
       yield* session.close
     })))
@@ -179,7 +189,7 @@ describe("pi provider: extension dialogs and failures", () => {
       assert.deepStrictEqual(events.filter((event) => event._tag === "Reply"), [{ _tag: "Reply", text: answer }])
       assert.isTrue(logs.some((entry) => entry.level === "Warn" && entry.message.includes("select")))
       assert.isFalse(logs.some((entry) => entry.message.includes("notify")), "a notification is not answered")
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -215,16 +225,24 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
       // The foreground turn ends with the run, though OMP still owes the job's result.
       assert.strictEqual((yield* Effect.flatten(session.startTurn("async job", "turn-1"))).reply, "started: async job")
       assert.deepStrictEqual(replies(), [{ _tag: "Reply", text: "started: async job" }])
-      assert.isFalse(yield* session.canStopRuntime!, "a scheduled continuation vetoes")
+      assert.strictEqual(
+        vetoed(yield* session.canStopRuntime!),
+        "the last run ended non-terminal: a continuation is scheduled",
+        "a scheduled continuation vetoes"
+      )
       // The job ends: OMP starts a run of its own to deliver the result.
       const before = events.length
       writeFileSync(join(dir, "gate"), "")
       yield* eventually(() => events.length > before, "OMP's own run starts")
-      assert.isFalse(yield* session.canStopRuntime!, "a run OMP started on its own vetoes")
+      assert.strictEqual(
+        vetoed(yield* session.canStopRuntime!),
+        "the CLI is running a continuation of its own",
+        "a run OMP started on its own vetoes"
+      )
       writeFileSync(join(dir, "gate.2"), "")
       yield* eventually(() => replies().length === 2, "OMP's own run ends")
       assert.deepStrictEqual(replies()[1], { _tag: "Reply", text: "job result" })
-      assert.isTrue(yield* session.canStopRuntime!, "settled after the terminal agent_end")
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted, "settled after the terminal agent_end")
       yield* session.close
     })))
 
@@ -243,7 +261,7 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
         () => events.some((event) => event._tag === "Reply" && event.text === "echo: next"),
         "the queued prompt ran"
       )
-      assert.isTrue(yield* session.canStopRuntime!)
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted)
       yield* session.close
     })))
 
@@ -255,7 +273,7 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
       const exit = yield* Effect.exit(done)
       assert.isTrue(Exit.isFailure(exit))
       assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "the model is unavailable")
-      assert.isTrue(yield* session.canStopRuntime!, "no turn is left in flight")
+      assert.deepStrictEqual(yield* session.canStopRuntime!, stopPermitted, "no turn is left in flight")
       yield* session.close
     })))
 
@@ -265,8 +283,8 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
       const session = yield* client.create(config)
       setState({ isSettled: null, hasPendingAsyncWork: null })
       const logs: Array<LogEntry> = []
-      assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!))
-      assert.isFalse(yield* recordingLogs(logs)(session.canStopRuntime!))
+      assert.strictEqual(vetoed(yield* recordingLogs(logs)(session.canStopRuntime!)), missingSettlement)
+      assert.strictEqual(vetoed(yield* recordingLogs(logs)(session.canStopRuntime!)), missingSettlement)
       const reasons = logs.map((entry) => [entry.level, entry.annotations["reason"]])
       // Warned once per session, then kept at debug.
       assert.deepStrictEqual(reasons, [["Warn", missingSettlement], ["Debug", missingSettlement]])
@@ -314,19 +332,20 @@ describe("pi provider: persistence and processes", () => {
       const { client, config } = yield* setup("pi")
       const session = yield* client.create(config)
       const probe = session.canStopRuntime!
-      assert.isTrue(yield* probe)
+      assert.deepStrictEqual(yield* probe, stopPermitted)
       const other = yield* markedStray(freshMarker())
-      assert.isTrue(yield* probe, "a process of another runtime is none of this one's")
+      assert.deepStrictEqual(yield* probe, stopPermitted, "a process of another runtime is none of this one's")
       other.kill()
       const stray = yield* markedStray(config.runtimeMarker)
       const logs: Array<LogEntry> = []
-      assert.isFalse(yield* recordingLogs(logs)(probe), "the config's marker is what the probe looks for")
+      const reason = vetoed(yield* recordingLogs(logs)(probe))
+      assert.include(reason, `sleep 60 (pid ${stray.pid})`, "the veto names the escaped process and its command")
       assert.isTrue(
         logs.some((entry) => String(entry.annotations["reason"]).includes(`(pid ${stray.pid})`)),
-        "the veto names the escaped process"
+        "the log names the escaped process"
       )
       stray.kill()
-      yield* eventuallyEffect(probe, "the ended process no longer vetoes")
+      yield* eventuallyEffect(permits(probe), "the ended process no longer vetoes")
       yield* session.close
     })))
 

@@ -129,6 +129,18 @@ describe("omp safety (P5)", () => {
       reason: "isStreaming is true"
     })
     assert.deepStrictEqual(verdict(ompIdle, idleLocal("omp")), { permit: true })
+    assert.deepStrictEqual(verdict(piIdle, { ...idleLocal("pi"), turnInFlight: true, turnId: "turn-3" }), {
+      permit: false,
+      reason: "turn turn-3 is in flight"
+    })
+    assert.deepStrictEqual(verdict(piIdle, { ...idleLocal("pi"), turnInFlight: true }), {
+      permit: false,
+      reason: "a turn is in flight"
+    })
+    assert.deepStrictEqual(verdict(without(ompIdle, "isSettled"), idleLocal("omp")), {
+      permit: false,
+      reason: "isSettled is undefined"
+    })
   })
 
   it("a missing queue count retains", () => {
