@@ -270,8 +270,8 @@ const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
   })
 }
 
-const ago = (now: number, at: number | null) =>
-  at === null ? "-" : at <= now ? "now" : `in ${Math.ceil((at - now) / 1000)}s`
+/** When a runtime could be released: "-" when never while blocked, "now" once due, else how soon. */
+const releaseIn = (at: string | null) => at === null ? "-" : Date.parse(at) <= Date.now() ? "now" : relative(at)
 
 const jsonFlag = (what: string) => Flag.Boolean("json").pipe(Flag.withDescription(`Print ${what} as JSON`), Flag.withDefault(false))
 
@@ -363,7 +363,7 @@ const agents = Command.make("agents").pipe(
             agent.resident
               ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
               : agent.sessionId === null ? "released (no session to resume)" : "released",
-            relative(new Date(agent.lastActivityAt).toISOString()),
+            relative(agent.lastActivityAt),
             Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(",") || "-",
             agent.cwd
           ])
@@ -482,7 +482,6 @@ const runtimes = Command.make(
     const api = yield* client
     const rows = yield* api.runtimes.list()
     if (json) return yield* printJson(rows)
-    const now = Date.now()
     const table = [
       ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
       ...rows.map((row) => [
@@ -491,7 +490,7 @@ const runtimes = Command.make(
         row.pid === null ? "-" : String(row.pid),
         row.rssBytes === null ? "-" : `${(row.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
         row.state,
-        ago(now, row.eligibleAt),
+        releaseIn(row.eligibleAt),
         whyResident(row).join(", ") || "-"
       ])
     ]
@@ -523,14 +522,13 @@ const explain = Command.make(
         new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
     )
     if (json) return yield* printJson(row)
-    const now = Date.now()
     const lines = [
       `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
       `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
       `family      ${row.family.join(", ")}`,
       `state       ${row.state}`,
-      `idle since  ${new Date(row.idleSince).toISOString()} (${relative(new Date(row.idleSince).toISOString())})`,
-      `release     ${row.eligibleAt === null ? "not while it is blocked" : `${ago(now, row.eligibleAt)} if nothing changes`}`,
+      `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
+      `release     ${row.eligibleAt === null ? "not while it is blocked" : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
       `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`
     ]
     for (const line of lines) yield* Console.log(line)

@@ -154,7 +154,8 @@ export const AgentSummary = Schema.Struct({
   /** Whether a live runtime holds the agent now. */
   resident: Schema.Boolean,
   lifecycle: AgentLifecycle,
-  lastActivityAt: Schema.Number,
+  /** ISO 8601, as every time in the API. */
+  lastActivityAt: Schema.String,
   parentAgentId: Schema.NullOr(Schema.String),
   /** The runtime's process id while resident, when the provider runs a process. */
   pid: Schema.NullOr(Schema.Number),
@@ -206,6 +207,10 @@ export const PromptResult = Schema.Struct({
 })
 export type PromptResult = typeof PromptResult.Type
 
+/** What the last provider probe said, and when (ISO 8601); `message` says why it vetoed or failed. */
+export const ProbeView = Schema.Struct({ ...ProbeObservation.fields, at: Schema.String })
+export type ProbeView = typeof ProbeView.Type
+
 export const RuntimeRow = Schema.Struct({
   agentId: Schema.String,
   provider: Schema.String,
@@ -215,14 +220,14 @@ export const RuntimeRow = Schema.Struct({
   rssBytes: Schema.NullOr(Schema.Number),
   /** The runtime and its managed descendants. */
   family: Schema.Array(Schema.String),
-  idleSince: Schema.Number,
+  idleSince: Schema.String,
   /** Earliest time it could be released if nothing changes; null when blocked or never. */
-  eligibleAt: Schema.NullOr(Schema.Number),
+  eligibleAt: Schema.NullOr(Schema.String),
   state: ResidencyState,
   /** What keeps it (or a family member) resident now. */
   blockers: Schema.Array(MemberBlocker),
   /** The last provider probe, when it did not permit the release. */
-  lastProbe: Schema.NullOr(ProbeObservation)
+  lastProbe: Schema.NullOr(ProbeView)
 })
 export type RuntimeRow = typeof RuntimeRow.Type
 
@@ -233,7 +238,7 @@ export const CollectResult = Schema.Struct({
   /** When retained: the residency state that kept it. */
   state: Schema.optionalKey(ResidencyState),
   /** When retained: the last provider probe, if it did not permit. */
-  lastProbe: Schema.optionalKey(Schema.NullOr(ProbeObservation)),
+  lastProbe: Schema.optionalKey(Schema.NullOr(ProbeView)),
   /** When failed: what failed. */
   error: Schema.optionalKey(ErrorSummary)
 })
@@ -285,8 +290,13 @@ export const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 const AgentId = { id: Schema.String }
 
-/** One turn as the journal holds it. */
-export const TurnView = TurnRecord
+/** One turn as the journal holds it, its times ISO 8601. */
+export const TurnView = Schema.Struct({
+  ...TurnRecord.fields,
+  acceptedAt: Schema.String,
+  dispatchedAt: Schema.NullOr(Schema.String),
+  endedAt: Schema.NullOr(Schema.String)
+})
 export type TurnView = typeof TurnView.Type
 
 /** Health, metrics: no token. The client calls them as `client.health()`, `client.metrics()`. */

@@ -24,7 +24,8 @@ import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RuntimeNotFound, ShuttingDown, WorkingDirectoryNotFound } from "../../domain/errors.ts"
-import type { CollectOutcome, Residency, SweepReport } from "../../domain/sweep.ts"
+import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from "../../domain/sweep.ts"
+import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
@@ -40,6 +41,7 @@ import {
   type DaemonStatusView,
   type ErrorSummary,
   openapiPath,
+  type ProbeView,
   type PromptResult,
   QuiesceApi,
   RequestBodyLimit,
@@ -47,6 +49,7 @@ import {
   type RetirementAttemptView,
   type RuntimeRow,
   type SweepResult,
+  type TurnView,
   Unauthorized
 } from "./Api.ts"
 
@@ -178,7 +181,7 @@ const agentSummary = ({ pendingPermissions, pid, providerAvailable, record, resi
   sessionId: record.persistence?.sessionId ?? null,
   resident,
   lifecycle: record.lifecycle,
-  lastActivityAt: record.lastActivityAt,
+  lastActivityAt: iso(record.lastActivityAt),
   parentAgentId: parentAgentIdOf(record.labels) ?? null,
   pendingPermissions,
   pid,
@@ -202,6 +205,18 @@ const errorSummary = (error: { readonly _tag: string; readonly message: string }
   message: error.message
 })
 
+const iso = (millis: number) => new Date(millis).toISOString()
+
+const probeView = (observation: ProbeObservation | null): ProbeView | null =>
+  observation === null ? null : { ...observation, at: iso(observation.at) }
+
+const turnView = (record: TurnRecord): TurnView => ({
+  ...record,
+  acceptedAt: iso(record.acceptedAt),
+  dispatchedAt: record.dispatchedAt === null ? null : iso(record.dispatchedAt),
+  endedAt: record.endedAt === null ? null : iso(record.endedAt)
+})
+
 const collectResult = (outcome: CollectOutcome): CollectResult => {
   switch (outcome._tag) {
     case "Collected":
@@ -211,7 +226,7 @@ const collectResult = (outcome: CollectOutcome): CollectResult => {
         outcome: "retained",
         blockers: outcome.residency.blockers,
         state: outcome.residency.state,
-        lastProbe: outcome.residency.veto
+        lastProbe: probeView(outcome.residency.veto)
       }
     case "Failed":
       return { outcome: "failed", blockers: [], error: errorSummary(outcome.error) }
@@ -232,11 +247,11 @@ const runtimeRow = (view: AgentView, residency: Residency, rssBytes: number | nu
   pid: view.pid,
   rssBytes,
   family: residency.family,
-  idleSince: residency.idleSince,
-  eligibleAt: residency.releasableAt,
+  idleSince: iso(residency.idleSince),
+  eligibleAt: residency.releasableAt === null ? null : iso(residency.releasableAt),
   state: residency.state,
   blockers: residency.blockers,
-  lastProbe: residency.veto
+  lastProbe: probeView(residency.veto)
 })
 
 const systemHandlers = (renderMetrics: Effect.Effect<string>) =>
@@ -285,11 +300,10 @@ const agentsHandlers = HttpApiBuilder.group(
           clientMessageId: payload.clientMessageId,
           wait: payload.wait
         }).pipe(Effect.map(promptResult)))
-      .handle("turn", ({ params }) => registry.turn(params.id, params.turnId))
+      .handle("turn", ({ params }) => Effect.map(registry.turn(params.id, params.turnId), turnView))
   })
 )
 
-const iso = (millis: number) => new Date(millis).toISOString()
 
 const attemptView = (attempt: RetirementAttempt): RetirementAttemptView => ({ ...attempt, at: iso(attempt.at) })
 

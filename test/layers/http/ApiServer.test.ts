@@ -181,7 +181,9 @@ describe("ApiServer", () => {
       const [idle] = yield* client.runtimes.list()
       assert.deepStrictEqual(idle.blockers, [])
       assert.strictEqual(idle.state, "idle")
-      assert.strictEqual(idle.eligibleAt, idle.idleSince + 60 * 60_000)
+      // Times in the API are ISO 8601.
+      assert.match(idle.idleSince, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+      assert.strictEqual(Date.parse(idle.eligibleAt ?? ""), Date.parse(idle.idleSince) + 60 * 60_000)
     }).pipe(Effect.provide(serve(provider)))
   })
 
