@@ -313,7 +313,8 @@ const reportTurn = (result: PromptResult, wait: boolean) =>
         message: `turn ${result.turnId} ${result.state}: ${result.error?.message ?? "no reason given"}`
       })
     }
-    if (wait) yield* Console.log(result.output ?? "")
+    // The reply as the agent gave it, without doubling its last newline.
+    if (wait) yield* Console.log((result.output ?? "").replace(/\n$/, ""))
   })
 
 const agents = Command.make("agents").pipe(
@@ -482,6 +483,7 @@ const runtimes = Command.make(
     const api = yield* client
     const rows = yield* api.runtimes.list()
     if (json) return yield* printJson(rows)
+    if (rows.length === 0) return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
     const table = [
       ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
       ...rows.map((row) => [
@@ -528,7 +530,7 @@ const explain = Command.make(
       `family      ${row.family.join(", ")}`,
       `state       ${row.state}`,
       `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
-      `release     ${row.eligibleAt === null ? "not while it is blocked" : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
+      `release     ${row.eligibleAt === null ? `not while it is ${row.state}` : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
       `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`
     ]
     for (const line of lines) yield* Console.log(line)

@@ -36,9 +36,11 @@ describe("the daemon end to end", () => {
     const released = Number(/quiesce_released_bytes_total (\d+)/.exec(metrics)?.[1])
     expect(released).toBeGreaterThan(10 * 1024 * 1024)
 
+    expect(runCli(daemon, "runtimes").stdout).toBe("no resident runtimes: every agent is released (or there is none)\n")
     const again = runCli(daemon, "prompt", agentId, "echo back", "--wait")
     expect(again.status).toBe(0)
-    expect(again.stdout).toContain("back")
+    // The reply as the agent gave it (its own last newline, not a second one).
+    expect(again.stdout).toBe("back\n")
     const shown = await api(daemon, "GET", `/v1/agents/${agentId}`)
     expect(shown.body).toMatchObject({ resident: true, sessionId })
     const transcript = readFileSync(join(daemon.home, "plugins", "shell", `${sessionId}.json`), "utf8")
