@@ -16,8 +16,10 @@ const bin = join(import.meta.dirname, "../bin/quiesce.mjs")
 const startFactor = 3
 const rssLimitMiB = 80
 
-const reportRss = "data:text/javascript,process.on('exit',()=>process.getBuiltinModule('node:fs')" +
-  ".writeSync(3,String(process.resourceUsage().maxRSS)))"
+// The peak resident set of this process's own memory (VmHWM, KiB). Not resourceUsage().maxRSS: on
+// Linux that keeps the high-water mark from before exec, i.e. the forked copy of this large bench.
+const reportRss = "data:text/javascript,process.on('exit',()=>{const fs=process.getBuiltinModule('node:fs');" +
+  "fs.writeSync(3,/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status','utf8'))[1])})"
 
 /** Runs `args` with this Node once; `maxRssKiB` when asked (by a preload that reports at exit on fd 3). */
 const run = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, measureRss: boolean) => {
