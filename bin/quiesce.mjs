@@ -14,8 +14,11 @@ if (Number(process.versions.node.split(".")[0]) < requiredMajor) {
     process.exit(1)
   }
   const child = spawn(pinned, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: "inherit" })
-  // A signal sent to this process alone (not to the terminal's group) is passed on; the child's exit is this one's.
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal))
+  // Ctrl-C and a closed terminal signal the whole foreground group, the child too: this process
+  // only waits for it (passing them on would be a second signal, which forces the daemon's exit).
+  // SIGTERM is sent to a pid, so it is passed on. The child's exit is this one's.
+  for (const signal of ["SIGINT", "SIGHUP"]) process.on(signal, () => {})
+  process.on("SIGTERM", () => child.kill("SIGTERM"))
   child.on("exit", (code, signal) => {
     if (signal === null) process.exit(code ?? 1)
     process.removeAllListeners(signal)

@@ -118,7 +118,8 @@ export class PermissionNotPending extends Schema.TaggedError<PermissionNotPendin
 /** The agent has a turn that has not ended: deleting it now would lose that turn. */
 export class AgentBusy extends Schema.TaggedError<AgentBusy>()("AgentBusy", {
   agentId: Schema.String,
-  turnId: Schema.String,
+  /** The turn that has not ended; null for a prompt still being accepted. */
+  turnId: Schema.NullOr(Schema.String),
   message: Schema.String
 }) {
   static readonly of = (agentId: string, turnId: string, state: string) =>
@@ -127,6 +128,9 @@ export class AgentBusy extends Schema.TaggedError<AgentBusy>()("AgentBusy", {
       turnId,
       message: `Agent ${agentId} has turn ${turnId} ${state}: interrupt it, or wait for it to end, before deleting the agent`
     })
+
+  static readonly accepting = (agentId: string) =>
+    new AgentBusy({ agentId, turnId: null, message: `A prompt to agent ${agentId} is being accepted: its turn must end before the agent is deleted` })
 }
 
 /** The agent has no live runtime and no persistence handle to resume from. */

@@ -12,7 +12,18 @@ export type StopAnswer =
 
 export const stopPermitted: StopAnswer = { canStop: true }
 
-export const stopVetoed = (reason: string): StopAnswer => ({ canStop: false, reason })
+/** The longest reason kept: a reason is shown in one line of a table, a log and an API row. */
+export const maxReasonLength = 300
+
+/**
+ * A veto and why. The reason is what an operator reads: its first line, without control
+ * characters, at most `maxReasonLength` characters ("…" when cut); "no reason given" when empty.
+ */
+export const stopVetoed = (reason: string): StopAnswer => {
+  const line = (reason.split(/\r?\n/).find((part) => part.trim() !== "") ?? "").replace(/[\u0000-\u001f\u007f]/g, " ").trim()
+  const shown = line.length > maxReasonLength ? `${line.slice(0, maxReasonLength - 1)}…` : line
+  return { canStop: false, reason: shown === "" ? "no reason given" : shown }
+}
 
 /** Something a provider runtime reports about itself while it lives. */
 export type SessionEvent =

@@ -14,8 +14,11 @@ export const launchedByHubVariable = "QUIESCE_LAUNCHED_BY_HUB"
 /** How long a daemon's orderly shutdown may take before the process exits anyway. */
 export const daemonShutdownDeadlineMillis = 30_000
 
-/** The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons. */
-export const daemonProtocolVersion = 1
+/**
+ * The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons.
+ * 2: errors are RFC 9457 problems and every time in the API is ISO 8601.
+ */
+export const daemonProtocolVersion = 2
 
 /**
  * Where the effective idle timeout came from: the flag, `daemon.idleTimeout` in config.json, a hub

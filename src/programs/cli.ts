@@ -15,7 +15,15 @@ import * as path from "node:path"
 import { daemonShutdownDeadlineMillis, retiredExitCode } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
 import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
-import { defaultLogFileOptions, formatLogLine, lastLogLines, logFile } from "../layers/host/logFile.ts"
+import {
+  defaultLogFileOptions,
+  formatLogLine,
+  lastLogLines,
+  logFile,
+  logSize,
+  readLogFrom,
+  rotatedLogFile
+} from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
 import type { PromptResult } from "../layers/http/Api.ts"
@@ -86,7 +94,7 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   ],
   "agents list": [
     { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
-    { command: "quiesce agents list --json", description: "The same as JSON, times in epoch milliseconds" }
+    { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
   ],
   "agents show": [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }],
   "agents delete": [{ command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns" }],
@@ -644,20 +652,22 @@ const logs = Command.make(
     const show = (line: string) => Console.log(json ? line : formatLogLine(line))
     yield* Effect.forEach(lastLogLines(root, Math.max(0, lines)), show, { discard: true })
     if (!follow) return
-    // Polled: what was appended since, from the start of a new file once the log rotated.
-    let offset = fs.statSync(file).size
+    // Polled: what was appended since. Once the log rotated, the rest of the old file (now
+    // daemon.log.1) comes first, then the new file from its start.
+    let offset = logSize(file)
     let pending = ""
     while (true) {
       yield* Effect.sleep("250 millis")
-      const size = fs.existsSync(file) ? fs.statSync(file).size : 0
-      if (size < offset) offset = 0
-      if (size === offset) continue
-      const fd = fs.openSync(file, "r")
-      const chunk = Buffer.alloc(size - offset)
-      fs.readSync(fd, chunk, 0, chunk.length, offset)
-      fs.closeSync(fd)
-      offset = size
-      const text = pending + chunk.toString("utf8")
+      const size = logSize(file)
+      let text = pending
+      if (size < offset) {
+        text += readLogFrom(rotatedLogFile(root, 1), offset)
+        offset = 0
+      }
+      const appended = readLogFrom(file, offset)
+      offset += Buffer.byteLength(appended)
+      text += appended
+      if (text === pending) continue
       const complete = text.split("\n")
       pending = complete.pop() ?? ""
       yield* Effect.forEach(complete.filter((line) => line !== ""), show, { discard: true })

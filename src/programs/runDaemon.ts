@@ -3,7 +3,7 @@
  * API and the record the CLI and a hub find it by. The CLI loads this module only for
  * `quiesce daemon`, so a client command never loads the providers and the server.
  */
-import { Context, Effect, Layer, Logger } from "effect"
+import { Cause, Context, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
@@ -84,6 +84,15 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
     // From here on the log goes to the home as well (quiesce logs), for the daemon and every fiber it starts.
     const fileLogger = yield* rotatingLogFile(root)
     yield* serveHome(root, config, idleTimeout, homeService, outcome).pipe(
+      // What ended the daemon goes to its log file too (the terminal gets it from the CLI), so
+      // that quiesce logs says why a start failed.
+      Effect.tapCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.void
+          : Effect.logError("Quiesce stopped on an error", cause).pipe(
+            Effect.provideService(Logger.CurrentLoggers, new Set([fileLogger]))
+          )
+      ),
       Effect.provideServiceEffect(Logger.CurrentLoggers, Effect.map(Logger.CurrentLoggers, (loggers) => new Set([...loggers, fileLogger])))
     )
   }))

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
 import { join } from "node:path"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
@@ -92,6 +93,24 @@ describe("the daemon end to end", () => {
     expect(await exited(daemon.process)).toBe(1)
     expect(daemon.output()).toContain(`["agents"]["idlePeriod"]`)
     expect(daemon.output()).not.toContain("Quiesce ready")
+  }, 30_000)
+
+  it("a daemon that cannot listen exits 1, and its log in the home says why", async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    try {
+      const address = taken.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const daemon = startDaemon(newHome(), port)
+      expect(await exited(daemon.process)).toBe(1)
+      const logged = runCli(daemon, "logs", "--json")
+      expect(logged.status, logged.stderr).toBe(0)
+      const lines = logged.stdout.trim().split("\n").map((line) => JSON.parse(line))
+      expect(lines.at(-1)).toMatchObject({ level: "ERROR", message: "Quiesce stopped on an error" })
+      expect(JSON.stringify(lines.at(-1))).toMatch(/EADDRINUSE|address already in use|Failed to bind|listen/i)
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
   }, 30_000)
 
   it("a second daemon on the same home is refused, naming the first", async () => {

@@ -20,6 +20,7 @@ import {
   startHub,
   writeHubConfig
 } from "../support/hubProcess.ts"
+import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 
 afterEach(cleanUpHubs)
@@ -224,7 +225,7 @@ describe("the hub with real daemons", () => {
     const other = stranger()
     try {
       mkdirSync(dir, { recursive: true })
-      handWrittenRecord(dir, { pid: other.pid, startTime: startTimeOf(other.pid) + 12345, protocolVersion: 1 })
+      handWrittenRecord(dir, { pid: other.pid, startTime: startTimeOf(other.pid) + 12345, protocolVersion: daemonProtocolVersion })
       const hub = await startHub(hubHome)
       const row = await inventoryRow(hub, "work")
       expect(row).toMatchObject({ state: "retired", pid: null })
@@ -235,7 +236,7 @@ describe("the hub with real daemons", () => {
       expect(stop.body._tag).toBe("StaleIdentity")
       expect((await hubApi(hub, "POST", "/v1/daemons/work/retire", identity)).body._tag).toBe("StaleIdentity")
       // A record without a start time cannot be verified: it is stale too, never signalled.
-      handWrittenRecord(dir, { pid: other.pid, startTime: null, protocolVersion: 1 })
+      handWrittenRecord(dir, { pid: other.pid, startTime: null, protocolVersion: daemonProtocolVersion })
       expect((await inventoryRow(hub, "work")).note).toContain("cannot be verified")
       const unverifiable = { pid: other.pid, startTime: null, instanceId: "hand-written" }
       expect((await hubApi(hub, "POST", "/v1/daemons/work/stop", { identity: unverifiable, confirm: `work:${other.pid}` })).body._tag)

@@ -20,6 +20,7 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
+import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 
 afterEach(cleanUpDaemons)
@@ -38,7 +39,7 @@ describe("daemon self-retirement with real processes", () => {
     const daemon = startDaemon(home, port, ["--daemon-idle-timeout", "3s"])
     await ready(daemon)
     const record = JSON.parse(readFileSync(join(home, "daemon.json"), "utf8"))
-    expect(record).toMatchObject({ pid: daemon.process.pid, port, protocolVersion: 1, idleTimeout: { value: "3s", source: "flag" } })
+    expect(record).toMatchObject({ pid: daemon.process.pid, port, protocolVersion: daemonProtocolVersion, idleTimeout: { value: "3s", source: "flag" } })
     expect(JSON.stringify(record)).not.toContain(daemon.token())
     const agentId = await createShellAgent(daemon)
     const first = await prompt(daemon, agentId, { text: "echo remembered", wait: true })

@@ -34,6 +34,7 @@ export const rotatingLogFile = (home: string, options: LogFileOptions = {}) =>
       // -1 once a rotation failed half way: lines then go to stdout only.
       let fd = fs.openSync(file, "a", 0o600)
       let size = fs.fstatSync(fd).size
+      let warned = false
       const rotate = () => {
         fs.closeSync(fd)
         fd = -1
@@ -52,11 +53,21 @@ export const rotatingLogFile = (home: string, options: LogFileOptions = {}) =>
           if (fd === -1) return
           fs.writeSync(fd, bytes)
           size += bytes.length
-        } catch {
+        } catch (error) {
           // A full disk or a removed home must not take the daemon down; stdout still has the line.
+          if (!warned) {
+            warned = true
+            process.stderr.write(`quiesce: cannot write ${file}: ${error instanceof Error ? error.message : String(error)}\n`)
+          }
         }
       })
-      return { logger, close: () => fd === -1 ? undefined : fs.closeSync(fd) }
+      const close = () => {
+        if (fd === -1) return
+        fs.closeSync(fd)
+        // A fiber that outlives the daemon's scope (an abandoned probe, say) must not write to a reused descriptor.
+        fd = -1
+      }
+      return { logger, close }
     }),
     ({ close }) => Effect.sync(close)
   ).pipe(Effect.map(({ logger }) => logger))
@@ -70,6 +81,33 @@ export const lastLogLines = (home: string, count: number, keep: number = default
     lines.unshift(...fs.readFileSync(file, "utf8").split("\n").filter((line) => line !== ""))
   }
   return lines.slice(-count)
+}
+
+/** The size of a file, 0 when it is not there (between a rotation's rename and the new file, say). */
+export const logSize = (file: string): number => {
+  try {
+    return fs.statSync(file).size
+  } catch {
+    return 0
+  }
+}
+
+/** The bytes of a file from `offset` to its end, as text; empty when it is not there. */
+export const readLogFrom = (file: string, offset: number): string => {
+  try {
+    const fd = fs.openSync(file, "r")
+    try {
+      const size = fs.fstatSync(fd).size
+      if (size <= offset) return ""
+      const chunk = Buffer.alloc(size - offset)
+      fs.readSync(fd, chunk, 0, chunk.length, offset)
+      return chunk.toString("utf8")
+    } finally {
+      fs.closeSync(fd)
+    }
+  } catch {
+    return ""
+  }
 }
 
 /** One line of the log as `quiesce logs` shows it to people. */

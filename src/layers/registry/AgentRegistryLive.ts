@@ -89,6 +89,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const lastReplies = new Map<string, string>()
   /** Agents whose record the store refused: saved again by `retryWrites`; until then the daemon may not retire. */
   const unsaved = new Map<string, string>()
+  /** Agents a delete is removing: prompts to them are refused from the moment it begins. */
+  const deleting = new Set<string>()
 
   /** Saves a record, remembering a refusal (so that it is tried again, and known, R2). */
   const saveRecord = (record: AgentRecord) =>
@@ -451,6 +453,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     turnScope,
     maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes,
     recordOf: (agentId) => records.get(agentId),
+    isDeleting: (agentId) => deleting.has(agentId),
     liveOf: (agentId) => live.get(agentId),
     isLive,
     isShuttingDown: () => shuttingDown,
@@ -533,6 +536,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const close = Effect.fn("AgentRegistry.close")(function*(agentId: string) {
     yield* requireKnown(agentId)
     yield* inLane(agentId, Effect.gen(function*() {
+      // Deleted while this close waited for the lane.
+      if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
       const agent = live.get(agentId)
       if (agent === undefined) return
       yield* takeDown(agent)
@@ -545,17 +550,23 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     yield* inLane(agentId, Effect.gen(function*() {
       // Deleted by another call while this one waited for the lane.
       if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
-      const unfinished = prompts.carried().find((record) => record.agentId === agentId)
-      if (unfinished !== undefined) return yield* AgentBusy.of(agentId, unfinished.turnId, unfinished.state)
-      const agent = live.get(agentId)
-      if (agent !== undefined) yield* takeDown(agent)
-      yield* store.remove(agentId)
-      yield* journal.removeAgent(agentId)
-      records.delete(agentId)
-      lastReplies.delete(agentId)
-      unsaved.delete(agentId)
-      announceFinish(agentId, "closed")
-      yield* Effect.logInfo("Agent deleted").pipe(Effect.annotateLogs({ agentId }))
+      deleting.add(agentId)
+      yield* Effect.gen(function*() {
+        const unfinished = prompts.carried().find((record) => record.agentId === agentId)
+        if (unfinished !== undefined) return yield* AgentBusy.of(agentId, unfinished.turnId, unfinished.state)
+        // Admitted before the delete began and not yet a turn: it will be one, so it refuses too.
+        if (prompts.acceptingFor(agentId) > 0) return yield* AgentBusy.accepting(agentId)
+        const agent = live.get(agentId)
+        if (agent !== undefined) yield* takeDown(agent)
+        // The turns first: a record left behind by a failure here is still a whole agent.
+        yield* journal.removeAgent(agentId)
+        yield* store.remove(agentId)
+        records.delete(agentId)
+        lastReplies.delete(agentId)
+        unsaved.delete(agentId)
+        announceFinish(agentId, "closed")
+        yield* Effect.logInfo("Agent deleted").pipe(Effect.annotateLogs({ agentId }))
+      }).pipe(Effect.ensuring(Effect.sync(() => deleting.delete(agentId))))
     }))
   })
 

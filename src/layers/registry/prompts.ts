@@ -39,6 +39,8 @@ export interface PromptHost {
   /** The largest prompt accepted, measured JSON-encoded (as it travels to a provider). */
   readonly maxPromptBytes: number
   readonly recordOf: (agentId: string) => AgentRecord | undefined
+  /** The agent is being deleted: no new prompt to it is admitted. */
+  readonly isDeleting: (agentId: string) => boolean
   readonly liveOf: (agentId: string) => LiveAgent | undefined
   readonly isLive: (agent: LiveAgent) => boolean
   readonly isShuttingDown: () => boolean
@@ -113,6 +115,8 @@ export const makePrompts = (host: PromptHost) => {
   }
   /** Prompts past admission and not yet carried (nor refused): a retirement waits for them. */
   let accepting = 0
+  /** The same, per agent. */
+  const acceptingFor = new Map<string, number>()
   const failingWrite = () =>
     unwritten.size === 0 ? undefined : { turnId: [...unwritten.keys()][0]!, message: lastWriteError }
   /** Turns in flight in this process, by turn id, and by client message id. */
@@ -440,12 +444,20 @@ export const makePrompts = (host: PromptHost) => {
    * paused admission either refuses this prompt or sees it.
    */
   const admitted = <A, E>(agentId: string, text: string, accept: Effect.Effect<A, E>) =>
-    admissible(agentId, text).pipe(Effect.andThen(Effect.suspend((): Effect.Effect<A, E | ShuttingDown | DaemonRetiring> => {
+    admissible(agentId, text).pipe(Effect.andThen(Effect.suspend((): Effect.Effect<A, E | ShuttingDown | DaemonRetiring | AgentNotFound> => {
       if (host.isShuttingDown()) return Effect.fail(ShuttingDown.of(`a prompt to ${agentId}`))
       const paused = host.admissionPaused()
       if (paused !== undefined) return Effect.fail(paused)
+      // Counted per agent in the same step: a delete either refuses this prompt or waits it out.
+      if (host.isDeleting(agentId) || host.recordOf(agentId) === undefined) return Effect.fail(AgentNotFound.of(agentId))
       accepting++
-      return accept.pipe(Effect.ensuring(Effect.sync(() => accepting--)))
+      acceptingFor.set(agentId, (acceptingFor.get(agentId) ?? 0) + 1)
+      return accept.pipe(Effect.ensuring(Effect.sync(() => {
+        accepting--
+        const left = (acceptingFor.get(agentId) ?? 1) - 1
+        if (left === 0) acceptingFor.delete(agentId)
+        else acceptingFor.set(agentId, left)
+      })))
     })))
 
   const resolve = (agentId: string, text: string, clientMessageId: string | null, messageIds: ReadonlyArray<string>) =>
@@ -589,6 +601,7 @@ export const makePrompts = (host: PromptHost) => {
     /** Writes again every record the journal refused (a retirement attempt calls it first). */
     retryWrites: writeAgain,
     accepting: () => accepting,
+    acceptingFor: (agentId: string) => acceptingFor.get(agentId) ?? 0,
     wake
   }
 }

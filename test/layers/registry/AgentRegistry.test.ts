@@ -10,7 +10,9 @@ import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as SqliteAgentStore from "../../../src/layers/store/SqliteAgentStore.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
+import { TurnJournal } from "../../../src/services/TurnJournal.ts"
 import { harness, minutes } from "./harness.ts"
 
 /** A held close: the test sees it start and decides when it finishes. */
@@ -383,5 +385,37 @@ describe("AgentRegistry: deleting agents", () => {
       assert.include(refused.message, receipt.turnId)
       assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
       assert.strictEqual((yield* h.registry.turn(agent.agentId, receipt.turnId)).state, "running")
+    }))
+
+  it.effect("a prompt that raced a delete is either refused or refuses the delete: never accepted and lost", () =>
+    Effect.gen(function*() {
+      // A prompt still being accepted when the delete looks: the delete is refused.
+      const accepting = yield* Deferred.make<void>()
+      const proceed = yield* Deferred.make<void>()
+      const journal = yield* TurnJournalMemory.make
+      const held = Layer.succeed(TurnJournal, TurnJournal.of({
+        ...journal,
+        accept: (input) =>
+          Deferred.succeed(accepting, undefined).pipe(Effect.andThen(Deferred.await(proceed)), Effect.andThen(journal.accept(input)))
+      }))
+      const h = yield* harness({ journal: held })
+      const agent = yield* h.create()
+      const prompt = yield* Effect.forkChild(h.registry.prompt(agent.agentId, "work", { wait: true }))
+      yield* Deferred.await(accepting)
+      const refused = yield* Effect.flip(h.registry.delete(agent.agentId))
+      assert.deepInclude(refused, { _tag: "AgentBusy", turnId: null })
+      yield* Deferred.succeed(proceed, undefined)
+      assert.strictEqual((yield* Fiber.join(prompt)).state, "completed")
+
+      // A prompt that arrives while the delete is closing the runtime: refused, nothing accepted.
+      const { entered, release } = yield* holdCloses(h.provider)
+      const deleting = yield* Effect.forkChild(h.registry.delete(agent.agentId))
+      yield* Deferred.await(entered)
+      const late = yield* Effect.flip(h.registry.prompt(agent.agentId, "too late"))
+      assert.strictEqual(late._tag, "AgentNotFound")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(deleting)
+      assert.deepStrictEqual(yield* journal.unfinished, [])
+      assert.strictEqual((yield* Effect.flip(h.registry.close(agent.agentId)))._tag, "AgentNotFound")
     }))
 })

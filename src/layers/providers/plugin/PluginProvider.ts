@@ -286,7 +286,9 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
               Effect.flatMap((answer) =>
                 answer.sessionId === session.sessionId
                   ? Effect.succeed(
-                    answer.canStop ? stopPermitted : stopVetoed(answer.reason ?? `${provider} reports work a release would lose`)
+                    answer.canStop
+                      ? stopPermitted
+                      : stopVetoed(answer.reason?.trim() || `${provider} reports work a release would lose`)
                   )
                   : Effect.fail(failed("session.can_stop_runtime", `reply names session ${answer.sessionId}`))
               ),
