@@ -140,6 +140,19 @@ export class HubConfigInvalid extends Schema.TaggedError<HubConfigInvalid>()("Hu
   message: Schema.String
 }, { httpApiStatus: 500 }) {}
 
+/** Why the hub could not route a request to a home's daemon: the route's errors, as one schema. */
+export const RoutingError = Schema.Union([
+  HomeNotManaged,
+  HomeRetired,
+  HomeStopped,
+  HomeArchived,
+  DaemonUnavailable,
+  DaemonIncompatible,
+  DaemonStartFailed,
+  HubConfigInvalid
+])
+export type RoutingError = typeof RoutingError.Type
+
 /** A blocker list as categories, for a row. */
 export const blockerCategories = (blockers: ReadonlyArray<RetirementBlocker>): ReadonlyArray<string> =>
   [...new Set(blockers.map((b) => b.category))].sort()

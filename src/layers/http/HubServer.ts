@@ -9,17 +9,8 @@ import { HttpIncomingMessage, HttpRouter, HttpServerResponse, ProblemDetails } f
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
-import {
-  DaemonIncompatible,
-  DaemonStartFailed,
-  DaemonUnavailable,
-  HomeArchived,
-  HomeNotManaged,
-  HomeRetired,
-  HomeStopped,
-  HubConfigInvalid
-} from "../../domain/hub.ts"
-import { HubDaemons, prepare, type RoutingError } from "../hub/HubDaemons.ts"
+import { RoutingError } from "../../domain/hub.ts"
+import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
 import { RequestTooLarge, Unauthorized } from "./Api.ts"
 import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
@@ -54,18 +45,7 @@ const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "RequestTooLarge"
 }
 
 /** The errors the forwarding route answers with itself, encoded as the API's error schemas encode them. */
-const encodeRouteError = Schema.encodeSync(Schema.Union([
-  HomeNotManaged,
-  HomeRetired,
-  HomeStopped,
-  HomeArchived,
-  DaemonIncompatible,
-  DaemonUnavailable,
-  DaemonStartFailed,
-  HubConfigInvalid,
-  Unauthorized,
-  RequestTooLarge
-]))
+const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthorized, RequestTooLarge]))
 
 /** A routing error as the API answers every error: a problem (see problem.ts) with the error's fields. */
 const errorResponse = (error: RoutingError | Unauthorized | RequestTooLarge) =>

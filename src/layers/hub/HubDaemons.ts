@@ -23,6 +23,7 @@ import {
   type HubConfig,
   HubConfigInvalid,
   type ManagedHome,
+  type RoutingError,
   StaleIdentity
 } from "../../domain/hub.ts"
 import {
@@ -53,15 +54,7 @@ export type { RoutedRequest, RoutedResponse }
 /** How a start ended: one was started (it may have retired at once), one is there, one holds the lock unseen, or the home is stopped. */
 type StartOutcome = "started" | "present" | "held" | "stopped"
 
-export type RoutingError =
-  | HomeNotManaged
-  | HomeRetired
-  | HomeStopped
-  | HomeArchived
-  | DaemonUnavailable
-  | DaemonIncompatible
-  | DaemonStartFailed
-  | HubConfigInvalid
+export type { RoutingError }
 
 export class HubDaemons extends Context.Service<HubDaemons, {
   /** One row per home: its verified daemon, or what it is without one. Passive: no daemon is started or kept. */
