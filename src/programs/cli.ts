@@ -26,7 +26,7 @@ import {
 } from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
-import type { PromptResult } from "../layers/http/Api.ts"
+import type { LoginLink, PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
 import {
   addHome,
@@ -106,6 +106,7 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   ],
   turns: [{ command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }],
   "turns show": [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }],
+  "turns list": [{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }],
   interrupt: [{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }],
   permit: [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }],
   deny: [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }],
@@ -114,6 +115,11 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
     { command: "quiesce runtimes --json", description: "The same as JSON" }
   ],
   explain: [{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }],
+  open: [
+    { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
+    { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }
+  ],
+  "hub open": [{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }],
   collect: [{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }],
   sweep: [{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }],
   status: [
@@ -219,6 +225,21 @@ const hubConnection = Effect.gen(function*() {
 const hubClient = Effect.flatMap(hubConnection, ({ baseUrl, token }) =>
   HttpApiClient.make(HubApi, { baseUrl, transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token)) }))
 
+/** Where the daemon of the home listens, and its token, from its record (it counts only while its process lives). */
+const daemonConnection = Effect.gen(function*() {
+  const { identity: listening, root } = yield* runningDaemon
+  const tokenFile = path.join(root, "token")
+  if (!fs.existsSync(tokenFile)) {
+    return yield* new UsageError({
+      message: `The API token file ${tokenFile} was deleted while the daemon (pid ${listening.pid}) runs. ` +
+        `Restart the daemon (quiesce --home ${root} daemon) to have a new one made`
+    })
+  }
+  const token = yield* readClientToken(tokenFile, "restart the daemon")
+  const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
+  return { baseUrl: `http://${host}:${listening.port}`, token }
+})
+
 /**
  * A typed client for the daemon of the home, authenticated with its token; with `--hub NAME`, the
  * same API through the hub (`/v1/…` becomes `/v1/homes/NAME/…`), authenticated with the hub's.
@@ -235,22 +256,24 @@ const client = Effect.gen(function*() {
       )
     })
   }
-  // The daemon's record says where it listens; it counts only while its process lives.
-  const { identity: listening, root } = yield* runningDaemon
-  const tokenFile = path.join(root, "token")
-  if (!fs.existsSync(tokenFile)) {
-    return yield* new UsageError({
-      message: `The API token file ${tokenFile} was deleted while the daemon (pid ${listening.pid}) runs. ` +
-        `Restart the daemon (quiesce --home ${root} daemon) to have a new one made`
-    })
-  }
-  const token = yield* readClientToken(tokenFile, "restart the daemon")
-  const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
+  const { baseUrl, token } = yield* daemonConnection
   return yield* HttpApiClient.make(QuiesceApiViaHub, {
-    baseUrl: `http://${host}:${listening.port}`,
+    baseUrl,
     transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
   })
 })
+
+/**
+ * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it
+ * is on stderr. `next` is the page the login goes on to.
+ */
+const printLoginLink = (baseUrl: string, link: LoginLink, next: string | undefined) =>
+  Effect.gen(function*() {
+    const url = new URL(link.path, baseUrl)
+    if (next !== undefined) url.searchParams.set("next", next)
+    yield* Console.error(`Open this link in a browser on this machine; it signs in once, until ${new Date(link.expiresAt).toLocaleTimeString()}:`)
+    yield* Console.log(url.href)
+  })
 
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
@@ -457,9 +480,33 @@ const turns = Command.make("turns").pipe(
       ({ agent, turn }) =>
         Effect.flatMap(client, (api) =>
           Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
-    ).pipe(examples("turns show"), Command.withDescription("One turn: its state, reply or error, and times"))
+    ).pipe(examples("turns show"), Command.withDescription("One turn: its state, reply or error, and times")),
+    Command.make(
+      "list",
+      {
+        agent: Argument.String("agent"),
+        limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
+        json: jsonFlag("the turns")
+      },
+      Effect.fn(function*({ agent, json, limit }) {
+        const api = yield* client
+        const rows = yield* api.agents.turns({ params: { id: agent }, query: { limit } })
+        if (json) return yield* printJson(rows)
+        if (rows.length === 0) return yield* Console.log(`no turn yet: ${agent} has not been prompted`)
+        yield* printColumns([
+          ["TURN", "STATE", "ACCEPTED", "PROMPT"],
+          ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
+        ])
+      })
+    ).pipe(examples("turns list"), Command.withDescription("An agent's recent turns, newest first"))
   ])
 )
+
+/** A prompt in one short line, for a table. */
+const promptLine = (text: string) => {
+  const line = text.replace(/\s+/g, " ").trim()
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line
+}
 
 const interrupt = Command.make(
   "interrupt",
@@ -786,7 +833,16 @@ const hubCommand = Command.make(
         yield* setArchived(yield* hubHomeDirectory, name, false)
         yield* Console.log(`${name}: accepts work again`)
       })
-    ).pipe(examples("hub unarchive"), Command.withDescription("Accept work for an archived home again"))
+    ).pipe(examples("hub unarchive"), Command.withDescription("Accept work for an archived home again")),
+    Command.make(
+      "open",
+      {},
+      Effect.fn(function*() {
+        const { baseUrl } = yield* hubConnection
+        const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
+        yield* printLoginLink(baseUrl, link, undefined)
+      })
+    ).pipe(examples("hub open"), Command.withDescription("Print a one-time link that signs a browser in to the hub's page (the resident inventory)"))
   ])
 )
 
@@ -891,8 +947,26 @@ const daemons = Command.make(
   ])
 )
 
+const open = Command.make(
+  "open",
+  {},
+  Effect.fn(function*() {
+    const name = yield* viaHub
+    if (Option.isSome(name)) {
+      // The hub's login, going on to that home's page, which the hub serves.
+      const { baseUrl } = yield* hubConnection
+      const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
+      return yield* printLoginLink(baseUrl, link, `/homes/${encodeURIComponent(name.value)}/`)
+    }
+    const { baseUrl } = yield* daemonConnection
+    const link = yield* Effect.flatMap(client, (api) => api.session.link())
+    yield* printLoginLink(baseUrl, link, undefined)
+  })
+).pipe(examples("open"), Command.withDescription("Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)"))
+
 export const cli = root.pipe(Command.withSubcommands([
   daemon,
+  open,
   agents,
   prompt,
   turns,

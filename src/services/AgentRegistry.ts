@@ -109,6 +109,8 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly prompt: (agentId: string, text: string, options?: PromptOptions) => Effect.Effect<PromptReceipt, PromptError>
   /** A turn as recorded: in flight here, or from the journal. */
   readonly turn: (agentId: string, turnId: string) => Effect.Effect<TurnRecord, AgentNotFound | TurnNotFound | AgentStoreError>
+  /** The agent's newest turns, newest accepted first, at most `limit`; in-flight ones as `turn` reports them. */
+  readonly turns: (agentId: string, limit: number) => Effect.Effect<ReadonlyArray<TurnRecord>, AgentNotFound | AgentStoreError>
   /**
    * Begins a shutdown: nothing new is admitted, and every caller still waiting on a turn is
    * answered `ShuttingDown` naming it (the turn stays in the journal). Idempotent.

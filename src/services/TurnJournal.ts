@@ -28,6 +28,8 @@ export class TurnJournal extends Context.Service<TurnJournal, {
   /** Writes the record's state, disposition, reply, error and times (by turn id). */
   readonly update: (record: TurnRecord) => Effect.Effect<void, AgentStoreError>
   readonly get: (agentId: string, turnId: string) => Effect.Effect<Option.Option<TurnRecord>, AgentStoreError>
+  /** The agent's newest records, newest accepted first, at most `limit`. */
+  readonly recent: (agentId: string, limit: number) => Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError>
   readonly byClientMessageId: (
     agentId: string,
     clientMessageId: string

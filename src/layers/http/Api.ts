@@ -16,6 +16,7 @@ import {
   OpenApi
 } from "effect/http-api"
 import { AgentLifecycle, Labels } from "../../domain/agent.ts"
+import { sessionSecurity } from "./pageSessions.ts"
 import { asProblem } from "./problem.ts"
 import { MemberBlocker } from "../../domain/blocker.ts"
 import {
@@ -64,6 +65,16 @@ export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("Requ
     new RequestTooLarge({ message: `Request body exceeds ${limitBytes} bytes`, limitBytes })
 }
 
+/** A request that a page session authorises and that changes state came from another origin; nothing was done. */
+export class CrossOriginRefused extends Schema.TaggedError<CrossOriginRefused>()("CrossOriginRefused", {
+  message: Schema.String
+}, { httpApiStatus: 403 }) {}
+
+/** The login code is unknown, used or expired: the CLI gives a new one (`quiesce open`). */
+export class LoginCodeInvalid extends Schema.TaggedError<LoginCodeInvalid>()("LoginCodeInvalid", {
+  message: Schema.String
+}, { httpApiStatus: 401 }) {}
+
 // The domain errors, with the status each answers with.
 export const AgentNotFoundError = AgentNotFound.pipe(asProblem(404))
 export const AgentBusyError = AgentBusy.pipe(asProblem(409))
@@ -86,10 +97,14 @@ export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asPro
 
 // ---- middleware --------------------------------------------------------------------------------
 
-/** `Authorization: Bearer <token>` on every route but health, metrics and the OpenAPI document. */
+/**
+ * `Authorization: Bearer <token>` on every route but health, metrics, the OpenAPI document and the
+ * login; or a web page's session cookie (see pageSessions.ts), which also needs the server's own
+ * origin for anything but a read.
+ */
 export class Authorization extends HttpApiMiddleware.Service<Authorization>()("quiesce/http/Authorization", {
-  security: { bearer: HttpApiSecurity.bearer },
-  error: Unauthorized.pipe(asProblem(401))
+  security: { bearer: HttpApiSecurity.bearer, session: sessionSecurity },
+  error: [Unauthorized.pipe(asProblem(401)), CrossOriginRefused.pipe(asProblem(403))]
 }) {}
 
 /**
@@ -299,6 +314,37 @@ export const TurnView = Schema.Struct({
 })
 export type TurnView = typeof TurnView.Type
 
+/** How many turns `GET /v1/agents/:id/turns` lists without a `limit`. */
+export const defaultTurnsLimit = 20
+
+/** The `limit` query parameter of the turn list: a whole number, 1..100, decoded from its string. */
+export const TurnsLimit = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
+
+/** A one-time login URL's path (the code is in its fragment) and when the code expires. */
+export const LoginLink = Schema.Struct({
+  path: Schema.String,
+  expiresAt: Schema.String
+})
+export type LoginLink = typeof LoginLink.Type
+
+export const SessionRequest = Schema.Struct({ code: NonEmptyString.check(Schema.isMaxLength(128)) })
+
+/**
+ * The web pages' login, the same on a daemon and on a hub: a token holder asks for a one-time
+ * link (`quiesce open`); the login page exchanges its code for the session cookie.
+ */
+export class SessionGroup extends HttpApiGroup.make("session")
+  .add(
+    HttpApiEndpoint.post("link", "/v1/login-links", { success: LoginLink.pipe(HttpApiSchema.status(201)) })
+      .middleware(Authorization),
+    HttpApiEndpoint.post("start", "/v1/session", {
+      payload: SessionRequest,
+      success: HttpApiSchema.NoContent,
+      error: [LoginCodeInvalid.pipe(asProblem(401)), CrossOriginRefused.pipe(asProblem(403))]
+    })
+  )
+{}
+
 /** Health, metrics: no token. The client calls them as `client.health()`, `client.metrics()`. */
 export class SystemGroup extends HttpApiGroup.make("system", { topLevel: true }).add(
   HttpApiEndpoint.get("health", "/v1/health", { success: Health }),
@@ -354,6 +400,13 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       params: { id: Schema.String, turnId: Schema.String },
       success: TurnView,
       error: [AgentNotFoundError, TurnNotFoundError, AgentStoreFailedError]
+    }),
+    /** The agent's recent turns, newest accepted first: `?limit=` 1..100, default {@link defaultTurnsLimit}. */
+    HttpApiEndpoint.get("turns", "/v1/agents/:id/turns", {
+      params: AgentId,
+      query: { limit: Schema.optionalKey(TurnsLimit) },
+      success: Schema.Array(TurnView),
+      error: [AgentNotFoundError, AgentStoreFailedError]
     }),
     HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
       params: AgentId,
@@ -412,7 +465,7 @@ export class DaemonGroup extends HttpApiGroup.make("daemon")
 {}
 
 export class QuiesceApi extends HttpApi.make("quiesce")
-  .add(SystemGroup, AgentsGroup, RuntimesGroup, DaemonGroup)
+  .add(SystemGroup, AgentsGroup, RuntimesGroup, DaemonGroup, SessionGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
   // Added last, so it runs first: an oversized body is refused before anything else looks at it.
   .middleware(RequestBodyLimit)

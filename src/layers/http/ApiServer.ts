@@ -38,7 +38,9 @@ import {
   type AgentSummary,
   Authorization,
   type CollectResult,
+  CrossOriginRefused,
   type DaemonStatusView,
+  defaultTurnsLimit,
   type ErrorSummary,
   openapiPath,
   type ProbeView,
@@ -52,6 +54,8 @@ import {
   type TurnView,
   Unauthorized
 } from "./Api.ts"
+import { PageSessions, sameOriginOrRead } from "./pageSessions.ts"
+import { loginLink, pageRoutes, startSession } from "./pages.ts"
 
 // ---- admission ---------------------------------------------------------------------------------
 
@@ -93,19 +97,45 @@ export const bearerAccepts = (token: string) => {
   return (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
 }
 
-/** The `Authorization` middleware over `bearerAccepts`. */
+const unauthorized = () => new Unauthorized({ message: "Missing or invalid bearer token" })
+
+/**
+ * The `Authorization` middleware: the bearer token (`bearerAccepts`), or else a page session whose
+ * request is a read or comes from this server's own origin.
+ */
 export const authorizationLayer = (token: string) => {
   const accepts = bearerAccepts(token)
-  return Layer.succeed(
+  return Layer.effect(
     Authorization,
-    Authorization.of({
-      bearer: (httpEffect, { credential }) =>
-        accepts(Redacted.value(credential))
-          ? httpEffect
-          : Effect.fail(new Unauthorized({ message: "Missing or invalid bearer token" }))
+    Effect.gen(function*() {
+      const sessions = yield* PageSessions
+      return Authorization.of({
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized()),
+        session: (httpEffect, { credential }) =>
+          Effect.gen(function*() {
+            if (!(yield* sessions.isValid(Redacted.value(credential)))) return yield* unauthorized()
+            if (!sameOriginOrRead(yield* HttpServerRequest.HttpServerRequest)) return yield* crossOriginRefused()
+            return yield* httpEffect
+          })
+      })
     })
   )
 }
+
+const crossOriginRefused = () =>
+  new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" })
+
+/** The web pages' login, on a daemon and on a hub alike. */
+export const sessionHandlers = HttpApiBuilder.group(
+  QuiesceApi,
+  "session",
+  Effect.fn(function*(handlers) {
+    const sessions = yield* PageSessions
+    return handlers
+      .handle("link", () => loginLink(sessions))
+      .handle("start", ({ payload }) => startSession(sessions, payload.code))
+  })
+)
 
 /** The body reader's own overflow (a defect of the payload decoder, an empty 413 if left alone). */
 const isBodyTooLarge = (defect: unknown) =>
@@ -301,6 +331,8 @@ const agentsHandlers = HttpApiBuilder.group(
           wait: payload.wait
         }).pipe(Effect.map(promptResult)))
       .handle("turn", ({ params }) => Effect.map(registry.turn(params.id, params.turnId), turnView))
+      .handle("turns", ({ params, query }) =>
+        Effect.map(registry.turns(params.id, query.limit ?? defaultTurnsLimit), (records) => records.map(turnView)))
   })
 )
 
@@ -422,11 +454,14 @@ export const routes = (options: RouteOptions): Layer.Layer<
   )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
-      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers).pipe(
+      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers, sessionHandlers).pipe(
         Layer.provide(middleware)
       )
     ),
-    Layer.merge(requestsLayer)
+    Layer.merge(requestsLayer),
+    Layer.merge(pageRoutes("daemon")),
+    // One set of sessions for the middleware, the login and the pages.
+    Layer.provide(PageSessions.layer)
   )
 }
 

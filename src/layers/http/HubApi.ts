@@ -26,7 +26,7 @@ import {
   RetirementRefused
 } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
-import { Authorization, QuiesceApi, RetirementAttemptView } from "./Api.ts"
+import { Authorization, QuiesceApi, RetirementAttemptView, SessionGroup } from "./Api.ts"
 import { asProblem } from "./problem.ts"
 
 /** The identity an action addresses: what the inventory rendered. The hub rechecks it first. */
@@ -159,7 +159,7 @@ export class DaemonsGroup extends HttpApiGroup.make("daemons")
 {}
 
 export class HubApi extends HttpApi.make("quiesce-hub")
-  .add(HubHealthGroup, DaemonsGroup)
+  .add(HubHealthGroup, DaemonsGroup, SessionGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce hub API",

@@ -11,9 +11,11 @@ import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
 import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
-import { RequestTooLarge, Unauthorized } from "./Api.ts"
+import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "./Api.ts"
 import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
+import { PageSessions, sameOriginOrRead, sessionCookie } from "./pageSessions.ts"
+import { loginLink, pageRoutes, startSession } from "./pages.ts"
 import { problemMembers } from "./problem.ts"
 
 const handlers = HttpApiBuilder.group(
@@ -29,9 +31,20 @@ const handlers = HttpApiBuilder.group(
   })
 )
 
+const session = HttpApiBuilder.group(
+  HubApi,
+  "session",
+  Effect.fn(function*(handlers) {
+    const sessions = yield* PageSessions
+    return handlers
+      .handle("link", () => loginLink(sessions))
+      .handle("start", ({ payload }) => startSession(sessions, payload.code))
+  })
+)
+
 const health = HttpApiBuilder.group(HubApi, "system", (handlers) => handlers.handle("health", () => Effect.succeed({ status: "ok" as const })))
 
-const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "RequestTooLarge", number> = {
+const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "CrossOriginRefused" | "RequestTooLarge", number> = {
   HomeNotManaged: 404,
   HomeRetired: 409,
   HomeStopped: 409,
@@ -41,14 +54,15 @@ const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "RequestTooLarge"
   DaemonStartFailed: 502,
   HubConfigInvalid: 500,
   Unauthorized: 401,
+  CrossOriginRefused: 403,
   RequestTooLarge: 413
 }
 
 /** The errors the forwarding route answers with itself, encoded as the API's error schemas encode them. */
-const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthorized, RequestTooLarge]))
+const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthorized, CrossOriginRefused, RequestTooLarge]))
 
 /** A routing error as the API answers every error: a problem (see problem.ts) with the error's fields. */
-const errorResponse = (error: RoutingError | Unauthorized | RequestTooLarge) =>
+const errorResponse = (error: RoutingError | Unauthorized | CrossOriginRefused | RequestTooLarge) =>
   HttpServerResponse.text(JSON.stringify({ ...encodeRouteError(error), ...problemMembers(error, statusOf[error._tag]) }), {
     status: statusOf[error._tag],
     contentType: ProblemDetails.contentType,
@@ -74,12 +88,18 @@ const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 const forwardRoute = (token: string, maxRequestBytes: number) => {
   const accepts = bearerAccepts(token)
   const maxBodySize = ByteSize.bytes(maxRequestBytes)
-  return HttpRouter.add("*", "/v1/homes/*", (request) =>
+  return Layer.unwrap(Effect.map(PageSessions, (sessions) => HttpRouter.add("*", "/v1/homes/*", (request) =>
     Effect.gen(function*() {
       const daemons = yield* HubDaemons
       const header = request.headers["authorization"] ?? ""
+      // The hub's token, or a page session (the daemon page of a home, served by the hub).
       if (!header.startsWith("Bearer ") || !accepts(header.slice(7))) {
-        return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
+        if (!(yield* sessions.isValid(request.cookies[sessionCookie] ?? ""))) {
+          return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
+        }
+        if (!sameOriginOrRead(request)) {
+          return errorResponse(new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" }))
+        }
       }
       const match = homePrefix.exec(request.url)
       if (match === null) return HttpServerResponse.empty({ status: 404 })
@@ -119,7 +139,7 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
             : HttpServerResponse.empty({ status: 400 })
         )
       )
-    ))
+    ))))
 }
 
 export interface HubServerOptions {
@@ -134,12 +154,13 @@ export interface HubServerOptions {
 export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestBytes">) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(HubApi, { openapiPath: hubOpenapiPath }).pipe(
-      Layer.provide(Layer.mergeAll(handlers, health).pipe(
+      Layer.provide(Layer.mergeAll(handlers, health, session).pipe(
         Layer.provide(Layer.mergeAll(authorizationLayer(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })))
       ))
     ),
-    forwardRoute(options.token, options.maxRequestBytes ?? defaultMaxRequestBytes)
-  )
+    forwardRoute(options.token, options.maxRequestBytes ?? defaultMaxRequestBytes),
+    pageRoutes("hub")
+  ).pipe(Layer.provide(PageSessions.layer))
 
 /** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
 export const layer = (options: HubServerOptions) =>

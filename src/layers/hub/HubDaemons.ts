@@ -294,6 +294,9 @@ const identityOf = (found: Discovered): DaemonIdentity | null =>
 
 const poll = Duration.millis(100)
 
+/** How long one discovery of every home serves the inventory. */
+const inventorySnapshotTtl = Duration.seconds(1)
+
 export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never, HttpClient.HttpClient | ProcessInspection> =>
   Layer.effect(
     HubDaemons,
@@ -353,11 +356,16 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           return rowOf(home, found, isStopped(hubHome, home.name), memory)
         })
 
-      const inventory = Effect.gen(function*() {
+      const discoverAll = Effect.gen(function*() {
         const config = yield* readHubConfig(hubHome)
         const daemons = yield* Effect.forEach(config.homes, rowFor, { concurrency: 8 })
         return { protocolVersion: daemonProtocolVersion, hubDefaultIdleTimeout: hubDefault(config), daemons }
       })
+      /**
+       * One discovery serves every caller within a second (pages left open poll it): however many
+       * watch, each daemon gets at most one status read a second. An action forgets it at once.
+       */
+      const [inventory, forgetInventory] = yield* Effect.cachedInvalidateWithTTL(discoverAll, inventorySnapshotTtl)
 
       /**
        * One start at a time per home, under the home's lane (which a force stop also takes): the
@@ -404,7 +412,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           return startOnce(home, config).pipe(
             Effect.exit,
             Effect.flatMap((exit) => Deferred.done(outcome, exit)),
-            Effect.ensuring(Effect.sync(() => starting.delete(home.name))),
+            Effect.ensuring(Effect.andThen(Effect.sync(() => starting.delete(home.name)), forgetInventory)),
             Effect.uninterruptible,
             Effect.andThen(Deferred.await(outcome))
           )
@@ -582,6 +590,13 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           return yield* rowFor(home)
         })
 
-      return HubDaemons.of({ inventory, route, retire, stop, resume })
+      const thenForget = <A, E>(action: Effect.Effect<A, E>) => Effect.ensuring(action, forgetInventory)
+      return HubDaemons.of({
+        inventory,
+        route,
+        retire: (name, identity) => thenForget(retire(name, identity)),
+        stop: (name, identity, confirm) => thenForget(stop(name, identity, confirm)),
+        resume: (name) => thenForget(resume(name))
+      })
     })
   )

@@ -777,6 +777,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     create,
     prompt: prompts.prompt,
     turn: prompts.turn,
+    turns: prompts.turns,
     stopAdmission,
     retryWrites: Effect.gen(function*() {
       yield* prompts.retryWrites

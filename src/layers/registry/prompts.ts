@@ -544,6 +544,14 @@ export const makePrompts = (host: PromptHost) => {
       return stored.value
     })
 
+  const turns = (agentId: string, limit: number) =>
+    Effect.gen(function*() {
+      if (host.recordOf(agentId) === undefined) return yield* AgentNotFound.of(agentId)
+      const stored = yield* journal.recent(agentId, limit)
+      // A turn this process carries is reported as `turn` reports it: its record as last written here.
+      return stored.map((record) => handles.get(record.turnId)?.record ?? record)
+    })
+
   /**
    * Takes over the journal a previous process left: a turn that was `running` had reached its
    * provider, which is gone now — it is recorded interrupted and never run again; an `accepted`
@@ -593,6 +601,7 @@ export const makePrompts = (host: PromptHost) => {
   return {
     prompt,
     turn,
+    turns,
     recover,
     stopWaiting,
     running,

@@ -212,6 +212,20 @@ export const make: Effect.Effect<
       Effect.flatMap((rows) => first("get", rows))
     )
 
+  // `seq` breaks ties of one millisecond: the later accepted comes first.
+  const recent = (agentId: string, limit: number) =>
+    Effect.gen(function*() {
+      const rows = yield* sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId}
+        ORDER BY accepted_at DESC, seq DESC LIMIT ${Math.max(0, Math.trunc(limit))}`.pipe(Effect.mapError(failure("recent", agentId)))
+      const records: Array<TurnRecord> = []
+      for (const row of rows) {
+        const decoded = decodeStored("recent", row)
+        if (Result.isFailure(decoded)) return yield* decoded.failure
+        records.push(decoded.success)
+      }
+      return records
+    })
+
   const byMessageId = (recipientId: string, messageId: string) =>
     sql`SELECT ${sql.literal(columns.split(", ").map((column) => `turns.${column}`).join(", "))}
       FROM turn_messages JOIN turns ON turns.turn_id = turn_messages.turn_id
@@ -254,7 +268,7 @@ export const make: Effect.Effect<
     )
   })
 
-  return TurnJournal.of({ accept, update, get, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
+  return TurnJournal.of({ accept, update, get, recent, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
 })
 
 /** The `changes` count of a raw statement result (node:sqlite's `{ changes, lastInsertRowid }`). */

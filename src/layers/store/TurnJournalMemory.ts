@@ -48,6 +48,15 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
         ),
     get: (agentId, turnId) =>
       Effect.sync(() => Option.filter(find(turnId), (record) => record.agentId === agentId)),
+    // As SQLite orders them: by `acceptedAt`, newest first; a tie, the later accepted (inserted) first.
+    recent: (agentId, limit) =>
+      Effect.sync(() =>
+        [...records.values()]
+          .filter((record) => record.agentId === agentId)
+          .reverse()
+          .sort((a, b) => b.acceptedAt - a.acceptedAt)
+          .slice(0, Math.max(0, limit))
+      ),
     byClientMessageId: (agentId, clientMessageId) => Effect.sync(() => find(byClientId.get(key(agentId, clientMessageId)))),
     byMessageId: (recipientId, messageId) => Effect.sync(() => find(byMessage.get(key(recipientId, messageId)))),
     unfinished: Effect.sync(() => [...records.values()].filter((record) => !isFinal(record.state))),

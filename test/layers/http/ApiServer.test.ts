@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { HttpClient, HttpClientRequest, HttpServer } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import { NetAddress } from "effect/net"
@@ -46,11 +46,12 @@ const apiClient = HttpApiClient.make(QuiesceApi, {
 const raw = Effect.fnUntraced(function*(
   method: "GET" | "POST",
   url: string,
-  options: { readonly token?: string; readonly body?: string } = {}
+  options: { readonly token?: string; readonly body?: string; readonly headers?: Record<string, string> } = {}
 ) {
   const client = yield* HttpClient.HttpClient
   let request = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
   if (options.token !== undefined) request = HttpClientRequest.bearerToken(request, options.token)
+  if (options.headers !== undefined) request = HttpClientRequest.setHeaders(request, options.headers)
   if (options.body !== undefined) request = HttpClientRequest.bodyText(request, options.body, "application/json")
   const response = yield* client.execute(request)
   const text = yield* response.text
@@ -60,7 +61,14 @@ const raw = Effect.fnUntraced(function*(
   } catch {
     // not JSON
   }
-  return { status: response.status, contentType: response.headers["content-type"], retryAfter: response.headers["retry-after"], body }
+  return {
+    status: response.status,
+    contentType: response.headers["content-type"],
+    retryAfter: response.headers["retry-after"],
+    setCookie: response.headers["set-cookie"],
+    headers: response.headers,
+    body
+  }
 })
 
 describe("ApiServer", () => {
@@ -155,6 +163,39 @@ describe("ApiServer", () => {
         reply: "done!",
         text: "work"
       })
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("lists an agent's recent turns newest first, at most `limit`; 404 for an unknown agent", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const params = { id: agent.agentId }
+      assert.deepStrictEqual(yield* client.agents.turns({ params, query: {} }), [])
+      provider.turnEnd = () => Effect.succeed({ reply: "ok" })
+      const receipts = yield* Effect.forEach(["one", "two", "three"], (text) =>
+        client.agents.prompt({ params, payload: { text, wait: true } }))
+      const listed = yield* client.agents.turns({ params, query: {} })
+      assert.deepStrictEqual(listed.map((turn) => turn.text), ["three", "two", "one"])
+      assert.deepStrictEqual(listed.map((turn) => turn.turnId), receipts.map((receipt) => receipt.turnId).reverse())
+      assert.deepStrictEqual(listed[0], yield* client.agents.turn({ params: { ...params, turnId: receipts[2]!.turnId } }))
+      const limited = yield* client.agents.turns({ params, query: { limit: 2 } })
+      assert.deepStrictEqual(limited.map((turn) => turn.text), ["three", "two"])
+
+      const raw2 = yield* raw("GET", `/v1/agents/${agent.agentId}/turns?limit=1`, { token })
+      assert.strictEqual(raw2.status, 200)
+      assert.deepInclude(Array.isArray(raw2.body) ? raw2.body[0] : raw2.body, { text: "three", state: "completed", reply: "ok" })
+      for (const limit of ["0", "101", "1.5", "many"]) {
+        const refused = yield* raw("GET", `/v1/agents/${agent.agentId}/turns?limit=${limit}`, { token })
+        assert.strictEqual(refused.status, 400, `limit=${limit}`)
+      }
+
+      const unknown = yield* client.agents.turns({ params: { id: "nobody" }, query: {} }).pipe(Effect.flip)
+      assert.strictEqual(unknown._tag, "AgentNotFound")
+      const response = yield* raw("GET", "/v1/agents/nobody/turns", { token })
+      assert.strictEqual(response.status, 404)
+      assert.deepInclude(response.body, { _tag: "AgentNotFound", agentId: "nobody" })
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -696,3 +737,117 @@ const operationsOf = (document: unknown) => {
       : []
   )
 }
+
+describe("ApiServer's web pages and their login", () => {
+  /** The server's own origin, as a browser on its page would send it. */
+  const ownOrigin = Effect.map(HttpServer.HttpServer, (server) =>
+    server.address._tag === "UnixPathAddress" ? "" : `http://127.0.0.1:${server.address.port}`)
+
+  const linkPath = (body: unknown) => Schema.decodeUnknownSync(Schema.Struct({ path: Schema.String }))(body).path
+  const tagOf = (body: unknown) => Schema.decodeUnknownSync(Schema.Struct({ _tag: Schema.String }))(body)._tag
+
+  /** Signs in with a fresh login link: the session cookie's value. */
+  const signIn = Effect.fnUntraced(function*() {
+    const link = yield* raw("POST", "/v1/login-links", { token })
+    assert.strictEqual(link.status, 201)
+    const path = linkPath(link.body)
+    assert.match(path, /^\/login#[A-Za-z0-9_-]{43}$/)
+    const code = path.slice("/login#".length)
+    const started = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin: yield* ownOrigin } })
+    assert.strictEqual(started.status, 204)
+    const cookie = String(started.setCookie)
+    assert.match(cookie, /^quiesce_session=[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; SameSite=Strict$/)
+    return { code, session: cookie.slice("quiesce_session=".length, cookie.indexOf(";")) }
+  })
+
+  it.effect("without a session: the login page (401) and no data; with one, the page and the API", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const bare = yield* raw("GET", "/")
+      assert.strictEqual(bare.status, 401)
+      assert.include(String(bare.body), "quiesce open")
+      assert.include(String(bare.headers["content-security-policy"]), "default-src 'none'")
+      assert.strictEqual(bare.headers["referrer-policy"], "no-referrer")
+      assert.strictEqual((yield* raw("GET", "/v1/agents")).status, 401)
+      // A login link needs the token.
+      assert.strictEqual((yield* raw("POST", "/v1/login-links")).status, 401)
+
+      const { session } = yield* signIn()
+      const cookie = { cookie: `quiesce_session=${session}` }
+      const page = yield* raw("GET", "/", { headers: cookie })
+      assert.strictEqual(page.status, 200)
+      assert.include(String(page.body), "/assets/daemon.js")
+      assert.notInclude(String(page.body), token)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 200)
+      assert.strictEqual((yield* raw("GET", "/", { headers: { cookie: "quiesce_session=forged" } })).status, 401)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("a login code works once and for five minutes; a session lasts twelve hours", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const origin = { origin: yield* ownOrigin }
+      const { code, session } = yield* signIn()
+      const again = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: origin })
+      assert.strictEqual(again.status, 401)
+      assert.strictEqual(tagOf(again.body), "LoginCodeInvalid")
+      assert.isUndefined(again.setCookie)
+
+      const link = yield* raw("POST", "/v1/login-links", { token })
+      const late = linkPath(link.body).slice("/login#".length)
+      yield* TestClock.adjust("5 minutes")
+      assert.strictEqual((yield* raw("POST", "/v1/session", { body: JSON.stringify({ code: late }), headers: origin })).status, 401)
+
+      const cookie = { cookie: `quiesce_session=${session}` }
+      yield* TestClock.adjust("11 hours")
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 200)
+      yield* TestClock.adjust("55 minutes")
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 401)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("a change asked with the session must come from the server's own origin; the bearer token needs none", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const { session } = yield* signIn()
+      const cookie = `quiesce_session=${session}`
+      const origin = yield* ownOrigin
+      const body = JSON.stringify({ provider: "codex", cwd: workDir })
+      const foreignHeaders: ReadonlyArray<Record<string, string>> = [
+        { cookie, origin: "http://127.0.0.1:1" },
+        { cookie, origin: "null" },
+        { cookie },
+        { cookie, "sec-fetch-site": "same-site" }
+      ]
+      for (const headers of foreignHeaders) {
+        const refused = yield* raw("POST", "/v1/agents", { body, headers })
+        assert.strictEqual(refused.status, 403, JSON.stringify(headers))
+        assert.strictEqual(tagOf(refused.body), "CrossOriginRefused")
+      }
+      assert.deepStrictEqual((yield* raw("GET", "/v1/agents", { headers: { cookie } })).body, [])
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { cookie, origin } })).status, 201)
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { cookie, "sec-fetch-site": "same-origin" } })).status, 201)
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, token, headers: { origin: "http://elsewhere" } })).status, 201)
+      // A login from another origin is refused too, and uses up nothing.
+      const link = yield* raw("POST", "/v1/login-links", { token })
+      const code = linkPath(link.body).slice("/login#".length)
+      const foreign = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin: "http://127.0.0.1:1" } })
+      assert.strictEqual(foreign.status, 403)
+      assert.strictEqual((yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin } })).status, 204)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("serves only the package's page files, each with its type", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const script = yield* raw("GET", "/assets/daemon.js")
+      assert.strictEqual(script.status, 200)
+      assert.strictEqual(script.contentType, "text/javascript; charset=utf-8")
+      assert.strictEqual((yield* raw("GET", "/assets/style.css")).contentType, "text/css; charset=utf-8")
+      assert.strictEqual((yield* raw("GET", "/login")).status, 200)
+      for (const path of ["/assets/tsconfig.json", "/assets/..%2Fpackage.json", "/assets/daemon.html", "/assets/"]) {
+        assert.strictEqual((yield* raw("GET", path)).status, 404, path)
+      }
+    }).pipe(Effect.provide(serve(provider)))
+  })
+})

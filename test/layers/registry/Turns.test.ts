@@ -78,6 +78,27 @@ describe("turns: one at a time, each its own", () => {
       assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["first", "second"])
     }))
 
+  it.effect("lists the agent's recent turns newest first, in flight or ended, as `turn` reports them", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("shellish")
+      provider.steers = false
+      const h = yield* harness({ provider })
+      const gate = yield* gated(provider)
+      const agent = yield* h.create()
+      const first = yield* h.registry.prompt(agent.agentId, "first")
+      const second = yield* h.registry.prompt(agent.agentId, "second", { wait: true }).pipe(Effect.forkChild)
+      yield* Effect.yieldNow
+      const during = yield* h.registry.turns(agent.agentId, 10)
+      assert.deepStrictEqual(during.map((record) => [record.text, record.state]), [["second", "accepted"], ["first", "running"]])
+      assert.deepStrictEqual(during[1], yield* h.registry.turn(agent.agentId, first.turnId))
+      yield* gate.open
+      yield* Fiber.join(second)
+      const after = yield* h.registry.turns(agent.agentId, 1)
+      assert.deepStrictEqual(after.map((record) => [record.text, record.state]), [["second", "completed"]])
+      const unknown = yield* Effect.flip(h.registry.turns("nobody", 10))
+      assert.strictEqual(unknown._tag, "AgentNotFound")
+    }))
+
   it.effect("a provider that steers takes the prompt into the running turn; it shares that turn's outcome", () =>
     Effect.gen(function*() {
       const h = yield* harness()

@@ -115,6 +115,28 @@ for (const [name, make] of Object.entries(journals)) {
         assert.isTrue(Option.isSome(yield* journal.get("agent-1", "waiting")))
         assert.isTrue(Option.isNone(yield* journal.byMessageId("agent-1", "msg-a1")), "its messages go with it")
       }))
+
+    it.effect("lists an agent's recent records newest accepted first, at most `limit`, ties by acceptance order", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        for (const [id, agentId, acceptedAt] of [
+          ["t1", "agent-1", 100],
+          ["t2", "agent-1", 300],
+          ["other", "agent-2", 400],
+          ["t3", "agent-1", 200],
+          ["t4", "agent-1", 300]
+        ] as const) {
+          yield* journal.accept({ record: turn(id, { agentId, acceptedAt }) })
+        }
+        yield* journal.update(turn("t3", { acceptedAt: 200, state: "completed", reply: "done", dispatchedAt: 250, endedAt: 260 }))
+        const ids = (records: ReadonlyArray<TurnRecord>) => records.map((record) => record.turnId)
+        assert.deepStrictEqual(ids(yield* journal.recent("agent-1", 10)), ["t4", "t2", "t3", "t1"])
+        assert.deepStrictEqual(ids(yield* journal.recent("agent-1", 2)), ["t4", "t2"])
+        const [, , third] = yield* journal.recent("agent-1", 3)
+        assert.deepStrictEqual(third, turn("t3", { acceptedAt: 200, state: "completed", reply: "done", dispatchedAt: 250, endedAt: 260 }))
+        assert.deepStrictEqual(ids(yield* journal.recent("agent-2", 10)), ["other"])
+        assert.deepStrictEqual(yield* journal.recent("agent-3", 10), [])
+      }))
   })
 }
 

@@ -1,0 +1,114 @@
+/**
+ * The web pages: static HTML, plain ES modules and a style sheet from the package's `web/` folder,
+ * which fetch the same JSON API as every other client. A daemon serves its runtimes page at `/`;
+ * a hub serves its inventory at `/` and each home's daemon page at `/homes/{name}/` (whose
+ * requests go through the hub's forwarding). Nothing but the server itself is ever fetched.
+ *
+ * The page shells hold no data: a visitor without a session gets the login page (401), and the
+ * data only ever comes from the API, which checks the session (see pageSessions.ts).
+ */
+import { Duration, Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { readFileSync } from "node:fs"
+import * as path from "node:path"
+import { packageRoot } from "../../domain/version.ts"
+import { CrossOriginRefused, LoginCodeInvalid, type LoginLink } from "./Api.ts"
+import { PageSessions, sameOriginOrRead, sessionCookie, sessionSecurity, sessionTtlMillis } from "./pageSessions.ts"
+
+/** Which server serves the pages. */
+export type PageHost = "daemon" | "hub"
+
+const webDir = path.join(packageRoot, "web")
+
+const contentTypes = {
+  html: "text/html; charset=utf-8",
+  js: "text/javascript; charset=utf-8",
+  css: "text/css; charset=utf-8",
+  svg: "image/svg+xml"
+} as const
+
+/** Every file served under `/assets/`: nothing else in the folder, or outside it, can be asked for. */
+const assetNames = ["style.css", "common.js", "daemon.js", "hub.js", "login.js", "icon.svg"] as const
+
+/** A page may load and fetch only from its own server, run no inline script, and be framed by nobody. */
+const securityHeaders = {
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store"
+}
+
+interface WebFile {
+  readonly body: string
+  readonly contentType: string
+}
+
+const extensionOf = (name: string) => {
+  const extension = path.extname(name).slice(1)
+  return extension === "html" || extension === "js" || extension === "css" || extension === "svg" ? extension : undefined
+}
+
+/** Read once, when the server starts: a file missing from the package is a broken install, said at once. */
+const readWebFile = (name: string): WebFile => {
+  const extension = extensionOf(name)
+  if (extension === undefined) throw new Error(`not a web file: ${name}`)
+  return { body: readFileSync(path.join(webDir, name), "utf8"), contentType: contentTypes[extension] }
+}
+
+const respond = (file: WebFile, status = 200) =>
+  HttpServerResponse.text(file.body, { status, contentType: file.contentType, headers: securityHeaders })
+
+/** The page routes of a daemon or a hub, to merge beside its API routes. */
+export const pageRoutes = (host: PageHost): Layer.Layer<never, never, HttpRouter.HttpRouter | PageSessions> =>
+  Layer.unwrap(Effect.gen(function*() {
+    const sessions = yield* PageSessions
+    const login = readWebFile("login.html")
+    const home = readWebFile(host === "hub" ? "hub.html" : "daemon.html")
+    const daemonPage = readWebFile("daemon.html")
+    const assets = new Map<string, WebFile>(assetNames.map((name) => [name, readWebFile(name)]))
+    const guarded = (page: WebFile) => (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.map(sessions.isValid(request.cookies[sessionCookie] ?? ""), (valid) => valid ? respond(page) : respond(login, 401))
+    const routes = [
+      HttpRouter.route("GET", "/", guarded(home)),
+      HttpRouter.route("GET", "/login", respond(login)),
+      HttpRouter.route(
+        "GET",
+        "/assets/:file",
+        Effect.map(HttpRouter.params, (params) => {
+          const file = assets.get(params["file"] ?? "")
+          return file === undefined ? HttpServerResponse.empty({ status: 404 }) : respond(file)
+        })
+      ),
+      ...(host === "hub" ? [HttpRouter.route("GET", "/homes/*", guarded(daemonPage))] : [])
+    ]
+    return HttpRouter.addAll(routes)
+  }))
+
+/** `POST /v1/login-links`: a one-time login link for the bearer of the token. */
+export const loginLink = (sessions: PageSessions["Service"]): Effect.Effect<LoginLink> =>
+  Effect.map(sessions.issueCode, ({ code, expiresAt }) => ({
+    path: `/login#${code}`,
+    expiresAt: new Date(expiresAt).toISOString()
+  }))
+
+/** `POST /v1/session`: uses up a login code and sets the session cookie. */
+export const startSession = Effect.fn("startSession")(function*(sessions: PageSessions["Service"], code: string) {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  if (!sameOriginOrRead(request)) {
+    return yield* new CrossOriginRefused({ message: "A login must come from this server's own login page" })
+  }
+  const session = yield* sessions.redeem(code)
+  if (Option.isNone(session)) {
+    return yield* new LoginCodeInvalid({
+      message: "This login link is used or expired: get a new one with quiesce open (or quiesce hub open)"
+    })
+  }
+  yield* HttpApiBuilder.securitySetCookie(sessionSecurity, session.value, {
+    secure: false,
+    sameSite: "strict",
+    path: "/",
+    maxAge: Duration.millis(sessionTtlMillis)
+  })
+})

@@ -1,0 +1,55 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import { TestClock } from "effect/testing"
+import { PageSessions, sameOriginOrRead } from "../../../src/layers/http/pageSessions.ts"
+
+describe("PageSessions", () => {
+  it.effect("a code gives one session; nothing empty, guessed or expired is accepted", () =>
+    Effect.gen(function*() {
+      const sessions = yield* PageSessions
+      const { code } = yield* sessions.issueCode
+      const session = yield* sessions.redeem(code)
+      assert.isTrue(Option.isSome(session))
+      assert.isTrue(Option.isNone(yield* sessions.redeem(code)))
+      assert.isTrue(yield* sessions.isValid(Option.getOrThrow(session)))
+      // A code is not a session, nor a session a code.
+      assert.isFalse(yield* sessions.isValid(code))
+      assert.isTrue(Option.isNone(yield* sessions.redeem(Option.getOrThrow(session))))
+      assert.isTrue(Option.isNone(yield* sessions.redeem("")))
+      assert.isFalse(yield* sessions.isValid(""))
+
+      const late = yield* sessions.issueCode
+      yield* TestClock.adjust("4 minutes")
+      const inTime = yield* sessions.issueCode
+      yield* TestClock.adjust("1 minute")
+      assert.isTrue(Option.isNone(yield* sessions.redeem(late.code)))
+      assert.isTrue(Option.isSome(yield* sessions.redeem(inTime.code)))
+    }).pipe(Effect.provide(PageSessions.layer)))
+
+  it.effect("holds at most 64 codes: the oldest go first", () =>
+    Effect.gen(function*() {
+      const sessions = yield* PageSessions
+      const codes = yield* Effect.forEach(Array.from({ length: 65 }), () => sessions.issueCode)
+      assert.isTrue(Option.isNone(yield* sessions.redeem(codes[0]!.code)))
+      assert.isTrue(Option.isSome(yield* sessions.redeem(codes[1]!.code)))
+      assert.isTrue(Option.isSome(yield* sessions.redeem(codes[64]!.code)))
+    }).pipe(Effect.provide(PageSessions.layer)))
+})
+
+describe("sameOriginOrRead", () => {
+  const host = "127.0.0.1:7377"
+  const request = (method: string, headers: Record<string, string>) => ({ method, headers: { host, ...headers } })
+
+  it("reads always; changes only from the server's own origin", () => {
+    assert.isTrue(sameOriginOrRead(request("GET", { origin: "http://evil.example" })))
+    assert.isTrue(sameOriginOrRead(request("POST", { origin: `http://${host}` })))
+    assert.isTrue(sameOriginOrRead(request("DELETE", { "sec-fetch-site": "same-origin" })))
+    // Another port of the same host is the same site, not the same origin.
+    assert.isFalse(sameOriginOrRead(request("POST", { origin: "http://127.0.0.1:7378" })))
+    assert.isFalse(sameOriginOrRead(request("POST", { origin: `https://${host}` })))
+    assert.isFalse(sameOriginOrRead(request("POST", { origin: "null" })))
+    assert.isFalse(sameOriginOrRead(request("POST", { "sec-fetch-site": "same-site" })))
+    assert.isFalse(sameOriginOrRead(request("POST", {})))
+    assert.isFalse(sameOriginOrRead({ method: "POST", headers: { origin: `http://${host}` } }))
+  })
+})

@@ -1,0 +1,324 @@
+/**
+ * The web pages in a real browser (Debian's Chromium through playwright-core) against a real hub,
+ * real daemons and real shell runtimes: the login through a one-time link, the hub's inventory and
+ * its actions, a daemon's runtimes with a provider's veto, and a page that polls only while it is
+ * visible. Screenshots of both pages are saved under the test's temporary folder, whose path is
+ * printed.
+ */
+import { mkdirSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { BrowserContext, Page } from "playwright-core"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { chromiumMissing, launchBrowser, type RunningBrowser } from "../support/browser.ts"
+import {
+  api,
+  cleanUpDaemons,
+  createShellAgent,
+  freePort,
+  groupAlive,
+  newHome,
+  prompt,
+  ready,
+  runCli,
+  startDaemon,
+  until
+} from "../support/daemonProcess.ts"
+import {
+  cleanUpHubs,
+  daemonRecord,
+  type Hub,
+  hubApi,
+  inventoryRow,
+  newHubRoot,
+  processAlive,
+  runHubCli,
+  startHub,
+  writeHubConfig
+} from "../support/hubProcess.ts"
+
+const missing = chromiumMissing()
+let running: RunningBrowser | undefined
+const contexts: Array<BrowserContext> = []
+
+/** Where the screenshots go; kept after the run (the note of the change names the files). */
+const shots = mkdtempSync(join(tmpdir(), "quiesce-pages-"))
+
+beforeAll(async () => {
+  if (missing === undefined) running = await launchBrowser()
+}, 60_000)
+
+afterEach(async () => {
+  for (const context of contexts.splice(0)) await context.close()
+  await cleanUpHubs()
+  await cleanUpDaemons()
+})
+
+afterAll(async () => {
+  await running?.close()
+  if (missing === undefined) console.log(`page screenshots: ${shots}`)
+})
+
+/** A page at 1280×800 in a context of its own (its own cookies). */
+const newPage = async () => {
+  if (running === undefined) throw new Error("no browser")
+  const context = await running.browser.newContext({ viewport: { width: 1280, height: 800 } })
+  contexts.push(context)
+  return { context, page: await context.newPage() }
+}
+
+/** The one URL a `quiesce … open` printed on stdout. */
+const loginUrl = (result: { readonly status: number | null; readonly stdout: string; readonly stderr: string }) => {
+  expect(result.status, result.stderr).toBe(0)
+  const url = result.stdout.trim()
+  expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/login(\?next=[^#]+)?#[A-Za-z0-9_-]{43}$/)
+  return url
+}
+
+/** The row of a home on the hub page. */
+const homeRow = (page: Page, name: string) => page.locator(`tr[data-home="${name}"]`)
+
+const stateOf = (page: Page, name: string) => homeRow(page, name).locator("[data-state]").getAttribute("data-state")
+
+const screenshot = async (page: Page, name: string) => {
+  mkdirSync(shots, { recursive: true })
+  const file = join(shots, name)
+  await page.screenshot({ path: file })
+  return file
+}
+
+/** A hub over two homes, `idle` and `busy`, each with a shell agent; the busy one's runtime runs a background job. */
+const twoHomes = async (idleTimeout: string) => {
+  const root = newHubRoot()
+  const hubHome = join(root, "hub")
+  writeHubConfig(hubHome, [{ name: "idle", dir: join(root, "idle") }, { name: "busy", dir: join(root, "busy") }], idleTimeout)
+  const hub = await startHub(hubHome)
+  const create = async (name: string) => {
+    const created = await hubApi(hub, "POST", `/v1/homes/${name}/agents`, { provider: "shell", cwd: root })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const agentId: string = created.body.agentId
+    return agentId
+  }
+  const idleAgent = await create("idle")
+  const busyAgent = await create("busy")
+  const job = await hubApi(hub, "POST", `/v1/homes/busy/agents/${busyAgent}/prompts`, { text: "sleep 600 &", wait: true })
+  expect(job.body).toMatchObject({ state: "completed" })
+  return { root, hubHome, hub, idleAgent, busyAgent }
+}
+
+const signIn = async (page: Page, url: string) => {
+  await page.goto(url)
+  await page.waitForURL((address) => !address.href.includes("/login"))
+  // The code left the address bar, and the history entry, before the page moved on.
+  expect(page.url()).not.toContain("#")
+}
+
+describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
+  it("the hub page: login by a one-time link, two homes, retire now refused and done, force stop with confirmation, resume", async () => {
+    const { busyAgent, hub, hubHome, root } = await twoHomes("1h")
+    const { context, page } = await newPage()
+
+    // Without the cookie: the login page, not the data.
+    const bare = await page.goto(`http://127.0.0.1:${hub.port}/`)
+    expect(bare?.status()).toBe(401)
+    await expect.poll(() => page.locator("[data-login]").count()).toBe(1)
+    expect(await page.content()).not.toContain("busy")
+    expect((await fetch(`http://127.0.0.1:${hub.port}/v1/daemons`)).status).toBe(401)
+    expect((await fetch(`http://127.0.0.1:${hub.port}/v1/homes/busy/agents`)).status).toBe(401)
+
+    const url = loginUrl(runHubCli(hubHome, "hub", "open"))
+    await signIn(page, url)
+    const [cookie] = await context.cookies()
+    expect(cookie).toMatchObject({ name: "quiesce_session", httpOnly: true, sameSite: "Strict", path: "/" })
+    // The token never reaches the browser.
+    expect(await page.content()).not.toContain(hub.token)
+
+    // A link signs in once.
+    const second = await newPage()
+    await second.page.goto(url)
+    await expect.poll(() => second.page.locator(".outcome-error").textContent()).toContain("used or expired")
+    expect(await second.context.cookies()).toEqual([])
+
+    await expect.poll(() => stateOf(page, "idle")).toBe("running")
+    await expect.poll(() => stateOf(page, "busy")).toBe("running")
+    expect(await page.locator("[data-hub-default]").textContent()).toBe("1h0m0s")
+    const busyPid = daemonRecord(join(root, "busy"))!.pid
+    expect(await homeRow(page, "busy").textContent()).toContain(`pid ${busyPid}`)
+    // Page polls are only reads of the discovery snapshot; the bearer holder sees the same rows.
+    expect((await inventoryRow(hub, "busy")).pid).toBe(busyPid)
+
+    // Retire now on the busy home: refused, the fresh blockers shown, still resident.
+    await homeRow(page, "busy").getByRole("button", { name: "Retire now" }).click()
+    const refusal = homeRow(page, "busy").locator(".outcome-refused")
+    await expect.poll(() => refusal.textContent(), { timeout: 20_000 }).toContain("Retire now refused")
+    expect(await refusal.textContent()).toContain("sleep 600")
+    expect(await stateOf(page, "busy")).toBe("running")
+    expect(processAlive(busyPid)).toBe(true)
+
+    // On the idle one: retired.
+    const idlePid = daemonRecord(join(root, "idle"))!.pid
+    await homeRow(page, "idle").getByRole("button", { name: "Retire now" }).click()
+    await expect.poll(() => stateOf(page, "idle"), { timeout: 20_000 }).toBe("retired")
+    await until(() => !processAlive(idlePid), "the idle daemon exits")
+    // Both kinds of row, a refusal with its blockers and a retired home: the page as the README shows it.
+    console.log(`hub page: ${await screenshot(page, "hub-page.png")}`)
+
+    // Force stop asks first, naming the home and the pid; Cancel does nothing.
+    await homeRow(page, "busy").getByRole("button", { name: "Force stop" }).click()
+    const dialog = page.locator("#stop-dialog")
+    await expect.poll(() => dialog.isVisible()).toBe(true)
+    const warning = await dialog.textContent()
+    expect(warning).toContain("busy")
+    expect(warning).toContain(String(busyPid))
+    expect(warning).toContain("interrupted")
+    await dialog.getByRole("button", { name: "Cancel" }).click()
+    expect(processAlive(busyPid)).toBe(true)
+    await homeRow(page, "busy").getByRole("button", { name: "Force stop" }).click()
+    await dialog.getByRole("button", { name: "Force stop" }).click()
+    await expect.poll(() => stateOf(page, "busy"), { timeout: 30_000 }).toBe("stopped")
+    await until(() => !processAlive(busyPid), "the busy daemon is stopped")
+
+    // Resume brings it back, with the agent whose session it saved.
+    await homeRow(page, "busy").getByRole("button", { name: "Resume" }).click()
+    await expect.poll(() => stateOf(page, "busy"), { timeout: 30_000 }).toBe("running")
+    const resumed = daemonRecord(join(root, "busy"))!
+    expect(resumed.pid).not.toBe(busyPid)
+    expect((await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}`)).status).toBe(200)
+  }, 120_000)
+
+  it("a stale row's action shows the hub's refusal; a cookie without the page's origin changes nothing", async () => {
+    const { hub, hubHome, root } = await twoHomes("1h")
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runHubCli(hubHome, "hub", "open")))
+    await expect.poll(() => stateOf(page, "idle")).toBe("running")
+
+    // The row still shows the old identity (the page is hidden: it lists no more) while the
+    // daemon behind it is replaced.
+    const old = daemonRecord(join(root, "idle"))!
+    await hideAndFreeze(page)
+    expect((await hubApi(hub, "POST", "/v1/daemons/idle/retire", old)).status).toBe(202)
+    await until(() => !processAlive(old.pid), "the old daemon exits")
+    const created = await hubApi(hub, "POST", "/v1/homes/idle/agents", { provider: "shell", cwd: root })
+    expect(created.status).toBe(201)
+    await homeRow(page, "idle").getByRole("button", { name: "Retire now" }).click()
+    await expect.poll(() => homeRow(page, "idle").locator(".outcome").textContent(), { timeout: 20_000 }).toContain("StaleIdentity")
+    // Not retried behind the operator's back: the new daemon serves on.
+    expect(processAlive(daemonRecord(join(root, "idle"))!.pid)).toBe(true)
+
+    // The page's cookie, sent by something that is not the page.
+    const [cookie] = await page.context().cookies()
+    const sent = (origin: string | undefined) =>
+      fetch(`http://127.0.0.1:${hub.port}/v1/daemons/idle/resume`, {
+        method: "POST",
+        headers: { cookie: `quiesce_session=${cookie!.value}`, ...(origin === undefined ? {} : { origin }) }
+      })
+    const crossOrigin = await sent("http://127.0.0.1:1")
+    expect(crossOrigin.status).toBe(403)
+    expect((await crossOrigin.json())._tag).toBe("CrossOriginRefused")
+    expect((await sent(undefined)).status).toBe(403)
+    const forwarded = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/idle/sweep`, {
+      method: "POST",
+      headers: { cookie: `quiesce_session=${cookie!.value}`, origin: "http://evil.example" }
+    })
+    expect(forwarded.status).toBe(403)
+  }, 120_000)
+
+  it("the daemon page: a vetoed runtime's reason, a collect-now refusal, close, and a turn's output", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const busy = await createShellAgent(daemon)
+    const quiet = await createShellAgent(daemon)
+    expect((await prompt(daemon, busy, { text: "sleep 600 &", wait: true })).body).toMatchObject({ state: "completed" })
+    const said = await prompt(daemon, quiet, { text: "echo 'hello from the page test'", wait: true })
+    expect(said.body).toMatchObject({ state: "completed" })
+
+    const { page } = await newPage()
+    const bare = await page.goto(`http://127.0.0.1:${daemon.port}/`)
+    expect(bare?.status()).toBe(401)
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+
+    const row = (agentId: string) => page.locator(`tr[data-agent="${agentId}"]`)
+    await expect.poll(() => row(busy).count()).toBe(1)
+
+    // Collect now on the busy runtime: refused, with its provider's reason.
+    await row(busy).getByRole("button", { name: "Collect now" }).click()
+    const refusal = row(busy).locator(".outcome-refused")
+    await expect.poll(() => refusal.textContent(), { timeout: 20_000 }).toContain("Not collected")
+    expect(await refusal.textContent()).toContain("sleep 600")
+    // The explanation of residency names the veto and its reason.
+    await expect.poll(() => row(busy).locator("[data-probe]").getAttribute("data-probe")).toBe("vetoed")
+    expect(await row(busy).locator("[data-probe]").textContent()).toContain("vetoed by its provider")
+    expect(await row(busy).locator("[data-probe]").textContent()).toContain("sleep 600")
+    console.log(`daemon page: ${await screenshot(page, "daemon-page.png")}`)
+
+    // A turn's output opens.
+    await row(quiet).getByRole("button", { name: "Turns" }).click()
+    const dialog = page.locator("#turn-dialog")
+    await dialog.locator("ul.turns button").first().click()
+    await expect.poll(() => dialog.locator("[data-turn-output]").textContent()).toContain("hello from the page test")
+    await dialog.getByRole("button", { name: "Close" }).click()
+
+    // Close releases the quiet one; the agent stays, released.
+    const quietPid = (await api(daemon, "GET", `/v1/agents/${quiet}`)).body.pid
+    await row(quiet).getByRole("button", { name: "Close" }).click()
+    await expect.poll(() => row(quiet).getAttribute("class"), { timeout: 20_000 }).toBe("released")
+    await until(() => !groupAlive(quietPid), "the closed runtime's group is gone")
+    expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+  }, 120_000)
+
+  it("through the hub, a home's daemon page is served by the hub and its requests are forwarded", async () => {
+    const { busyAgent, hub, hubHome } = await twoHomes("1h")
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runHubCli(hubHome, "--hub", "busy", "open")))
+    expect(new URL(page.url()).pathname).toBe("/homes/busy/")
+    const row = page.locator(`tr[data-agent="${busyAgent}"]`)
+    await row.getByRole("button", { name: "Collect now" }).click()
+    await expect.poll(() => row.locator(".outcome-refused").textContent(), { timeout: 20_000 }).toContain("sleep 600")
+    expect(await page.locator("#title").textContent()).toContain("busy")
+    expect((await inventoryRow(hub, "busy")).state).toBe("running")
+  }, 120_000)
+
+  it("a page left open and hidden longer than the idle timeout makes no request and does not keep the daemon", async () => {
+    const root = newHubRoot()
+    const hubHome = join(root, "hub")
+    writeHubConfig(hubHome, [{ name: "idle", dir: join(root, "idle") }], "3s")
+    const hub: Hub = await startHub(hubHome)
+    const created = await hubApi(hub, "POST", "/v1/homes/idle/agents", { provider: "shell", cwd: root })
+    expect(created.status).toBe(201)
+    const { pid } = daemonRecord(join(root, "idle"))!
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runHubCli(hubHome, "hub", "open")))
+    await expect.poll(() => stateOf(page, "idle")).toBe("running")
+    const requests: Array<string> = []
+    page.on("request", (request) => requests.push(request.url()))
+    await hideAndFreeze(page)
+    await until(() => !processAlive(pid), "the daemon retires with the page hidden", 30_000)
+    // Hidden: not one request.
+    expect(requests).toEqual([])
+    await showAgain(page)
+    await expect.poll(() => stateOf(page, "idle"), { timeout: 10_000 }).toBe("retired")
+    expect(requests.some((url) => url.endsWith("/v1/daemons"))).toBe(true)
+  }, 90_000)
+})
+
+if (missing !== undefined) {
+  describe("the web pages in Chromium", () => {
+    it.skip(`are not run: ${missing}`, () => {})
+  })
+}
+
+/** Makes the page hidden as a backgrounded tab is (the Page Visibility API's state and event). */
+const hideAndFreeze = (page: Page) =>
+  page.evaluate(() => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "hidden" })
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => true })
+    document.dispatchEvent(new Event("visibilitychange"))
+  })
+
+const showAgain = (page: Page) =>
+  page.evaluate(() => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "visible" })
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => false })
+    document.dispatchEvent(new Event("visibilitychange"))
+  })

@@ -1,0 +1,280 @@
+// @ts-check
+// What both pages share: building elements, calling the API, formatting times and sizes, and
+// polling only while the page is visible.
+
+/**
+ * @typedef {string | number | Node | null | undefined | false} Child
+ * @typedef {{ [name: string]: string | number | boolean | ((event: Event) => void) | undefined }} Attributes
+ */
+
+/**
+ * An element with attributes (`on…` are listeners) and children; text is always text, never HTML.
+ * @param {string} tag
+ * @param {Attributes} [attributes]
+ * @param {...(Child | Child[])} children
+ * @returns {HTMLElement}
+ */
+export const h = (tag, attributes = {}, ...children) => {
+  const element = document.createElement(tag)
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === false) continue
+    if (typeof value === "function") element.addEventListener(name.slice(2), value)
+    else if (value === true) element.setAttribute(name, "")
+    else element.setAttribute(name, String(value))
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue
+    element.append(typeof child === "object" ? child : String(child))
+  }
+  return element
+}
+
+/** An error answer of the API: its problem's tag, message and the rest of its fields. */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} tag
+   * @param {string} message
+   * @param {Record<string, unknown>} body
+   */
+  constructor(status, tag, message, body) {
+    super(message)
+    this.status = status
+    this.tag = tag
+    this.body = body
+  }
+}
+
+/**
+ * @param {unknown} value
+ * @returns {value is Record<string, unknown>}
+ */
+const isRecord = (value) => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * Calls the API with the page's session cookie; an answer that is not 2xx becomes an `ApiError`.
+ * @template T
+ * @param {string} path
+ * @param {{ method?: string, body?: unknown }} [options]
+ * @returns {Promise<T>}
+ */
+export const api = async (path, options = {}) => {
+  /** @type {RequestInit} */
+  const init = { method: options.method ?? "GET", credentials: "same-origin" }
+  if (options.body !== undefined) {
+    init.headers = { "content-type": "application/json" }
+    init.body = JSON.stringify(options.body)
+  }
+  const response = await fetch(path, init)
+  const text = await response.text()
+  // The API's own JSON, whose shapes the callers name (see the typedefs of each page).
+  const body = parseJson(text)
+  if (!response.ok) {
+    const fields = isRecord(body) ? body : {}
+    const tag = typeof fields["_tag"] === "string" ? fields["_tag"] : `HTTP ${response.status}`
+    const message = typeof fields["message"] === "string"
+      ? fields["message"]
+      : typeof fields["detail"] === "string"
+      ? fields["detail"]
+      : response.statusText
+    if (response.status === 401) showSignedOut()
+    throw new ApiError(response.status, tag, message, fields)
+  }
+  return body
+}
+
+/**
+ * @param {string} text
+ */
+const parseJson = (text) => {
+  try {
+    return text === "" ? null : JSON.parse(text)
+  } catch {
+    return null
+  }
+}
+
+/** The session ended (expired, or the server restarted): say how to get a new one. */
+const showSignedOut = () => {
+  const banner = document.getElementById("signed-out")
+  if (banner !== null) banner.hidden = false
+}
+
+/**
+ * "3 h ago", "in 12 s".
+ * @param {string | null | undefined} iso
+ * @param {number} [now]
+ */
+export const relative = (iso, now = Date.now()) => {
+  if (iso === null || iso === undefined) return "—"
+  const millis = Date.parse(iso) - now
+  const seconds = Math.round(Math.abs(millis) / 1000)
+  const amount = seconds < 60
+    ? `${seconds} s`
+    : seconds < 3600
+    ? `${Math.floor(seconds / 60)} min`
+    : seconds < 86400
+    ? `${Math.floor(seconds / 3600)} h`
+    : `${Math.floor(seconds / 86400)} d`
+  return millis >= 0 ? `in ${amount}` : `${amount} ago`
+}
+
+/**
+ * A countdown to a time: "4:05", "1:02:03", or "due" once it passed.
+ * @param {string} iso
+ * @param {number} [now]
+ */
+export const countdown = (iso, now = Date.now()) => {
+  const left = Math.round((Date.parse(iso) - now) / 1000)
+  if (left <= 0) return "due"
+  const hours = Math.floor(left / 3600)
+  const minutes = Math.floor((left % 3600) / 60)
+  const seconds = String(left % 60).padStart(2, "0")
+  return hours > 0 ? `${hours}:${String(minutes).padStart(2, "0")}:${seconds}` : `${minutes}:${seconds}`
+}
+
+/**
+ * The local time of an ISO 8601 instant.
+ * @param {string | null | undefined} iso
+ */
+export const localTime = (iso) => iso === null || iso === undefined ? "—" : new Date(iso).toLocaleString()
+
+/**
+ * @param {number | null | undefined} bytes
+ */
+export const formatBytes = (bytes) => {
+  if (bytes === null || bytes === undefined) return "unknown"
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KiB`
+  if (bytes < 1024 * 1024 * 1024) return `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+  return `${(bytes / 1024 / 1024 / 1024).toFixed(2)} GiB`
+}
+
+/**
+ * A time element that keeps counting down (see `startTicking`).
+ * @param {string} iso
+ */
+export const countdownElement = (iso) =>
+  h("time", { datetime: iso, "data-countdown": iso, title: localTime(iso) }, countdown(iso))
+
+/** Updates every countdown on the page once a second, while the page is visible. */
+export const startTicking = () => {
+  setInterval(() => {
+    if (document.visibilityState !== "visible") return
+    for (const element of document.querySelectorAll("[data-countdown]")) {
+      const iso = element.getAttribute("data-countdown")
+      if (iso !== null) element.textContent = countdown(iso)
+    }
+  }, 1000)
+}
+
+/**
+ * Runs `refresh` now and every `intervalMillis` while the page is visible; a hidden page makes
+ * no request at all (and a visible one only reads, which never counts as activity).
+ * @param {() => Promise<void>} refresh
+ * @param {number} intervalMillis
+ */
+export const pollWhileVisible = (refresh, intervalMillis) => {
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer
+  let running = false
+  const tick = async () => {
+    timer = undefined
+    if (document.visibilityState !== "visible" || running) return
+    running = true
+    try {
+      await refresh()
+    } finally {
+      running = false
+      if (document.visibilityState === "visible" && timer === undefined) timer = setTimeout(tick, intervalMillis)
+    }
+  }
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") {
+      if (timer === undefined) void tick()
+    } else if (timer !== undefined) {
+      clearTimeout(timer)
+      timer = undefined
+    }
+  })
+  void tick()
+  return { refreshNow: tick }
+}
+
+/**
+ * A line saying what an action did, kept on its row until the next action on it.
+ * @typedef {{ kind: "ok" | "refused" | "error", text: string, details?: string[] }} Outcome
+ */
+
+/**
+ * @param {Outcome | undefined} outcome
+ */
+export const outcomeElement = (outcome) =>
+  outcome === undefined ? null : h(
+    "div",
+    { class: `outcome outcome-${outcome.kind}`, role: "status" },
+    h("span", {}, outcome.text),
+    outcome.details !== undefined && outcome.details.length > 0
+      ? h("ul", {}, outcome.details.map((line) => h("li", {}, line)))
+      : null
+  )
+
+/**
+ * The outcome of a failed action.
+ * @param {unknown} error
+ * @returns {Outcome}
+ */
+export const failureOutcome = (error) =>
+  error instanceof ApiError
+    ? { kind: error.status === 409 ? "refused" : "error", text: `${error.tag}: ${error.message}` }
+    : { kind: "error", text: error instanceof Error ? error.message : String(error) }
+
+/**
+ * A blocker as one line: its category or kind, whose, and its detail.
+ * @param {{ category?: string, kind?: string, agentId?: string, detail?: string }} blocker
+ */
+export const blockerLine = (blocker) =>
+  [blocker.category ?? blocker.kind ?? "blocker", blocker.agentId === undefined ? "" : `(${blocker.agentId})`, blocker.detail ?? ""]
+    .filter((part) => part !== "")
+    .join(" ")
+
+/**
+ * A table with a header row.
+ * @param {string} className
+ * @param {string[]} headings
+ * @param {Node[]} rows
+ */
+export const table = (className, headings, rows) =>
+  h(
+    "table",
+    { class: className },
+    h("thead", {}, h("tr", {}, headings.map((heading) => h("th", {}, heading)))),
+    h("tbody", {}, rows)
+  )
+
+/**
+ * Actions on rows: each shows "Working…", then its outcome (or its failure) on its row, then the
+ * page lists again. An outcome stays on its row until the next action on it.
+ * @param {(failure: unknown) => Outcome} describeFailure
+ * @param {() => void} render
+ * @param {() => Promise<void>} refresh
+ */
+export const rowActions = (describeFailure, render, refresh) => {
+  /** @type {Map<string, Outcome>} */
+  const outcomes = new Map()
+  /**
+   * @param {string} key
+   * @param {() => Promise<Outcome>} action
+   */
+  const act = async (key, action) => {
+    outcomes.set(key, { kind: "ok", text: "Working…" })
+    render()
+    try {
+      outcomes.set(key, await action())
+    } catch (error) {
+      outcomes.set(key, describeFailure(error))
+    }
+    render()
+    await refresh()
+  }
+  return { act, outcomeOf: (/** @type {string} */ key) => outcomes.get(key) }
+}

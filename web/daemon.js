@@ -1,0 +1,318 @@
+// @ts-check
+// A daemon's agents and live runtimes: why each is still resident (its blockers, its provider's
+// veto and reason, a failed probe), and the actions on it. Served by the daemon at `/`, and by a
+// hub at `/homes/NAME/`, whose requests the hub forwards to that home's daemon.
+import {
+  api,
+  ApiError,
+  blockerLine,
+  countdownElement,
+  failureOutcome,
+  formatBytes,
+  h,
+  localTime,
+  outcomeElement,
+  pollWhileVisible,
+  relative,
+  rowActions,
+  startTicking,
+  table
+} from "./common.js"
+
+/**
+ * @typedef {{ agentId: string, kind: string, detail?: string }} MemberBlocker
+ * @typedef {{ agentId: string, at: string, outcome: string, message?: string }} Probe
+ * @typedef {{
+ *   agentId: string, provider: string, cwd: string, labels: Record<string, string>, sessionId: string | null,
+ *   resident: boolean, lifecycle: string, lastActivityAt: string, parentAgentId: string | null, pid: number | null,
+ *   pendingPermissions: string[], providerAvailable: boolean
+ * }} Agent
+ * @typedef {{
+ *   agentId: string, provider: string, sessionId: string | null, pid: number | null, rssBytes: number | null,
+ *   family: string[], idleSince: string, eligibleAt: string | null, state: string, blockers: MemberBlocker[],
+ *   lastProbe: Probe | null
+ * }} Runtime
+ * @typedef {{ outcome: string, blockers: MemberBlocker[], state?: string, lastProbe?: Probe | null, error?: { _tag: string, message: string } }} CollectResult
+ * @typedef {{ category: string, agentId?: string, detail?: string }} RetirementBlocker
+ * @typedef {{
+ *   pid: number, port: number, packageVersion: string, idleTimeout: { value: string | null, millis: number | null, source: string },
+ *   phase: string, idleSince: string, deadline: string | null, blockers: RetirementBlocker[]
+ * }} DaemonStatus
+ * @typedef {{
+ *   turnId: string, state: string, acceptedAt: string, endedAt: string | null, reply: string | null,
+ *   text: string, error: { _tag?: string, message?: string } | null
+ * }} Turn
+ * @typedef {import("./common.js").Outcome} Outcome
+ */
+
+/** The home's name when the hub serves this page (`/homes/NAME/`); its API is the hub's forwarding. */
+const homeMatch = /^\/homes\/([^/]+)\//.exec(location.pathname)
+const base = homeMatch === null ? "/v1" : `/v1/homes/${homeMatch[1]}`
+const homeName = homeMatch === null ? null : decodeURIComponent(homeMatch[1] ?? "")
+
+const main = document.getElementById("app")
+const status = document.getElementById("status")
+const title = document.getElementById("title")
+const turnDialog = document.getElementById("turn-dialog")
+
+/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, problem: string | null }} */
+let shown = { daemon: null, agents: [], runtimes: new Map(), problem: null }
+
+/**
+ * @param {string} agentId
+ */
+const agentPath = (agentId) => `${base}/agents/${encodeURIComponent(agentId)}`
+
+const { act, outcomeOf } = rowActions(failureOutcome, () => render(), () => poller.refreshNow())
+
+/**
+ * A probe's word, with its reason.
+ * @param {Probe} probe
+ */
+const probeLine = (probe) =>
+  probe.outcome === "vetoed"
+    ? `vetoed by its provider: ${probe.message ?? "no reason given"}`
+    : `the provider's probe ${probe.outcome === "timed-out" ? "timed out" : "failed"}${probe.message === undefined ? "" : `: ${probe.message}`}`
+
+/**
+ * @param {string} agentId
+ */
+const collect = (agentId) =>
+  act(agentId, async () => {
+    /** @type {CollectResult} */
+    const result = await api(`${base}/runtimes/${encodeURIComponent(agentId)}/collect`, { method: "POST" })
+    if (result.outcome === "collected") return { kind: "ok", text: "Collected: released; the next prompt resumes its session." }
+    if (result.outcome === "failed") return { kind: "error", text: `Not collected: ${result.error?._tag}: ${result.error?.message}` }
+    const details = [
+      ...result.blockers.map(blockerLine),
+      ...(result.lastProbe === undefined || result.lastProbe === null ? [] : [probeLine(result.lastProbe)])
+    ]
+    return { kind: "refused", text: `Not collected: it is ${result.state ?? "retained"}.`, details }
+  })
+
+/**
+ * @param {string} agentId
+ */
+const close = (agentId) =>
+  act(agentId, async () => {
+    await api(`${agentPath(agentId)}/close`, { method: "POST" })
+    return { kind: "ok", text: "Closed: its runtime is released and the agent kept." }
+  })
+
+/**
+ * @param {string} agentId
+ * @param {string} permissionId
+ * @param {boolean} allow
+ */
+const answer = (agentId, permissionId, allow) =>
+  act(agentId, async () => {
+    await api(`${agentPath(agentId)}/permissions/${encodeURIComponent(permissionId)}`, { method: "POST", body: { allow } })
+    return { kind: "ok", text: `Permission ${permissionId} ${allow ? "allowed" : "denied"}.` }
+  })
+
+/**
+ * Shows an agent's recent turns; each opens its output.
+ * @param {Agent} agent
+ */
+const openTurns = async (agent) => {
+  if (!(turnDialog instanceof HTMLDialogElement)) return
+  const body = turnDialog.querySelector("[data-turn-body]")
+  const heading = turnDialog.querySelector("[data-turn-title]")
+  if (body === null || heading === null) return
+  heading.textContent = `Turns of ${agent.agentId}`
+  body.replaceChildren(h("p", { class: "muted" }, "Loading…"))
+  if (!turnDialog.open) turnDialog.showModal()
+  try {
+    /** @type {Turn[]} */
+    const turns = await api(`${agentPath(agent.agentId)}/turns`)
+    body.replaceChildren(
+      turns.length === 0
+        ? h("p", { class: "muted" }, "No turn yet.")
+        : h(
+          "ul",
+          { class: "turns" },
+          turns.map((turn) =>
+            h(
+              "li",
+              {},
+              h("button", { type: "button", class: "link", onclick: () => showTurn(agent, turn) }, turn.turnId),
+              ` ${turn.state} · `,
+              h("time", { datetime: turn.acceptedAt, title: localTime(turn.acceptedAt) }, relative(turn.acceptedAt))
+            )
+          )
+        )
+    )
+  } catch (error) {
+    body.replaceChildren(h("div", {}, outcomeElement(failureOutcome(error))))
+  }
+}
+
+/**
+ * @param {Agent} agent
+ * @param {Turn} turn
+ */
+const showTurn = (agent, turn) => {
+  if (!(turnDialog instanceof HTMLDialogElement)) return
+  const body = turnDialog.querySelector("[data-turn-body]")
+  const heading = turnDialog.querySelector("[data-turn-title]")
+  if (body === null || heading === null) return
+  heading.textContent = `Turn ${turn.turnId} (${turn.state})`
+  body.replaceChildren(h(
+    "div",
+    {},
+    h("p", { class: "muted" }, `accepted ${localTime(turn.acceptedAt)}`, turn.endedAt === null ? "" : ` · ended ${localTime(turn.endedAt)}`),
+    turn.error === null ? null : h("div", { class: "outcome outcome-error" }, `${turn.error._tag ?? "error"}: ${turn.error.message ?? ""}`),
+    h("div", { class: "muted" }, "Prompt"),
+    h("pre", { class: "prompt" }, turn.text),
+    h("div", { class: "muted" }, "Reply"),
+    h("pre", { class: "output", "data-turn-output": "" }, turn.reply ?? "(no reply)"),
+    h("button", { type: "button", onclick: () => void openTurns(agent) }, "All turns")
+  ))
+}
+
+/**
+ * What keeps a runtime resident, by name: each blocker, the provider's veto and its reason, a failed probe.
+ * @param {Runtime | undefined} runtime
+ */
+const residency = (runtime) => {
+  if (runtime === undefined) return h("span", { class: "muted" }, "—")
+  const lines = [
+    ...runtime.blockers.map((b) => h("li", { class: "blocker" }, blockerLine(b))),
+    ...(runtime.lastProbe === null ? [] : [h("li", { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome }, probeLine(runtime.lastProbe))])
+  ]
+  return h(
+    "div",
+    {},
+    h("span", { class: `badge badge-${runtime.state}`, "data-residency": runtime.state }, runtime.state),
+    lines.length === 0 ? null : h("ul", { class: "blockers" }, lines)
+  )
+}
+
+/**
+ * @param {Agent} agent
+ */
+const agentRow = (agent) => {
+  const runtime = shown.runtimes.get(agent.agentId)
+  return h(
+    "tr",
+    { class: agent.resident ? "resident" : "released", "data-agent": agent.agentId },
+    h(
+      "td",
+      {},
+      h("div", { class: "name mono" }, agent.agentId),
+      h("div", { class: "muted path" }, agent.cwd),
+      agent.parentAgentId === null ? null : h("div", { class: "muted" }, `child of ${agent.parentAgentId}`)
+    ),
+    h("td", {}, agent.provider, agent.providerAvailable ? null : h("div", { class: "failure" }, "not configured")),
+    h("td", { class: "mono" }, agent.sessionId ?? "—"),
+    h(
+      "td",
+      {},
+      h("span", { class: `badge badge-${agent.resident ? "running" : "retired"}` }, agent.resident ? "resident" : "released"),
+      h("div", { class: "muted" }, agent.lifecycle)
+    ),
+    h("td", { class: "number" }, runtime === undefined ? "—" : formatBytes(runtime.rssBytes)),
+    h(
+      "td",
+      {},
+      runtime === undefined
+        ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt) }, relative(agent.lastActivityAt))
+        : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince) }, relative(runtime.idleSince))
+    ),
+    h("td", {}, runtime === undefined || runtime.eligibleAt === null ? "—" : h("span", {}, "in ", countdownElement(runtime.eligibleAt))),
+    h("td", {}, residency(runtime), outcomeElement(outcomeOf(agent.agentId))),
+    h(
+      "td",
+      {},
+      h(
+        "div",
+        { class: "actions" },
+        agent.resident ? h("button", { type: "button", onclick: () => void collect(agent.agentId) }, "Collect now") : null,
+        agent.resident ? h("button", { type: "button", onclick: () => void close(agent.agentId) }, "Close") : null,
+        h("button", { type: "button", onclick: () => void openTurns(agent) }, "Turns"),
+        agent.pendingPermissions.map((permissionId) =>
+          h(
+            "div",
+            { class: "permission" },
+            h("span", { class: "mono" }, `permission ${permissionId}`),
+            h("button", { type: "button", onclick: () => void answer(agent.agentId, permissionId, true) }, "Allow"),
+            h("button", { type: "button", class: "danger", onclick: () => void answer(agent.agentId, permissionId, false) }, "Deny")
+          )
+        )
+      )
+    )
+  )
+}
+
+/**
+ * @param {DaemonStatus} daemon
+ */
+const daemonSummary = (daemon) =>
+  h(
+    "p",
+    { class: "summary" },
+    `pid ${daemon.pid} · ${daemon.packageVersion} · idle timeout `,
+    h("strong", {}, daemon.idleTimeout.millis === null ? "none" : `${daemon.idleTimeout.value}`),
+    ` (${daemon.idleTimeout.source}) · `,
+    daemon.phase === "retiring"
+      ? h("span", { class: "badge badge-retiring" }, "retiring")
+      : daemon.deadline === null
+      ? "no idle timer"
+      : h("span", {}, "retires in ", countdownElement(daemon.deadline)),
+    daemon.blockers.length === 0 ? "" : ` · kept by: ${daemon.blockers.map(blockerLine).join("; ")}`
+  )
+
+const render = () => {
+  if (main === null) return
+  const resident = shown.agents.filter((agent) => agent.resident).length
+  main.replaceChildren(h(
+    "div",
+    {},
+    shown.problem === null ? null : h("div", { class: "outcome outcome-refused", role: "status", "data-problem": "" }, shown.problem),
+    shown.daemon === null ? null : daemonSummary(shown.daemon),
+    shown.agents.length === 0
+      ? h("p", { class: "empty" }, shown.problem === null ? "No agent yet: create one with quiesce agents create." : "")
+      : h(
+        "div",
+        {},
+        h("p", { class: "muted" }, `${shown.agents.length} agents, ${resident} resident`),
+        table(
+          "agents",
+          ["Agent", "Provider", "Session", "State", "Memory", "Idle since", "Releasable", "Why resident", ""],
+          shown.agents.map(agentRow)
+        )
+      )
+  ))
+}
+
+const refresh = async () => {
+  try {
+    /** @type {Promise<DaemonStatus>} */
+    const daemonRead = api(`${base}/daemon`)
+    /** @type {Promise<Agent[]>} */
+    const agentsRead = api(`${base}/agents`)
+    /** @type {Promise<Runtime[]>} */
+    const runtimesRead = api(`${base}/runtimes`)
+    const [daemon, agents, runtimes] = await Promise.all([daemonRead, agentsRead, runtimesRead])
+    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), problem: null }
+    if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
+  } catch (error) {
+    // Through a hub, a retired home answers with what it is (a read never starts its daemon).
+    const text = error instanceof ApiError ? `${error.tag}: ${error.message}` : failureOutcome(error).text
+    shown = { daemon: null, agents: [], runtimes: new Map(), problem: text }
+    if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
+  }
+  render()
+}
+
+if (title !== null && homeName !== null) {
+  title.replaceChildren(h("a", { href: "/" }, "Quiesce hub"), " › ", homeName)
+  document.title = `${homeName} · Quiesce`
+}
+
+turnDialog?.querySelector("[data-turn-close]")?.addEventListener("click", () => {
+  if (turnDialog instanceof HTMLDialogElement) turnDialog.close()
+})
+
+const poller = pollWhileVisible(refresh, 2000)
+startTicking()

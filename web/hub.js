@@ -1,0 +1,249 @@
+// @ts-check
+// The hub's resident inventory: one row per home, what its daemon armed and where it stands, and
+// the operator's actions on the identity the row shows.
+import {
+  api,
+  ApiError,
+  blockerLine,
+  countdownElement,
+  failureOutcome,
+  formatBytes,
+  h,
+  localTime,
+  outcomeElement,
+  pollWhileVisible,
+  relative,
+  rowActions,
+  startTicking,
+  table
+} from "./common.js"
+
+/**
+ * @typedef {{ value: string | null, millis: number | null, source: string }} IdleTimeout
+ * @typedef {{ category: string, agentId?: string, detail?: string }} RetirementBlocker
+ * @typedef {{ kind: string, message: string }} RetirementFailure
+ * @typedef {{ at: string, trigger: string, outcome: string, blockers: RetirementBlocker[], failure: RetirementFailure | null }} Attempt
+ * @typedef {{
+ *   name: string, home: string, state: string, archived: boolean, pid: number | null, startTime: number | null,
+ *   startedAt: string | null, instanceId: string | null, protocolVersion: number | null, compatible: boolean | null,
+ *   packageVersion: string | null, idleTimeout: IdleTimeout | null, phase: string | null, deadline: string | null,
+ *   blockers: string[], lastAttempt: Attempt | null, failure: RetirementFailure | null, memoryBytes: number | null,
+ *   canRetire: boolean, note: string
+ * }} DaemonRow
+ * @typedef {{ protocolVersion: number, hubDefaultIdleTimeout: { value: string, source: string }, daemons: DaemonRow[] }} Inventory
+ * @typedef {import("./common.js").Outcome} Outcome
+ */
+
+const main = document.getElementById("app")
+const status = document.getElementById("status")
+const dialog = document.getElementById("stop-dialog")
+
+/** @type {Inventory | undefined} */
+let shown
+
+/**
+ * A failed action; a refused retire now carries the blockers of that very attempt.
+ * @param {unknown} error
+ * @returns {Outcome}
+ */
+const refusal = (error) => {
+  const outcome = failureOutcome(error)
+  const listed = error instanceof ApiError ? error.body["blockers"] : undefined
+  return Array.isArray(listed) && listed.length > 0
+    ? { kind: "refused", text: "Retire now refused: it stays resident, kept by", details: listed.map(blockerLine) }
+    : outcome
+}
+
+const { act, outcomeOf } = rowActions(refusal, () => render(), () => poller.refreshNow())
+
+/**
+ * @param {DaemonRow} row
+ */
+const identityOf = (row) => ({ pid: row.pid ?? 0, startTime: row.startTime, instanceId: row.instanceId ?? "" })
+
+/**
+ * @param {string} name
+ */
+const homePath = (name) => `/v1/daemons/${encodeURIComponent(name)}`
+
+/**
+ * @param {DaemonRow} row
+ */
+const retire = (row) =>
+  act(row.name, async () => {
+    /** @type {Attempt} */
+    const attempt = await api(`${homePath(row.name)}/retire`, { method: "POST", body: identityOf(row) })
+    return { kind: "ok", text: `Retired at ${localTime(attempt.at)}: its agents are saved; the next mutation brings it back.` }
+  })
+
+/**
+ * @param {DaemonRow} row
+ */
+const resume = (row) =>
+  act(row.name, async () => {
+    /** @type {DaemonRow} */
+    const resumed = await api(`${homePath(row.name)}/resume`, { method: "POST" })
+    return { kind: "ok", text: `Resumed: ${resumed.state}${resumed.pid === null ? "" : `, pid ${resumed.pid}`}.` }
+  })
+
+/**
+ * The confirmation names the home and the process; only its own button stops.
+ * @param {DaemonRow} row
+ */
+const confirmStop = (row) => {
+  if (!(dialog instanceof HTMLDialogElement)) return
+  const text = dialog.querySelector("[data-stop-text]")
+  if (text !== null) {
+    text.replaceChildren(
+      "Force stop the daemon of ",
+      h("strong", {}, row.name),
+      ` (${row.home}), pid `,
+      h("strong", {}, String(row.pid)),
+      "? Running turns, background work and finish watches may be interrupted, and the home stays stopped until you resume it."
+    )
+  }
+  const confirm = dialog.querySelector("[data-stop-confirm]")
+  const cancel = dialog.querySelector("[data-stop-cancel]")
+  if (!(confirm instanceof HTMLButtonElement) || !(cancel instanceof HTMLButtonElement)) return
+  confirm.onclick = () => {
+    dialog.close()
+    void act(row.name, async () => {
+      /** @type {{ name: string, pid: number, killed: boolean, exited: boolean }} */
+      const result = await api(`${homePath(row.name)}/stop`, {
+        method: "POST",
+        body: { identity: identityOf(row), confirm: `${row.name}:${row.pid}` }
+      })
+      return {
+        kind: result.exited ? "ok" : "error",
+        text: `Stopped pid ${result.pid}${result.killed ? " (killed after the grace)" : ""}` +
+          (result.exited ? "." : ": its exit is not confirmed.")
+      }
+    })
+  }
+  cancel.onclick = () => dialog.close()
+  dialog.showModal()
+}
+
+/**
+ * @param {DaemonRow} row
+ */
+const actions = (row) =>
+  h(
+    "div",
+    { class: "actions" },
+    row.canRetire ? h("button", { type: "button", onclick: () => void retire(row) }, "Retire now") : null,
+    row.pid !== null ? h("button", { type: "button", class: "danger", onclick: () => confirmStop(row) }, "Force stop") : null,
+    row.state === "stopped" && !row.archived ? h("button", { type: "button", onclick: () => void resume(row) }, "Resume") : null,
+    row.state !== "stopped" ? h("a", { href: `/homes/${encodeURIComponent(row.name)}/` }, "Runtimes") : null
+  )
+
+/**
+ * @param {IdleTimeout | null} timeout
+ */
+const timeoutText = (timeout) =>
+  timeout === null ? "—" : timeout.millis === null ? `none (${timeout.source})` : `${timeout.value} (${timeout.source})`
+
+/**
+ * @param {Attempt | null} attempt
+ */
+const attemptCell = (attempt) =>
+  attempt === null ? "—" : h(
+    "div",
+    {},
+    h("span", { class: `attempt attempt-${attempt.outcome}` }, `${attempt.outcome} (${attempt.trigger})`),
+    " ",
+    h("time", { datetime: attempt.at, title: localTime(attempt.at) }, relative(attempt.at)),
+    attempt.blockers.length > 0 ? h("ul", { class: "blockers" }, attempt.blockers.map((b) => h("li", {}, blockerLine(b)))) : null,
+    attempt.failure === null ? null : h("div", { class: "failure" }, `${attempt.failure.kind}: ${attempt.failure.message}`)
+  )
+
+/**
+ * @param {DaemonRow} row
+ */
+const rowElement = (row) =>
+  h(
+    "tr",
+    { class: `home state-${row.state}${row.archived ? " archived" : ""}`, "data-home": row.name },
+    h(
+      "td",
+      {},
+      h("div", { class: "name" }, row.name),
+      h("div", { class: "muted path" }, row.home),
+      row.archived ? h("span", { class: "badge badge-archived" }, "archived") : null
+    ),
+    h(
+      "td",
+      {},
+      h("span", { class: `badge badge-${row.state}`, "data-state": row.state }, row.state),
+      row.phase === "retiring" ? h("span", { class: "badge badge-retiring" }, "retiring") : null,
+      h("div", { class: "note" }, row.note),
+      outcomeElement(outcomeOf(row.name))
+    ),
+    h(
+      "td",
+      {},
+      row.pid === null ? "—" : h(
+        "div",
+        {},
+        h("div", {}, `pid ${row.pid}`),
+        row.startedAt === null
+          ? null
+          : h("div", { class: "muted" }, h("time", { datetime: row.startedAt, title: localTime(row.startedAt) }, `started ${relative(row.startedAt)}`)),
+        h(
+          "div",
+          { class: row.compatible === false ? "incompatible" : "muted" },
+          `protocol ${row.protocolVersion ?? "?"}${row.compatible === false ? " (incompatible)" : ""}`,
+          row.packageVersion === null ? "" : ` · ${row.packageVersion}`
+        )
+      )
+    ),
+    h("td", {}, timeoutText(row.idleTimeout)),
+    h(
+      "td",
+      {},
+      row.deadline === null ? "—" : h("div", {}, "retires in ", countdownElement(row.deadline))
+    ),
+    h(
+      "td",
+      {},
+      row.blockers.length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "blockers" }, row.blockers.map((b) => h("li", {}, b)))
+    ),
+    h("td", {}, attemptCell(row.lastAttempt)),
+    h("td", { class: "number" }, row.pid === null ? "—" : formatBytes(row.memoryBytes)),
+    h("td", {}, actions(row))
+  )
+
+const render = () => {
+  if (main === null || shown === undefined) return
+  const inventory = shown
+  main.replaceChildren(
+    h(
+      "p",
+      { class: "summary" },
+      "Hub default idle timeout: ",
+      h("strong", { "data-hub-default": "" }, inventory.hubDefaultIdleTimeout.value),
+      ` (${inventory.hubDefaultIdleTimeout.source}) · daemon protocol ${inventory.protocolVersion} · `,
+      `${inventory.daemons.filter((row) => row.state === "running").length} of ${inventory.daemons.length} homes resident`
+    ),
+    inventory.daemons.length === 0
+      ? h("p", { class: "empty" }, "The hub manages no home yet: add one with quiesce hub add NAME DIR.")
+      : table(
+        "inventory",
+        ["Home", "State", "Process", "Idle timeout", "Deadline", "Keeps it resident", "Last attempt", "Memory", ""],
+        inventory.daemons.map(rowElement)
+      )
+  )
+}
+
+const refresh = async () => {
+  try {
+    shown = await api("/v1/daemons")
+    if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
+    render()
+  } catch (error) {
+    if (status !== null) status.textContent = failureOutcome(error).text
+  }
+}
+
+const poller = pollWhileVisible(refresh, 2000)
+startTicking()
