@@ -51,21 +51,48 @@ export class ApiError extends Error {
  */
 const isRecord = (value) => typeof value === "object" && value !== null && !Array.isArray(value)
 
+/** Where the page keeps its session's key: this origin's storage, which no other port of the host can read. */
+const keyStorage = "quiesce.sessionKey"
+
+/** The header the key goes in; the cookie, its other half, the browser sends itself. */
+const keyHeader = "quiesce-session-key"
+
 /**
- * Calls the API with the page's session cookie; an answer that is not 2xx becomes an `ApiError`.
+ * @param {string} key
+ */
+export const rememberSessionKey = (key) => localStorage.setItem(keyStorage, key)
+
+export const forgetSessionKey = () => localStorage.removeItem(keyStorage)
+
+/** Set once the server said the session is over: the page stops asking. */
+let signedOut = false
+
+/**
+ * Calls the API with the page's session (its cookie, and its key in a header); an answer that is
+ * not 2xx becomes an `ApiError`, and a request that never got an answer says so.
  * @template T
  * @param {string} path
  * @param {{ method?: string, body?: unknown }} [options]
  * @returns {Promise<T>}
  */
 export const api = async (path, options = {}) => {
+  /** @type {Record<string, string>} */
+  const headers = {}
+  const key = localStorage.getItem(keyStorage)
+  if (key !== null) headers[keyHeader] = key
   /** @type {RequestInit} */
-  const init = { method: options.method ?? "GET", credentials: "same-origin" }
+  const init = { method: options.method ?? "GET", credentials: "same-origin", headers }
   if (options.body !== undefined) {
-    init.headers = { "content-type": "application/json" }
+    headers["content-type"] = "application/json"
     init.body = JSON.stringify(options.body)
   }
-  const response = await fetch(path, init)
+  /** @type {Response} */
+  let response
+  try {
+    response = await fetch(path, init)
+  } catch {
+    throw new ApiError(0, "NoAnswer", "The server does not answer: it may have retired or stopped (start it again, then reload)", {})
+  }
   const text = await response.text()
   // The API's own JSON, whose shapes the callers name (see the typedefs of each page).
   const body = parseJson(text)
@@ -94,11 +121,28 @@ const parseJson = (text) => {
   }
 }
 
-/** The session ended (expired, or the server restarted): say how to get a new one. */
+/** The session ended (expired, signed out, or the server restarted): stop, and say how to get a new one. */
 const showSignedOut = () => {
+  signedOut = true
+  document.body.classList.add("signed-out")
   const banner = document.getElementById("signed-out")
   if (banner !== null) banner.hidden = false
 }
+
+/**
+ * A "Sign out" button: ends the session on the server, forgets the key, and shows the login page.
+ * @returns {HTMLElement}
+ */
+export const signOutButton = () =>
+  h("button", {
+    type: "button",
+    onclick: () => {
+      api("/v1/session", { method: "DELETE" }).finally(() => {
+        forgetSessionKey()
+        location.replace("/login")
+      })
+    }
+  }, "Sign out")
 
 /**
  * "3 h ago", "in 12 s".
@@ -169,7 +213,9 @@ export const startTicking = () => {
 
 /**
  * Runs `refresh` now and every `intervalMillis` while the page is visible; a hidden page makes
- * no request at all (and a visible one only reads, which never counts as activity).
+ * no request at all (and a visible one only reads, which never counts as activity). One chain of
+ * timers at most: `refreshNow` replaces the pending one, and a call during a refresh runs one more
+ * right after it. A session that ended stops it.
  * @param {() => Promise<void>} refresh
  * @param {number} intervalMillis
  */
@@ -177,24 +223,33 @@ export const pollWhileVisible = (refresh, intervalMillis) => {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer
   let running = false
-  const tick = async () => {
+  let again = false
+  const cancel = () => {
+    if (timer !== undefined) clearTimeout(timer)
     timer = undefined
-    if (document.visibilityState !== "visible" || running) return
+  }
+  const tick = async () => {
+    cancel()
+    if (running) {
+      again = true
+      return
+    }
+    if (document.visibilityState !== "visible" || signedOut) return
     running = true
     try {
       await refresh()
     } finally {
       running = false
-      if (document.visibilityState === "visible" && timer === undefined) timer = setTimeout(tick, intervalMillis)
     }
+    if (again) {
+      again = false
+      return tick()
+    }
+    if (document.visibilityState === "visible" && !signedOut) timer = setTimeout(tick, intervalMillis)
   }
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") {
-      if (timer === undefined) void tick()
-    } else if (timer !== undefined) {
-      clearTimeout(timer)
-      timer = undefined
-    }
+    if (document.visibilityState === "visible") void tick()
+    else cancel()
   })
   void tick()
   return { refreshNow: tick }

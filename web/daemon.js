@@ -15,6 +15,7 @@ import {
   pollWhileVisible,
   relative,
   rowActions,
+  signOutButton,
   startTicking,
   table
 } from "./common.js"
@@ -308,11 +309,15 @@ const refresh = async () => {
 if (title !== null && homeName !== null) {
   title.replaceChildren(h("a", { href: "/" }, "Quiesce hub"), " › ", homeName)
   document.title = `${homeName} · Quiesce`
+  // The session here is the hub's.
+  document.getElementById("signed-out")?.replaceChildren(`The session ended: get a new link with quiesce --hub ${homeName} open.`)
 }
 
 turnDialog?.querySelector("[data-turn-close]")?.addEventListener("click", () => {
   if (turnDialog instanceof HTMLDialogElement) turnDialog.close()
 })
+
+document.getElementById("account")?.append(signOutButton())
 
 const poller = pollWhileVisible(refresh, 2000)
 startTicking()

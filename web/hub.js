@@ -14,6 +14,7 @@ import {
   pollWhileVisible,
   relative,
   rowActions,
+  signOutButton,
   startTicking,
   table
 } from "./common.js"
@@ -244,6 +245,8 @@ const refresh = async () => {
     if (status !== null) status.textContent = failureOutcome(error).text
   }
 }
+
+document.getElementById("account")?.append(signOutButton())
 
 const poller = pollWhileVisible(refresh, 2000)
 startTicking()

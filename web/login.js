@@ -1,8 +1,9 @@
 // @ts-check
 // The login: the one-time code is in the URL's fragment (`/login#CODE`), which the browser never
-// sends anywhere; it is posted once, the session cookie comes back, and the page moves on to `/`
-// replacing this history entry, so the code does not stay in the history either.
-import { api, failureOutcome, h } from "./common.js"
+// sends anywhere; it is posted once, the session comes back (its cookie, and its key, which the
+// page keeps in this origin's storage), and the page moves on to `/` replacing this history
+// entry, so the code does not stay in the history either.
+import { api, failureOutcome, h, rememberSessionKey } from "./common.js"
 
 const message = document.getElementById("login-message")
 const code = location.hash.slice(1)
@@ -20,8 +21,13 @@ if (code !== "") {
   // The code leaves the address bar before anything else happens.
   history.replaceState(null, "", location.pathname)
   say("Signing in…", "ok")
-  api("/v1/session", { method: "POST", body: { code } }).then(
-    () => location.replace(next),
+  /** @type {Promise<{ key: string, expiresAt: string }>} */
+  const started = api("/v1/session", { method: "POST", body: { code } })
+  started.then(
+    (session) => {
+      rememberSessionKey(session.key)
+      location.replace(next)
+    },
     (error) => say(failureOutcome(error).text, "error")
   )
 }

@@ -5,6 +5,7 @@
  * visible. Screenshots of both pages are saved under the test's temporary folder, whose path is
  * printed.
  */
+import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -37,6 +38,7 @@ import {
   writeHubConfig
 } from "../support/hubProcess.ts"
 
+const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
 const missing = chromiumMissing()
 let running: RunningBrowser | undefined
 const contexts: Array<BrowserContext> = []
@@ -129,7 +131,10 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const url = loginUrl(runHubCli(hubHome, "hub", "open"))
     await signIn(page, url)
     const [cookie] = await context.cookies()
-    expect(cookie).toMatchObject({ name: "quiesce_session", httpOnly: true, sameSite: "Strict", path: "/" })
+    expect(cookie).toMatchObject({ name: `quiesce_session_${hub.port}`, httpOnly: true, sameSite: "Strict", path: "/" })
+    // What every other port of the host is sent, the cookie, reads nothing without the page's key.
+    const replayed = await fetch(`http://127.0.0.1:${hub.port}/v1/daemons`, { headers: { cookie: `${cookie!.name}=${cookie!.value}` } })
+    expect(replayed.status).toBe(401)
     // The token never reaches the browser.
     expect(await page.content()).not.toContain(hub.token)
 
@@ -205,12 +210,15 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     // Not retried behind the operator's back: the new daemon serves on.
     expect(processAlive(daemonRecord(join(root, "idle"))!.pid)).toBe(true)
 
-    // The page's cookie, sent by something that is not the page.
+    // The page's whole session (cookie and key), sent by something that is not the page.
     const [cookie] = await page.context().cookies()
+    const key = await page.evaluate(() => localStorage.getItem("quiesce.sessionKey"))
+    const session = { cookie: `${cookie!.name}=${cookie!.value}`, "quiesce-session-key": key ?? "" }
+    expect((await fetch(`http://127.0.0.1:${hub.port}/v1/daemons`, { headers: session })).status).toBe(200)
     const sent = (origin: string | undefined) =>
       fetch(`http://127.0.0.1:${hub.port}/v1/daemons/idle/resume`, {
         method: "POST",
-        headers: { cookie: `quiesce_session=${cookie!.value}`, ...(origin === undefined ? {} : { origin }) }
+        headers: { ...session, ...(origin === undefined ? {} : { origin }) }
       })
     const crossOrigin = await sent("http://127.0.0.1:1")
     expect(crossOrigin.status).toBe(403)
@@ -218,7 +226,7 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect((await sent(undefined)).status).toBe(403)
     const forwarded = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/idle/sweep`, {
       method: "POST",
-      headers: { cookie: `quiesce_session=${cookie!.value}`, origin: "http://evil.example" }
+      headers: { ...session, origin: "http://evil.example" }
     })
     expect(forwarded.status).toBe(403)
   }, 120_000)
@@ -266,9 +274,9 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
   }, 120_000)
 
-  it("through the hub, a home's daemon page is served by the hub and its requests are forwarded", async () => {
-    const { busyAgent, hub, hubHome } = await twoHomes("1h")
-    const { page } = await newPage()
+  it("through the hub, a home's daemon page is served by the hub and its requests are forwarded; the hub's and a daemon's sessions live side by side", async () => {
+    const { busyAgent, hub, hubHome, root } = await twoHomes("1h")
+    const { context, page } = await newPage()
     await signIn(page, loginUrl(runHubCli(hubHome, "--hub", "busy", "open")))
     expect(new URL(page.url()).pathname).toBe("/homes/busy/")
     const row = page.locator(`tr[data-agent="${busyAgent}"]`)
@@ -276,6 +284,25 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => row.locator(".outcome-refused").textContent(), { timeout: 20_000 }).toContain("sleep 600")
     expect(await page.locator("#title").textContent()).toContain("busy")
     expect((await inventoryRow(hub, "busy")).state).toBe("running")
+
+    // Signed in to the daemon itself too, in the same browser: each server keeps its own session.
+    const direct = spawnSync(process.execPath, [cli, "--home", join(root, "busy"), "open"], { encoding: "utf8", timeout: 20_000 })
+    const daemonPage = await context.newPage()
+    await signIn(daemonPage, loginUrl({ status: direct.status, stdout: direct.stdout, stderr: direct.stderr }))
+    await expect.poll(() => daemonPage.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
+    expect((await context.cookies()).map((cookie) => cookie.name).sort()).toEqual(
+      [`quiesce_session_${hub.port}`, `quiesce_session_${daemonRecord(join(root, "busy"))!.port}`].sort()
+    )
+    await page.reload()
+    await expect.poll(() => page.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
+    expect(await page.locator("#signed-out").isHidden()).toBe(true)
+
+    // Signing out of the hub leaves the daemon's session alone.
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.waitForURL((address) => address.pathname === "/login")
+    expect((await page.goto(`http://127.0.0.1:${hub.port}/`))?.status()).toBe(401)
+    await daemonPage.reload()
+    await expect.poll(() => daemonPage.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
   }, 120_000)
 
   it("a page left open and hidden longer than the idle timeout makes no request and does not keep the daemon", async () => {

@@ -16,7 +16,7 @@ import {
   OpenApi
 } from "effect/http-api"
 import { AgentLifecycle, Labels } from "../../domain/agent.ts"
-import { sessionSecurity } from "./pageSessions.ts"
+import { sessionKeySecurity } from "./pageSessions.ts"
 import { asProblem } from "./problem.ts"
 import { MemberBlocker } from "../../domain/blocker.ts"
 import {
@@ -99,12 +99,18 @@ export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asPro
 
 /**
  * `Authorization: Bearer <token>` on every route but health, metrics, the OpenAPI document and the
- * login; or a web page's session cookie (see pageSessions.ts), which also needs the server's own
- * origin for anything but a read.
+ * login; or a web page's session: its cookie with its key in the `quiesce-session-key` header
+ * (see pageSessions.ts), which also needs the server's own origin for anything but a read.
  */
 export class Authorization extends HttpApiMiddleware.Service<Authorization>()("quiesce/http/Authorization", {
-  security: { bearer: HttpApiSecurity.bearer, session: sessionSecurity },
+  security: { bearer: HttpApiSecurity.bearer, session: sessionKeySecurity },
   error: [Unauthorized.pipe(asProblem(401)), CrossOriginRefused.pipe(asProblem(403))]
+}) {}
+
+/** The bearer token alone: what may hand out logins (a page session cannot renew itself). */
+export class TokenAuthorization extends HttpApiMiddleware.Service<TokenAuthorization>()("quiesce/http/TokenAuthorization", {
+  security: { bearer: HttpApiSecurity.bearer },
+  error: Unauthorized.pipe(asProblem(401))
 }) {}
 
 /**
@@ -329,19 +335,27 @@ export type LoginLink = typeof LoginLink.Type
 
 export const SessionRequest = Schema.Struct({ code: NonEmptyString.check(Schema.isMaxLength(128)) })
 
+/** A started session: the key the page sends with its cookie, and when both expire. */
+export const SessionStarted = Schema.Struct({
+  key: Schema.String,
+  expiresAt: Schema.String
+})
+
 /**
- * The web pages' login, the same on a daemon and on a hub: a token holder asks for a one-time
- * link (`quiesce open`); the login page exchanges its code for the session cookie.
+ * The web pages' login, the same on a daemon and on a hub: the token's holder asks for a
+ * one-time link (`quiesce open`); the login page exchanges its code for the session (the cookie,
+ * and the key in the answer); signing out ends it.
  */
 export class SessionGroup extends HttpApiGroup.make("session")
   .add(
     HttpApiEndpoint.post("link", "/v1/login-links", { success: LoginLink.pipe(HttpApiSchema.status(201)) })
-      .middleware(Authorization),
+      .middleware(TokenAuthorization),
     HttpApiEndpoint.post("start", "/v1/session", {
       payload: SessionRequest,
-      success: HttpApiSchema.NoContent,
+      success: SessionStarted.pipe(HttpApiSchema.status(201)),
       error: [LoginCodeInvalid.pipe(asProblem(401)), CrossOriginRefused.pipe(asProblem(403))]
-    })
+    }),
+    HttpApiEndpoint.delete("end", "/v1/session", { success: HttpApiSchema.NoContent }).middleware(Authorization)
   )
 {}
 

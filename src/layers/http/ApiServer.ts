@@ -49,13 +49,14 @@ import {
   RequestBodyLimit,
   RequestTooLarge,
   type RetirementAttemptView,
+  TokenAuthorization,
   type RuntimeRow,
   type SweepResult,
   type TurnView,
   Unauthorized
 } from "./Api.ts"
-import { PageSessions, sameOriginOrRead } from "./pageSessions.ts"
-import { loginLink, pageRoutes, startSession } from "./pages.ts"
+import { checkSession, PageSessions } from "./pageSessions.ts"
+import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
 
 // ---- admission ---------------------------------------------------------------------------------
 
@@ -111,14 +112,23 @@ export const authorizationLayer = (token: string) => {
       const sessions = yield* PageSessions
       return Authorization.of({
         bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized()),
-        session: (httpEffect, { credential }) =>
+        // The key arrives as the credential; `checkSession` reads it with the cookie.
+        session: (httpEffect) =>
           Effect.gen(function*() {
-            if (!(yield* sessions.isValid(Redacted.value(credential)))) return yield* unauthorized()
-            if (!sameOriginOrRead(yield* HttpServerRequest.HttpServerRequest)) return yield* crossOriginRefused()
+            const check = yield* checkSession(sessions, yield* HttpServerRequest.HttpServerRequest)
+            if (check === "unauthorized") return yield* unauthorized()
+            if (check === "cross-origin") return yield* crossOriginRefused()
             return yield* httpEffect
           })
       })
     })
+  ).pipe(
+    Layer.merge(Layer.succeed(
+      TokenAuthorization,
+      TokenAuthorization.of({
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized())
+      })
+    ))
   )
 }
 
@@ -134,6 +144,7 @@ export const sessionHandlers = HttpApiBuilder.group(
     return handlers
       .handle("link", () => loginLink(sessions))
       .handle("start", ({ payload }) => startSession(sessions, payload.code))
+      .handle("end", () => endSession(sessions))
   })
 )
 

@@ -14,8 +14,8 @@ import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
 import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "./Api.ts"
 import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
-import { PageSessions, sameOriginOrRead, sessionCookie } from "./pageSessions.ts"
-import { loginLink, pageRoutes, startSession } from "./pages.ts"
+import { checkSession, PageSessions } from "./pageSessions.ts"
+import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
 import { problemMembers } from "./problem.ts"
 
 const handlers = HttpApiBuilder.group(
@@ -39,6 +39,7 @@ const session = HttpApiBuilder.group(
     return handlers
       .handle("link", () => loginLink(sessions))
       .handle("start", ({ payload }) => startSession(sessions, payload.code))
+      .handle("end", () => endSession(sessions))
   })
 )
 
@@ -94,10 +95,9 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
       const header = request.headers["authorization"] ?? ""
       // The hub's token, or a page session (the daemon page of a home, served by the hub).
       if (!header.startsWith("Bearer ") || !accepts(header.slice(7))) {
-        if (!(yield* sessions.isValid(request.cookies[sessionCookie] ?? ""))) {
-          return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
-        }
-        if (!sameOriginOrRead(request)) {
+        const check = yield* checkSession(sessions, request)
+        if (check === "unauthorized") return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
+        if (check === "cross-origin") {
           return errorResponse(new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" }))
         }
       }

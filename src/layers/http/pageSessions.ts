@@ -1,21 +1,30 @@
 /**
  * Logins for the web pages. The CLI, holding the token, asks for a one-time login code and prints
  * a URL with it in the fragment (never sent to the server, never in its request log); the login
- * page posts the code once and gets an HttpOnly, SameSite=Strict session cookie. The token itself
- * never reaches the browser.
+ * page posts the code once and gets a session in two halves:
  *
- * SameSite does not tell ports apart (every `127.0.0.1:*` page is the same site), so a request
- * that a cookie authorises and that changes state must also come from this server's own origin.
+ * - an HttpOnly, SameSite=Strict cookie, which no script can read, and which gates the page
+ *   shells. Browsers send a host's cookies to every port of it, so the cookie's name carries the
+ *   port (`quiesce_session_7377`): a hub and its daemons on one host never overwrite each other's.
+ * - a key the page keeps in its origin's storage, which no other port can read, and sends as the
+ *   `quiesce-session-key` header. A server on another port of the host gets the cookie, never the key.
+ *
+ * The API takes a session only with both halves. SameSite does not tell ports apart either, so a
+ * request that a session authorises and that changes state must also come from this server's own
+ * origin.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { HttpApiSecurity } from "effect/http-api"
-import { createHash, randomBytes } from "node:crypto"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 
-/** The session cookie's name. */
-export const sessionCookie = "quiesce_session"
+/** The header that carries a page session's key. */
+export const sessionKeyHeader = "quiesce-session-key"
 
-/** The cookie as an HttpApi security scheme (it sits beside the bearer token). */
-export const sessionSecurity = HttpApiSecurity.apiKey({ in: "cookie", key: sessionCookie })
+/** The key as an HttpApi security scheme, beside the bearer token (the cookie is checked with it). */
+export const sessionKeySecurity = HttpApiSecurity.apiKey({ in: "header", key: sessionKeyHeader })
+
+/** The session cookie's name on the server a request was sent to (`Host`): one per port. */
+export const sessionCookieName = (host: string | undefined) => `quiesce_session_${/:(\d+)$/.exec(host ?? "")?.[1] ?? "80"}`
 
 /** How long a login code may wait to be used. */
 export const loginCodeTtlMillis = 5 * 60_000
@@ -33,31 +42,46 @@ export interface LoginCode {
   readonly expiresAt: number
 }
 
+/** A new session's two halves: the cookie's value and the page's key. */
+export interface PageSession {
+  readonly id: string
+  readonly key: string
+  readonly expiresAt: number
+}
+
 export class PageSessions extends Context.Service<PageSessions, {
   /** A new one-time login code. */
   readonly issueCode: Effect.Effect<LoginCode>
-  /** Uses up a code: a new session's id, or none when the code is unknown, used or expired. */
-  readonly redeem: (code: string) => Effect.Effect<Option.Option<string>>
-  /** Whether a session id is current. */
-  readonly isValid: (sessionId: string) => Effect.Effect<boolean>
+  /** Uses up a code: a new session, or none when the code is unknown, used or expired. */
+  readonly redeem: (code: string) => Effect.Effect<Option.Option<PageSession>>
+  /** Whether a session id (the cookie) is current: enough for a page shell, which holds no data. */
+  readonly isCurrent: (sessionId: string) => Effect.Effect<boolean>
+  /** Whether a session id and its key together are current: what the API takes. */
+  readonly authorizes: (sessionId: string, key: string) => Effect.Effect<boolean>
+  /** Ends a session (sign out). */
+  readonly end: (sessionId: string) => Effect.Effect<void>
 }>()("quiesce/http/PageSessions") {
   static readonly layer: Layer.Layer<PageSessions> = Layer.sync(PageSessions, () => {
-    // Keyed by a digest: what is held cannot be used as a code or a cookie, and a lookup's timing says nothing about one.
+    // Keyed by digests: what is held cannot be used as a code, a cookie or a key, and a lookup's
+    // timing says nothing about one.
+    const digest = (secret: string) => createHash("sha256").update(secret).digest()
+    const keyOf = (secret: string) => digest(secret).toString("base64url")
     const codes = new Map<string, number>()
-    const sessions = new Map<string, number>()
-    const keyOf = (secret: string) => createHash("sha256").update(secret).digest("base64url")
-    const bounded = (entries: Map<string, number>, max: number) => {
+    const sessions = new Map<string, { readonly expiresAt: number; readonly key: Buffer }>()
+    const bounded = (entries: Map<string, unknown>, max: number) => {
       for (const key of entries.keys()) {
         if (entries.size <= max) break
         entries.delete(key)
       }
     }
-    const take = (entries: Map<string, number>, secret: string, now: number, consume: boolean) => {
-      const key = keyOf(secret)
-      const expiresAt = entries.get(key)
-      if (expiresAt === undefined) return false
-      if (consume || expiresAt <= now) entries.delete(key)
-      return expiresAt > now
+    const current = (sessionId: string, now: number) => {
+      if (sessionId === "") return undefined
+      const id = keyOf(sessionId)
+      const session = sessions.get(id)
+      if (session === undefined) return undefined
+      if (session.expiresAt > now) return session
+      sessions.delete(id)
+      return undefined
     }
     const secret = () => randomBytes(32).toString("base64url")
     return PageSessions.of({
@@ -70,22 +94,47 @@ export class PageSessions extends Context.Service<PageSessions, {
       }),
       redeem: (code) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
-          if (code === "" || !take(codes, code, now, true)) return Option.none()
-          const id = secret()
-          sessions.set(keyOf(id), now + sessionTtlMillis)
+          const id = keyOf(code)
+          const expiresAt = codes.get(id)
+          codes.delete(id)
+          if (code === "" || expiresAt === undefined || expiresAt <= now) return Option.none()
+          const session = { id: secret(), key: secret(), expiresAt: now + sessionTtlMillis }
+          sessions.set(keyOf(session.id), { expiresAt: session.expiresAt, key: digest(session.key) })
           bounded(sessions, maxSessions)
-          return Option.some(id)
+          return Option.some(session)
         }),
-      isValid: (sessionId) =>
-        Effect.map(Clock.currentTimeMillis, (now) => sessionId !== "" && take(sessions, sessionId, now, false))
+      isCurrent: (sessionId) => Effect.map(Clock.currentTimeMillis, (now) => current(sessionId, now) !== undefined),
+      authorizes: (sessionId, key) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const session = current(sessionId, now)
+          return session !== undefined && key !== "" && timingSafeEqual(session.key, digest(key))
+        }),
+      end: (sessionId) => Effect.sync(() => void sessions.delete(keyOf(sessionId)))
     })
   })
 }
 
-const readMethods = new Set(["GET", "HEAD", "OPTIONS"])
+/** What a request's page session is worth: the API may serve it, it has none, or it is a change from elsewhere. */
+export type SessionCheck = "authorized" | "unauthorized" | "cross-origin"
+
+/** The request's cookie and key, then its origin (see `sameOriginOrRead`). */
+export const checkSession = (
+  sessions: PageSessions["Service"],
+  request: {
+    readonly method: string
+    readonly headers: Readonly<Record<string, string | undefined>>
+    readonly cookies: Readonly<Record<string, string | undefined>>
+  }
+): Effect.Effect<SessionCheck> =>
+  Effect.map(
+    sessions.authorizes(request.cookies[sessionCookieName(request.headers["host"])] ?? "", request.headers[sessionKeyHeader] ?? ""),
+    (valid) => !valid ? "unauthorized" : sameOriginOrRead(request) ? "authorized" : "cross-origin"
+  )
+
+const readMethods = new Set(["GET", "HEAD"])
 
 /**
- * Whether a request a cookie authorises may go ahead: reads always; anything else only from this
+ * Whether a request a session authorises may go ahead: reads always; anything else only from this
  * server's own origin (`Origin` naming the `Host` it was sent to, or, without `Origin`,
  * `Sec-Fetch-Site: same-origin`). A request with neither header is not from a browser's page and
  * is refused: other clients use the bearer token.

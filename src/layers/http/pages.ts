@@ -9,12 +9,12 @@
  */
 import { Duration, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { HttpApiBuilder } from "effect/http-api"
+import { HttpApiBuilder, HttpApiSecurity } from "effect/http-api"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { packageRoot } from "../../domain/version.ts"
 import { CrossOriginRefused, LoginCodeInvalid, type LoginLink } from "./Api.ts"
-import { PageSessions, sameOriginOrRead, sessionCookie, sessionSecurity, sessionTtlMillis } from "./pageSessions.ts"
+import { PageSessions, sameOriginOrRead, sessionCookieName, sessionTtlMillis } from "./pageSessions.ts"
 
 /** Which server serves the pages. */
 export type PageHost = "daemon" | "hub"
@@ -69,7 +69,7 @@ export const pageRoutes = (host: PageHost): Layer.Layer<never, never, HttpRouter
     const daemonPage = readWebFile("daemon.html")
     const assets = new Map<string, WebFile>(assetNames.map((name) => [name, readWebFile(name)]))
     const guarded = (page: WebFile) => (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.map(sessions.isValid(request.cookies[sessionCookie] ?? ""), (valid) => valid ? respond(page) : respond(login, 401))
+      Effect.map(sessions.isCurrent(request.cookies[sessionCookieName(request.headers["host"])] ?? ""), (valid) => valid ? respond(page) : respond(login, 401))
     const routes = [
       HttpRouter.route("GET", "/", guarded(home)),
       HttpRouter.route("GET", "/login", respond(login)),
@@ -93,7 +93,17 @@ export const loginLink = (sessions: PageSessions["Service"]): Effect.Effect<Logi
     expiresAt: new Date(expiresAt).toISOString()
   }))
 
-/** `POST /v1/session`: uses up a login code and sets the session cookie. */
+/** The session cookie of the server a request was sent to, set (or, with "", cleared). */
+const setSessionCookie = (request: HttpServerRequest.HttpServerRequest, value: string, maxAgeMillis: number) =>
+  HttpApiBuilder.securitySetCookie(HttpApiSecurity.apiKey({ in: "cookie", key: sessionCookieName(request.headers["host"]) }), value, {
+    // Plain HTTP on loopback: a Secure cookie would not be sent back.
+    secure: false,
+    sameSite: "strict",
+    path: "/",
+    maxAge: Duration.millis(maxAgeMillis)
+  })
+
+/** `POST /v1/session`: uses up a login code; sets the session cookie and answers the session's key. */
 export const startSession = Effect.fn("startSession")(function*(sessions: PageSessions["Service"], code: string) {
   const request = yield* HttpServerRequest.HttpServerRequest
   if (!sameOriginOrRead(request)) {
@@ -105,10 +115,13 @@ export const startSession = Effect.fn("startSession")(function*(sessions: PageSe
       message: "This login link is used or expired: get a new one with quiesce open (or quiesce hub open)"
     })
   }
-  yield* HttpApiBuilder.securitySetCookie(sessionSecurity, session.value, {
-    secure: false,
-    sameSite: "strict",
-    path: "/",
-    maxAge: Duration.millis(sessionTtlMillis)
-  })
+  yield* setSessionCookie(request, session.value.id, sessionTtlMillis)
+  return { key: session.value.key, expiresAt: new Date(session.value.expiresAt).toISOString() }
+})
+
+/** `DELETE /v1/session`: ends the request's session, if it has one, and clears its cookie. */
+export const endSession = Effect.fn("endSession")(function*(sessions: PageSessions["Service"]) {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  yield* sessions.end(request.cookies[sessionCookieName(request.headers["host"])] ?? "")
+  yield* setSessionCookie(request, "", 0)
 })

@@ -593,7 +593,8 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const thenForget = <A, E>(action: Effect.Effect<A, E>) => Effect.ensuring(action, forgetInventory)
       return HubDaemons.of({
         inventory,
-        route,
+        // A change routed to a daemon (its own retire now, say) may change its row too.
+        route: (name, prepared) => isRead(prepared.request.method) ? route(name, prepared) : thenForget(route(name, prepared)),
         retire: (name, identity) => thenForget(retire(name, identity)),
         stop: (name, identity, confirm) => thenForget(stop(name, identity, confirm)),
         resume: (name) => thenForget(resume(name))

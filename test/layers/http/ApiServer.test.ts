@@ -44,12 +44,12 @@ const apiClient = HttpApiClient.make(QuiesceApi, {
 
 /** A raw request; returns status, content type and parsed body (or text when not JSON). */
 const raw = Effect.fnUntraced(function*(
-  method: "GET" | "POST",
+  method: "GET" | "POST" | "DELETE",
   url: string,
   options: { readonly token?: string; readonly body?: string; readonly headers?: Record<string, string> } = {}
 ) {
   const client = yield* HttpClient.HttpClient
-  let request = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
+  let request = method === "GET" ? HttpClientRequest.get(url) : method === "POST" ? HttpClientRequest.post(url) : HttpClientRequest.delete(url)
   if (options.token !== undefined) request = HttpClientRequest.bearerToken(request, options.token)
   if (options.headers !== undefined) request = HttpClientRequest.setHeaders(request, options.headers)
   if (options.body !== undefined) request = HttpClientRequest.bodyText(request, options.body, "application/json")
@@ -746,18 +746,23 @@ describe("ApiServer's web pages and their login", () => {
   const linkPath = (body: unknown) => Schema.decodeUnknownSync(Schema.Struct({ path: Schema.String }))(body).path
   const tagOf = (body: unknown) => Schema.decodeUnknownSync(Schema.Struct({ _tag: Schema.String }))(body)._tag
 
-  /** Signs in with a fresh login link: the session cookie's value. */
+  /** Signs in with a fresh login link: the code, and the session's cookie and key as headers. */
   const signIn = Effect.fnUntraced(function*() {
     const link = yield* raw("POST", "/v1/login-links", { token })
     assert.strictEqual(link.status, 201)
     const path = linkPath(link.body)
     assert.match(path, /^\/login#[A-Za-z0-9_-]{43}$/)
     const code = path.slice("/login#".length)
-    const started = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin: yield* ownOrigin } })
-    assert.strictEqual(started.status, 204)
+    const origin = yield* ownOrigin
+    const started = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin } })
+    assert.strictEqual(started.status, 201)
     const cookie = String(started.setCookie)
-    assert.match(cookie, /^quiesce_session=[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; SameSite=Strict$/)
-    return { code, session: cookie.slice("quiesce_session=".length, cookie.indexOf(";")) }
+    const name = `quiesce_session_${new URL(origin).port}`
+    assert.match(cookie, new RegExp(`^${name}=[A-Za-z0-9_-]{43}; Max-Age=43200; Path=/; HttpOnly; SameSite=Strict$`))
+    const key = Schema.decodeUnknownSync(Schema.Struct({ key: Schema.String }))(started.body).key
+    assert.match(key, /^[A-Za-z0-9_-]{43}$/)
+    const value = cookie.slice(name.length + 1, cookie.indexOf(";"))
+    return { code, cookie: `${name}=${value}`, session: { cookie: `${name}=${value}`, "quiesce-session-key": key } }
   })
 
   it.effect("without a session: the login page (401) and no data; with one, the page and the API", () => {
@@ -772,14 +777,18 @@ describe("ApiServer's web pages and their login", () => {
       // A login link needs the token.
       assert.strictEqual((yield* raw("POST", "/v1/login-links")).status, 401)
 
-      const { session } = yield* signIn()
-      const cookie = { cookie: `quiesce_session=${session}` }
-      const page = yield* raw("GET", "/", { headers: cookie })
+      const { cookie, session } = yield* signIn()
+      const page = yield* raw("GET", "/", { headers: { cookie } })
       assert.strictEqual(page.status, 200)
       assert.include(String(page.body), "/assets/daemon.js")
       assert.notInclude(String(page.body), token)
-      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 200)
-      assert.strictEqual((yield* raw("GET", "/", { headers: { cookie: "quiesce_session=forged" } })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: session })).status, 200)
+      // The cookie alone (every port of the host is sent it) reads nothing; nor the key alone.
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: { cookie } })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: { "quiesce-session-key": session["quiesce-session-key"] } })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/", { headers: { cookie: `${cookie}x` } })).status, 401)
+      // A session cannot hand out logins: only the token can.
+      assert.strictEqual((yield* raw("POST", "/v1/login-links", { headers: { ...session, origin: yield* ownOrigin } })).status, 401)
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -798,11 +807,10 @@ describe("ApiServer's web pages and their login", () => {
       yield* TestClock.adjust("5 minutes")
       assert.strictEqual((yield* raw("POST", "/v1/session", { body: JSON.stringify({ code: late }), headers: origin })).status, 401)
 
-      const cookie = { cookie: `quiesce_session=${session}` }
       yield* TestClock.adjust("11 hours")
-      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 200)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: session })).status, 200)
       yield* TestClock.adjust("55 minutes")
-      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: cookie })).status, 401)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: session })).status, 401)
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -810,30 +818,41 @@ describe("ApiServer's web pages and their login", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const { session } = yield* signIn()
-      const cookie = `quiesce_session=${session}`
       const origin = yield* ownOrigin
       const body = JSON.stringify({ provider: "codex", cwd: workDir })
       const foreignHeaders: ReadonlyArray<Record<string, string>> = [
-        { cookie, origin: "http://127.0.0.1:1" },
-        { cookie, origin: "null" },
-        { cookie },
-        { cookie, "sec-fetch-site": "same-site" }
+        { ...session, origin: "http://127.0.0.1:1" },
+        { ...session, origin: "null" },
+        session,
+        { ...session, "sec-fetch-site": "same-site" }
       ]
       for (const headers of foreignHeaders) {
         const refused = yield* raw("POST", "/v1/agents", { body, headers })
         assert.strictEqual(refused.status, 403, JSON.stringify(headers))
         assert.strictEqual(tagOf(refused.body), "CrossOriginRefused")
       }
-      assert.deepStrictEqual((yield* raw("GET", "/v1/agents", { headers: { cookie } })).body, [])
-      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { cookie, origin } })).status, 201)
-      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { cookie, "sec-fetch-site": "same-origin" } })).status, 201)
+      assert.deepStrictEqual((yield* raw("GET", "/v1/agents", { headers: session })).body, [])
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { ...session, origin } })).status, 201)
+      assert.strictEqual((yield* raw("POST", "/v1/agents", { body, headers: { ...session, "sec-fetch-site": "same-origin" } })).status, 201)
       assert.strictEqual((yield* raw("POST", "/v1/agents", { body, token, headers: { origin: "http://elsewhere" } })).status, 201)
       // A login from another origin is refused too, and uses up nothing.
       const link = yield* raw("POST", "/v1/login-links", { token })
       const code = linkPath(link.body).slice("/login#".length)
       const foreign = yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin: "http://127.0.0.1:1" } })
       assert.strictEqual(foreign.status, 403)
-      assert.strictEqual((yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin } })).status, 204)
+      assert.strictEqual((yield* raw("POST", "/v1/session", { body: JSON.stringify({ code }), headers: { origin } })).status, 201)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("signing out ends the session and clears its cookie", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const { session } = yield* signIn()
+      const origin = yield* ownOrigin
+      const ended = yield* raw("DELETE", "/v1/session", { headers: { ...session, origin } })
+      assert.strictEqual(ended.status, 204)
+      assert.match(String(ended.setCookie), /^quiesce_session_\d+=; Max-Age=0;/)
+      assert.strictEqual((yield* raw("GET", "/v1/agents", { headers: session })).status, 401)
     }).pipe(Effect.provide(serve(provider)))
   })
 
