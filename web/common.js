@@ -123,6 +123,8 @@ const parseJson = (text) => {
 
 /** The session ended (expired, signed out, or the server restarted): stop, and say how to get a new one. */
 const showSignedOut = () => {
+  // Only a page with data signs out; the login page shows its own answer.
+  if (document.getElementById("signed-out") === null) return
   signedOut = true
   document.body.classList.add("signed-out")
   const banner = document.getElementById("signed-out")
@@ -137,9 +139,12 @@ export const signOutButton = () =>
   h("button", {
     type: "button",
     onclick: () => {
-      api("/v1/session", { method: "DELETE" }).finally(() => {
-        forgetSessionKey()
-        location.replace("/login")
+      api("/v1/session", { method: "DELETE" }).catch(() => undefined).finally(() => {
+        try {
+          forgetSessionKey()
+        } finally {
+          location.replace("/login")
+        }
       })
     }
   }, "Sign out")
@@ -238,6 +243,9 @@ export const pollWhileVisible = (refresh, intervalMillis) => {
     running = true
     try {
       await refresh()
+    } catch (error) {
+      // A refresh that threw (a row it could not show) must not stop the page's updates.
+      console.error(error)
     } finally {
       running = false
     }

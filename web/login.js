@@ -23,11 +23,14 @@ if (code !== "") {
   say("Signing in…", "ok")
   /** @type {Promise<{ key: string, expiresAt: string }>} */
   const started = api("/v1/session", { method: "POST", body: { code } })
-  started.then(
-    (session) => {
-      rememberSessionKey(session.key)
+  started
+    .then((session) => {
+      try {
+        rememberSessionKey(session.key)
+      } catch {
+        throw new Error("This browser keeps no site storage for this page, which the session needs: allow it, then get a new link")
+      }
       location.replace(next)
-    },
-    (error) => say(failureOutcome(error).text, "error")
-  )
+    })
+    .catch((error) => say(failureOutcome(error).text, "error"))
 }

@@ -6,11 +6,12 @@
  * printed.
  */
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync } from "node:fs"
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { defaultArgs as claudeArgs } from "../../src/layers/providers/claude/ClaudeProvider.ts"
 import { chromiumMissing, launchBrowser, type RunningBrowser } from "../support/browser.ts"
 import {
   api,
@@ -39,6 +40,7 @@ import {
 } from "../support/hubProcess.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+const fakeClaude = join(import.meta.dirname, "../fixtures/fakeClaude.mjs")
 const missing = chromiumMissing()
 let running: RunningBrowser | undefined
 const contexts: Array<BrowserContext> = []
@@ -138,11 +140,12 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     // The token never reaches the browser.
     expect(await page.content()).not.toContain(hub.token)
 
-    // A link signs in once.
+    // A link signs in once; the second time the login page says so, legibly.
     const second = await newPage()
     await second.page.goto(url)
     await expect.poll(() => second.page.locator(".outcome-error").textContent()).toContain("used or expired")
     expect(await second.context.cookies()).toEqual([])
+    expect(await second.page.locator("main").evaluate((element) => getComputedStyle(element).opacity)).toBe("1")
 
     await expect.poll(() => stateOf(page, "idle")).toBe("running")
     await expect.poll(() => stateOf(page, "busy")).toBe("running")
@@ -266,6 +269,15 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => dialog.locator("[data-turn-output]").textContent()).toContain("hello from the page test")
     await dialog.getByRole("button", { name: "Close" }).click()
 
+    // However many actions ran, the page polls on one timer: a round of reads every 2 s.
+    const reads: Array<string> = []
+    page.on("request", (request) => {
+      if (request.url().endsWith("/v1/runtimes")) reads.push(request.url())
+    })
+    await new Promise((resolve) => setTimeout(resolve, 4_500))
+    expect(reads.length).toBeGreaterThanOrEqual(2)
+    expect(reads.length).toBeLessThanOrEqual(3)
+
     // Close releases the quiet one; the agent stays, released.
     const quietPid = (await api(daemon, "GET", `/v1/agents/${quiet}`)).body.pid
     await row(quiet).getByRole("button", { name: "Close" }).click()
@@ -273,6 +285,32 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await until(() => !groupAlive(quietPid), "the closed runtime's group is gone")
     expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
   }, 120_000)
+
+  it("the daemon page answers a pending permission: Allow lets the runtime's turn go on", async () => {
+    const home = newHome()
+    // Claude Code's stream-json, spoken by the scripted peer: its "permission" turn asks can_use_tool.
+    writeFileSync(join(home, "config.json"), JSON.stringify({
+      providers: { claude: { kind: "claude", command: process.execPath, args: [fakeClaude, ...claudeArgs] } }
+    }))
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const created = await api(daemon, "POST", "/v1/agents", { provider: "claude", cwd: home })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const agentId: string = created.body.agentId
+    const asked = await prompt(daemon, agentId, { text: "permission" })
+    expect(asked.status).toBe(200)
+    await until(async () => (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pendingPermissions.length === 1, "the permission is pending")
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+    const row = page.locator(`tr[data-agent="${agentId}"]`)
+    await row.getByRole("button", { name: "Allow" }).click()
+    await expect.poll(() => row.locator(".outcome-ok").textContent(), { timeout: 20_000 }).toContain("allowed")
+    await until(async () => (await api(daemon, "GET", `/v1/agents/${agentId}/turns/${asked.body.turnId}`)).body.state === "completed", "the turn ends")
+    const turn = await api(daemon, "GET", `/v1/agents/${agentId}/turns/${asked.body.turnId}`)
+    expect(turn.body.reply).toBe("allowed")
+    expect((await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pendingPermissions).toEqual([])
+  }, 90_000)
 
   it("through the hub, a home's daemon page is served by the hub and its requests are forwarded; the hub's and a daemon's sessions live side by side", async () => {
     const { busyAgent, hub, hubHome, root } = await twoHomes("1h")
@@ -297,10 +335,23 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => page.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
     expect(await page.locator("#signed-out").isHidden()).toBe(true)
 
-    // Signing out of the hub leaves the daemon's session alone.
-    await page.getByRole("button", { name: "Sign out" }).click()
-    await page.waitForURL((address) => address.pathname === "/login")
-    expect((await page.goto(`http://127.0.0.1:${hub.port}/`))?.status()).toBe(401)
+    // A daemon's own logins are not handed out through the hub.
+    expect((await hubApi(hub, "POST", "/v1/homes/busy/login-links")).status).toBe(404)
+
+    // Signing out of the hub (from its inventory page) leaves the daemon's session alone; the
+    // home's page on the hub sees its session end, says how to sign in again, and stops asking.
+    const hubPage = await context.newPage()
+    await hubPage.goto(`http://127.0.0.1:${hub.port}/`)
+    await expect.poll(() => stateOf(hubPage, "busy")).toBe("running")
+    await hubPage.getByRole("button", { name: "Sign out" }).click()
+    await hubPage.waitForURL((address) => address.pathname === "/login")
+    expect((await hubPage.goto(`http://127.0.0.1:${hub.port}/`))?.status()).toBe(401)
+    await expect.poll(() => page.locator("#signed-out").isVisible(), { timeout: 10_000 }).toBe(true)
+    expect(await page.locator("#signed-out").textContent()).toContain("quiesce --hub busy open")
+    const after: Array<string> = []
+    page.on("request", (request) => after.push(request.url()))
+    await new Promise((resolve) => setTimeout(resolve, 4_500))
+    expect(after).toEqual([])
     await daemonPage.reload()
     await expect.poll(() => daemonPage.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
   }, 120_000)

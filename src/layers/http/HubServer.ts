@@ -106,6 +106,8 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
       const name = safeDecode(match[1]!)
       if (name === undefined) return HttpServerResponse.empty({ status: 404 })
       const rest = match[2] ?? "/"
+      // A daemon's own logins are not handed out through the hub: its page here uses the hub's session.
+      if (rest === "/login-links" || rest === "/session") return HttpServerResponse.empty({ status: 404 })
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
       const body = request.method === "GET" || request.method === "HEAD"

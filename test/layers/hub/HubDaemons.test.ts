@@ -111,5 +111,19 @@ describe("HubDaemons' inventory", () => {
       const readsBefore = daemon.reads()
       yield* inventory
       assert.strictEqual(daemon.reads(), readsBefore + 1)
+
+      // So does a change routed to the daemon (its own retire now, say); a routed read does not.
+      const routed = (method: string, path: string) =>
+        Effect.flatMap(HubDaemons.HubDaemons, (service) =>
+          service.route("work", HubDaemons.prepare({ method, path, search: "", contentType: undefined, body: new Uint8Array() }))).pipe(
+            Effect.provideContext(daemons)
+          )
+      yield* routed("GET", "/v1/agents")
+      const afterRead = daemon.reads()
+      yield* inventory
+      assert.strictEqual(daemon.reads(), afterRead)
+      yield* routed("POST", "/v1/daemon/retire")
+      yield* inventory
+      assert.strictEqual(daemon.reads(), afterRead + 1)
     }).pipe(Effect.scoped))
 })
