@@ -186,7 +186,7 @@ const daemon = Command.make(
     }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
 ).pipe(examples("daemon"), Command.withDescription(
-  `Run the daemon (until SIGINT or SIGTERM, or until it retires itself: exit code ${retiredExitCode})`
+  `Run the daemon (until SIGINT, SIGTERM or SIGHUP, or until it retires itself: exit code ${retiredExitCode})`
 ))
 
 // ---- talking to a daemon -----------------------------------------------------------------------
@@ -776,6 +776,8 @@ const hubCommand = Command.make(
   Effect.fn(function*({ port }) {
     const hubHome = yield* hubHomeDirectory
     const { runHub } = yield* Effect.promise(() => import("./hub.ts"))
+    // A hub stopped by a signal (SIGINT, SIGTERM, SIGHUP) has shut down in order, as a daemon has: exit 0.
+    daemonOutcome.running = true
     yield* runHub({ hubHome, port: Option.getOrElse(port, () => defaultHubPort) }).pipe(
       Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running")),
       withLogFormat

@@ -14,6 +14,7 @@ import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import * as HubDaemons from "../layers/hub/HubDaemons.ts"
 import { hubDefault, hubTokenFile, readHubConfig, removeHubAddress, writeHubAddress } from "../layers/hub/hubFiles.ts"
 import * as HubServer from "../layers/http/HubServer.ts"
+import { shutDownOnHangup } from "./hangup.ts"
 
 
 /** The hub listens on loopback only. */
@@ -51,6 +52,7 @@ export const runHub = (options: HubRunOptions) =>
       port,
       instanceId: randomBytes(8).toString("hex")
     })
+    yield* shutDownOnHangup
     yield* Effect.logInfo(`Quiesce hub ready on http://${hubHost}:${port}`).pipe(
       Effect.annotateLogs({
         hubHome,

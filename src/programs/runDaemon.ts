@@ -26,6 +26,7 @@ import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
+import { shutDownOnHangup } from "./hangup.ts"
 
 /** What the process's exit code is decided by, once the daemon has run. */
 export interface DaemonOutcome {
@@ -43,6 +44,7 @@ const armForcedExit = () => {
   }
   process.once("SIGINT", force)
   process.once("SIGTERM", force)
+  process.once("SIGHUP", force)
   setTimeout(force, daemonShutdownDeadlineMillis).unref()
 }
 
@@ -141,6 +143,7 @@ const serveHome = Effect.fnUntraced(function*(
   yield* writeRendezvous(root, listening)
   yield* logReady(homeService, config, listening)
   outcome.running = true
+  yield* shutDownOnHangup
   // Until a signal, or until the daemon retires itself: then everything closes in order.
   yield* Context.get(running, DaemonLifecycle).retired.pipe(
     Effect.onInterrupt(() => Effect.sync(armForcedExit))

@@ -134,7 +134,8 @@ describe("the daemon end to end", () => {
     }
   }, 30_000)
 
-  it("SIGTERM releases every runtime resumable, leaves no process, and a restart resumes", async () => {
+  // SIGHUP is a closed terminal: the same orderly shutdown as SIGTERM, not an abrupt death.
+  it.each(["SIGTERM", "SIGHUP"] as const)("%s releases every runtime resumable, leaves no process and no record, and a restart resumes", async (signal) => {
     const home = newHome()
     const port = await freePort()
     const daemon = startDaemon(home, port)
@@ -142,9 +143,14 @@ describe("the daemon end to end", () => {
     const { agentId, sessionId } = (await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: home })).body
     await api(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "sleep 30 &", wait: true })
     const pid: number = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pid
-    daemon.process.kill("SIGTERM")
+    expect(existsSync(join(home, "daemon.json"))).toBe(true)
+    daemon.process.kill(signal)
     expect(await exited(daemon.process)).toBe(0)
+    expect(daemon.process.signalCode).toBeNull()
     await until(() => !groupAlive(pid), "the runtime's process group is gone")
+    expect(existsSync(join(home, "daemon.json"))).toBe(false)
+    expect(existsSync(join(home, "daemon.lock"))).toBe(false)
+    expect(daemon.output()).toContain("admission closed")
 
     const restarted = startDaemon(home, port)
     await ready(restarted)

@@ -351,6 +351,22 @@ describe("the hub with real daemons", () => {
     expect(daemonStarts(hubHome)).toBe(1)
   }, 60_000)
 
+  it("a hub whose terminal closes (SIGHUP) stops in order, removing its address; its daemons keep serving", async () => {
+    const { dir, hubHome, root } = setUp()
+    const hub = await startHub(hubHome)
+    await createAgent(hub, root)
+    const daemon = daemonRecord(dir)!
+    expect(existsSync(join(hubHome, "hub.address.json"))).toBe(true)
+    hub.process.kill("SIGHUP")
+    const code = await new Promise<number | null>((resolve) =>
+      hub.process.exitCode !== null ? resolve(hub.process.exitCode) : hub.process.once("exit", (exit) => resolve(exit)))
+    expect(code).toBe(0)
+    expect(hub.process.signalCode).toBeNull()
+    expect(existsSync(join(hubHome, "hub.address.json"))).toBe(false)
+    expect(existsSync(join(hubHome, "hub.lock"))).toBe(false)
+    expect(processAlive(daemon.pid)).toBe(true)
+  }, 60_000)
+
   it("two hubs managing one home start one daemon between them (the home lock); every prompt runs once", async () => {
     const { dir, hubHome, root } = setUp("0s")
     const otherHome = join(root, "other-hub")

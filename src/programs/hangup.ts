@@ -1,0 +1,20 @@
+/**
+ * A closed terminal (SIGHUP) shuts a long-running command down in order, as SIGTERM does (H3):
+ * the signal is turned into the SIGTERM the runtime already handles. The terminal is gone by
+ * then, so writes to it fail (EIO, EPIPE); those failures are dropped rather than crashing the
+ * shutdown — a daemon's log goes on in its home's daemon.log, a hub's in its daemons' logs.
+ */
+import { Effect } from "effect"
+
+const ignoreClosedTerminal = (stream: NodeJS.WriteStream) => {
+  stream.on("error", () => {})
+}
+
+/** From now on, SIGHUP is an orderly shutdown. */
+export const shutDownOnHangup = Effect.sync(() => {
+  process.once("SIGHUP", () => {
+    ignoreClosedTerminal(process.stdout)
+    ignoreClosedTerminal(process.stderr)
+    process.kill(process.pid, "SIGTERM")
+  })
+})
