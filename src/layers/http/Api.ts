@@ -68,7 +68,11 @@ export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("Requ
 /** A request that a page session authorises and that changes state came from another origin; nothing was done. */
 export class CrossOriginRefused extends Schema.TaggedError<CrossOriginRefused>()("CrossOriginRefused", {
   message: Schema.String
-}, { httpApiStatus: 403 }) {}
+}, { httpApiStatus: 403 }) {
+  /** A change a page session asked for from another origin. */
+  static readonly ofSession = () =>
+    new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" })
+}
 
 /** The login code is unknown, used or expired: the CLI gives a new one (`quiesce open`). */
 export class LoginCodeInvalid extends Schema.TaggedError<LoginCodeInvalid>()("LoginCodeInvalid", {

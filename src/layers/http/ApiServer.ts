@@ -117,7 +117,7 @@ export const authorizationLayer = (token: string) => {
           Effect.gen(function*() {
             const check = yield* checkSession(sessions, yield* HttpServerRequest.HttpServerRequest)
             if (check === "unauthorized") return yield* unauthorized()
-            if (check === "cross-origin") return yield* crossOriginRefused()
+            if (check === "cross-origin") return yield* CrossOriginRefused.ofSession()
             return yield* httpEffect
           })
       })
@@ -132,11 +132,8 @@ export const authorizationLayer = (token: string) => {
   )
 }
 
-const crossOriginRefused = () =>
-  new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" })
-
-/** The web pages' login, on a daemon and on a hub alike. */
-export const sessionHandlers = HttpApiBuilder.group(
+/** The web pages' login (the hub serves the same group; each API's group type carries its own middleware). */
+const sessionGroupHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "session",
   Effect.fn(function*(handlers) {
@@ -465,7 +462,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
-      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers, sessionHandlers).pipe(
+      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers, sessionGroupHandlers).pipe(
         Layer.provide(middleware)
       )
     ),

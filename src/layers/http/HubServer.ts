@@ -98,7 +98,7 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
         const check = yield* checkSession(sessions, request)
         if (check === "unauthorized") return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
         if (check === "cross-origin") {
-          return errorResponse(new CrossOriginRefused({ message: "A change asked with a page session must come from this server's own pages" }))
+          return errorResponse(CrossOriginRefused.ofSession())
         }
       }
       const match = homePrefix.exec(request.url)

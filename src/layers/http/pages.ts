@@ -65,8 +65,8 @@ export const pageRoutes = (host: PageHost): Layer.Layer<never, never, HttpRouter
   Layer.unwrap(Effect.gen(function*() {
     const sessions = yield* PageSessions
     const login = readWebFile("login.html")
-    const home = readWebFile(host === "hub" ? "hub.html" : "daemon.html")
     const daemonPage = readWebFile("daemon.html")
+    const home = host === "hub" ? readWebFile("hub.html") : daemonPage
     const assets = new Map<string, WebFile>(assetNames.map((name) => [name, readWebFile(name)]))
     const guarded = (page: WebFile) => (request: HttpServerRequest.HttpServerRequest) =>
       Effect.map(sessions.isCurrent(request.cookies[sessionCookieName(request.headers["host"])] ?? ""), (valid) => valid ? respond(page) : respond(login, 401))
