@@ -68,7 +68,7 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
         : `${median(latencies).toFixed(2)} ms (${answers.permitted} permitted, ${answers.vetoed} vetoed, ${answers.failed} failed)`,
       rss: Option.match(tree, {
         onNone: () => "not sampled",
-        onSome: (s) => `${(s.rssBytes / 1024 / 1024).toFixed(1)} MiB (${s.processes} processes)`
+        onSome: (s) => `${(s.rssBytes / 1024 / 1024).toFixed(1)} MiB (${s.measuredProcesses} processes)`
       })
     }
   }))

@@ -29,7 +29,7 @@ import {
  *   pendingPermissions: string[], providerAvailable: boolean
  * }} Agent
  * @typedef {{
- *   agentId: string, provider: string, sessionId: string | null, pid: number | null, rssBytes: number | null,
+ *   agentId: string, provider: string, sessionId: string | null, pid: number | null, rssBytes: number | null, measuredProcesses: number | null,
  *   family: string[], idleSince: string, eligibleAt: string | null, state: string, blockers: MemberBlocker[],
  *   lastProbe: Probe | null
  * }} Runtime

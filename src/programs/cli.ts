@@ -552,8 +552,19 @@ const runtimes = Command.make(
       ])
     ]
     yield* printColumns(table)
+    yield* Console.log(memoryTotalLine(rows))
   })
 ).pipe(examples("runtimes"), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
+
+/** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
+const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null; readonly measuredProcesses: number | null }>) => {
+  const measured = rows.filter((row) => row.rssBytes !== null)
+  const bytes = measured.reduce((sum, row) => sum + (row.rssBytes ?? 0), 0)
+  const processes = measured.reduce((sum, row) => sum + (row.measuredProcesses ?? 0), 0)
+  const unmeasured = rows.length - measured.length
+  return `total ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${processes} measured process${processes === 1 ? "" : "es"}` +
+    (unmeasured === 0 ? "" : `; ${unmeasured} runtime${unmeasured === 1 ? "" : "s"} unmeasured`)
+}
 
 /** What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with its reason. */
 const whyResident = (row: {

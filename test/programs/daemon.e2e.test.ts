@@ -27,6 +27,8 @@ describe("the daemon end to end", () => {
     expect(table.status).toBe(0)
     expect(table.stdout).toContain(agentId)
     expect(table.stdout).toMatch(/vetoed|blocked/)
+    // The shell plugin, its shell and the background sleep, at least; measured, not guessed.
+    expect(table.stdout).toMatch(/^total \d+\.\d MiB in ([3-9]|\d{2,}) measured processes$/m)
     const pid: number = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pid
     expect(groupAlive(pid)).toBe(true)
 

@@ -16,19 +16,45 @@
  * - Exited processes waiting to be reaped (state Z or X) hold no memory and run nothing: a root in
  *   that state is gone (`None`), and such descendants are not counted.
  *
- * Unknown liveness is never guessed: a root that cannot be read is `None`. Reads are synchronous
- * (procfs files are small and served from kernel memory).
+ * - Bounds: every query (one `sample`, one `sampleAll`) has one deadline, 1 s by default, shared
+ *   by all its reads; at most 4 root samples are in flight across all callers of one layer.
+ *   A root that finds every slot taken is left unmeasured at once rather than queued, and one
+ *   whose reads are still running at the deadline is cancelled and left unmeasured; what a query
+ *   completed before its deadline is kept. Nothing is cached: every query reads procfs again.
+ * - Identity around every read: the root's start time is read before and after the tree's
+ *   memory, and each descendant's after its own memory read; a process whose start time changed
+ *   (its pid was reused) or that vanished is not counted, and the sample says how many processes
+ *   were measured and how many found but not measured.
+ *
+ * Unknown liveness is never guessed: a root that cannot be read, in time or at all, is `None`.
+ * Reads are asynchronous (libuv's thread pool), cancelled on interruption; an interrupted read
+ * keeps its slot until the read has settled.
  */
 import { execFileSync } from "node:child_process"
-import { readdirSync, readFileSync } from "node:fs"
-import { Duration, Effect, Layer, Option } from "effect"
+import { readFileSync } from "node:fs"
+import { readdir, readFile } from "node:fs/promises"
+import { Duration, Effect, Layer, Option, Semaphore } from "effect"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
 
+/** How procfs is read; the layer's default is the real one, a test's can be slow or lie. */
+export interface ProcfsReader {
+  /** The pids `/proc` lists now. */
+  readonly pids: Effect.Effect<ReadonlyArray<number>>
+  /** `/proc/<pid>/stat`, or `undefined` when it cannot be read or parsed. */
+  readonly stat: (pid: number) => Effect.Effect<ProcStat | undefined>
+  /** `/proc/<pid>/statm` field 2, or `undefined` when it cannot be read or parsed. */
+  readonly residentPages: (pid: number) => Effect.Effect<number | undefined>
+}
+
 export interface ProcfsOptions {
-  /** How many pids `sampleAll` works on at once; default 8. */
-  readonly concurrency?: number
-  /** How long `sampleAll` may take in all; pids not sampled by then are `None`. Default 2 seconds. */
+  /** Roots sampled at once across every caller of the layer; default 4. */
+  readonly admission?: number
+  /** How long one query may take in all; roots not sampled by then are `None`. Default 1 second. */
   readonly deadline?: Duration.Input
+  /** Default: the real `/proc`. */
+  readonly reader?: ProcfsReader
+  /** Default: `getconf PAGESIZE`. */
+  readonly pageSize?: number
 }
 
 /** The fields of `/proc/<pid>/stat` this layer uses. */
@@ -84,11 +110,6 @@ export const readStat = (pid: number): ProcStat | undefined => {
   return text === undefined ? undefined : parseStat(text)
 }
 
-const readResidentPages = (pid: number): number | undefined => {
-  const text = readText(`/proc/${pid}/statm`)
-  return text === undefined ? undefined : parseStatmResidentPages(text)
-}
-
 /** A process that has exited, or a zombie its parent has not reaped yet. */
 export const isExited = (stat: ProcStat) => stat.state === "Z" || stat.state === "X"
 
@@ -112,7 +133,7 @@ const readPageSize = (): number => {
   }
 }
 
-/** Every process's parent and group, from one scan of /proc. */
+/** Every process's parent, group and identity, from one scan of /proc. */
 interface ProcessTable {
   readonly children: ReadonlyMap<number, ReadonlyArray<number>>
   readonly groups: ReadonlyMap<number, ReadonlyArray<number>>
@@ -125,28 +146,47 @@ const push = (map: Map<number, Array<number>>, key: number, value: number) => {
   else list.push(value)
 }
 
-const scanProcesses = (): ProcessTable => {
-  const children = new Map<number, Array<number>>()
-  const groups = new Map<number, Array<number>>()
-  const stats = new Map<number, ProcStat>()
-  let names: ReadonlyArray<string>
-  try {
-    names = readdirSync("/proc")
-  } catch {
-    names = []
-  }
-  for (const name of names) {
-    const first = name.charCodeAt(0)
-    if (first < 48 || first > 57) continue
-    // A process that exits between the listing and the read is simply not part of the table.
-    const stat = readStat(Number(name))
-    if (stat === undefined) continue
-    stats.set(stat.pid, stat)
-    push(children, stat.ppid, stat.pid)
-    push(groups, stat.pgid, stat.pid)
-  }
-  return { children, groups, stats }
+/**
+ * Reads one file, cancellable: on interruption the read is aborted and the interruption waits for
+ * it to settle, so whoever holds a slot for it keeps the slot until the read is really over.
+ */
+const readProcFile = (file: string): Effect.Effect<string | undefined> =>
+  Effect.callback<string | undefined>((resume, signal) => {
+    const controller = new AbortController()
+    const settled = readFile(file, { encoding: "latin1", signal: controller.signal }).then(
+      (text) => resume(Effect.succeed(text)),
+      () => resume(Effect.succeed(undefined))
+    )
+    if (signal.aborted) controller.abort()
+    return Effect.promise(() => {
+      controller.abort()
+      return settled
+    })
+  })
+
+/** The real `/proc`. */
+export const procfsReader: ProcfsReader = {
+  pids: Effect.promise(() => readdir("/proc").then((names) => names.filter((name) => /^\d+$/.test(name)).map(Number), () => [])),
+  stat: (pid) => Effect.map(readProcFile(`/proc/${pid}/stat`), (text) => text === undefined ? undefined : parseStat(text)),
+  residentPages: (pid) =>
+    Effect.map(readProcFile(`/proc/${pid}/statm`), (text) => text === undefined ? undefined : parseStatmResidentPages(text))
 }
+
+const scanProcesses = (reader: ProcfsReader): Effect.Effect<ProcessTable> =>
+  Effect.gen(function*() {
+    const children = new Map<number, Array<number>>()
+    const groups = new Map<number, Array<number>>()
+    const stats = new Map<number, ProcStat>()
+    for (const pid of yield* reader.pids) {
+      // A process that exits between the listing and the read is simply not part of the table.
+      const stat = yield* reader.stat(pid)
+      if (stat === undefined) continue
+      stats.set(stat.pid, stat)
+      push(children, stat.ppid, stat.pid)
+      push(groups, stat.pgid, stat.pid)
+    }
+    return { children, groups, stats }
+  })
 
 /** The root, the members of the group it leads, and all their descendants, each once. */
 const treeOf = (root: number, table: ProcessTable): ReadonlyArray<number> => {
@@ -170,77 +210,88 @@ const treeOf = (root: number, table: ProcessTable): ReadonlyArray<number> => {
 }
 
 /**
- * Samples one root against a table. The root is read directly (not from the table) before and
- * after its memory, so a pid reused in between is never reported under the old identity.
+ * Samples one root. The root is read directly (not from the table) before and after the tree's
+ * memory, and each descendant's start time is read again after its memory, so a pid reused in
+ * between is never reported under the old identity.
  */
-const sampleWith = (
+const sampleTree = (
+  reader: ProcfsReader,
   pid: number,
   expectedStartTime: number | undefined,
   pageSize: number,
-  table: () => ProcessTable
-): Option.Option<ProcessSample> => {
-  if (!Number.isSafeInteger(pid) || pid <= 0) return Option.none()
-  const before = readStat(pid)
-  if (before === undefined || isExited(before)) return Option.none()
-  if (expectedStartTime !== undefined && before.startTime !== expectedStartTime) return Option.none()
-  const rootPages = readResidentPages(pid)
-  if (rootPages === undefined) return Option.none()
-  let pages = rootPages
-  let processes = 1
-  const processTable = table()
-  for (const member of treeOf(pid, processTable)) {
-    if (member === pid) continue
-    const stat = processTable.stats.get(member)
-    if (stat === undefined || isExited(stat)) continue
-    const memberPages = readResidentPages(member)
-    if (memberPages === undefined) continue
-    pages += memberPages
-    processes++
-  }
-  const after = readStat(pid)
-  if (after === undefined || after.startTime !== before.startTime || isExited(after)) return Option.none()
-  return Option.some({ pid, startTime: before.startTime, rssBytes: pages * pageSize, processes })
+  table: Effect.Effect<ProcessTable>
+): Effect.Effect<Option.Option<ProcessSample>> =>
+  Effect.gen(function*() {
+    if (!Number.isSafeInteger(pid) || pid <= 0) return Option.none()
+    const before = yield* reader.stat(pid)
+    if (before === undefined || isExited(before)) return Option.none()
+    if (expectedStartTime !== undefined && before.startTime !== expectedStartTime) return Option.none()
+    const rootPages = yield* reader.residentPages(pid)
+    if (rootPages === undefined) return Option.none()
+    let pages = rootPages
+    let measuredProcesses = 1
+    let unmeasuredProcesses = 0
+    const processTable = yield* table
+    for (const member of treeOf(pid, processTable)) {
+      if (member === pid) continue
+      const listed = processTable.stats.get(member)
+      if (listed === undefined || isExited(listed)) continue
+      const memberPages = yield* reader.residentPages(member)
+      const still = memberPages === undefined ? undefined : yield* reader.stat(member)
+      if (memberPages === undefined || still === undefined || still.startTime !== listed.startTime) {
+        unmeasuredProcesses++
+        continue
+      }
+      pages += memberPages
+      measuredProcesses++
+    }
+    const after = yield* reader.stat(pid)
+    if (after === undefined || after.startTime !== before.startTime || isExited(after)) return Option.none()
+    return Option.some({ pid, startTime: before.startTime, rssBytes: pages * pageSize, measuredProcesses, unmeasuredProcesses })
+  })
+
+const positiveInteger = (name: string, value: number) => {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`)
+  return value
 }
 
-/** ProcessInspection from Linux procfs; see the module comment for what is measured. */
+/** ProcessInspection from Linux procfs; see the module comment for what is measured and its bounds. */
 export const layer = (options?: ProcfsOptions): Layer.Layer<ProcessInspection> => {
-  const concurrency = options?.concurrency ?? 8
-  if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-    throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
-  }
-  const deadline = Duration.fromInputUnsafe(options?.deadline ?? "2 seconds")
+  const admission = positiveInteger("admission", options?.admission ?? 4)
+  const deadline = Duration.fromInputUnsafe(options?.deadline ?? "1 second")
+  const reader = options?.reader ?? procfsReader
   return Layer.effect(
     ProcessInspection,
-    Effect.sync(() => {
-      const pageSize = readPageSize()
+    Effect.gen(function*() {
+      const pageSize = options?.pageSize ?? readPageSize()
+      // Shared by every caller: a root sample holds one slot for as long as its reads run.
+      const slots = yield* Semaphore.make(admission)
+      const admitted = (effect: Effect.Effect<Option.Option<ProcessSample>>) =>
+        Effect.map(slots.withPermitsIfAvailable(1)(effect), Option.flatten)
 
-      const sample = (pid: number, expectedStartTime?: number) =>
-        Effect.sync(() => sampleWith(pid, expectedStartTime, pageSize, scanProcesses))
-
-      const sampleAll = (
-        pids: ReadonlyArray<number>
-      ): Effect.Effect<ReadonlyMap<number, Option.Option<ProcessSample>>> =>
-        Effect.suspend(() => {
+      /** Samples the roots within one deadline; a root not done by then (or never admitted) is `None`. */
+      const query = (pids: ReadonlyArray<number>, expectedStartTime?: number) =>
+        Effect.gen(function*() {
           const results = new Map<number, Option.Option<ProcessSample>>()
           const unique = Array.from(new Set(pids))
           for (const pid of unique) results.set(pid, Option.none())
-          let table: ProcessTable | undefined
-          const shared = () => (table ??= scanProcesses())
-          const work = Effect.forEach(
+          // One scan of /proc per query, made by the first root that needs it, inside its slot.
+          const table = yield* Effect.cached(scanProcesses(reader))
+          yield* Effect.forEach(
             unique,
             (pid) =>
-              Effect.yieldNow.pipe(
-                Effect.andThen(Effect.sync(() => {
-                  results.set(pid, sampleWith(pid, undefined, pageSize, shared))
-                }))
+              admitted(sampleTree(reader, pid, expectedStartTime, pageSize, table)).pipe(
+                Effect.tap((sample) => Effect.sync(() => results.set(pid, sample)))
               ),
-            { concurrency, discard: true }
-          )
-          // The results gathered so far are kept; the rest stay `None`.
-          return work.pipe(Effect.timeoutOption(deadline), Effect.as(results))
+            { concurrency: admission, discard: true }
+          ).pipe(Effect.timeoutOption(deadline))
+          return results
         })
 
-      return ProcessInspection.of({ sample, sampleAll })
+      const sample = (pid: number, expectedStartTime?: number) =>
+        Effect.map(query([pid], expectedStartTime), (results) => results.get(pid) ?? Option.none())
+
+      return ProcessInspection.of({ sample, sampleAll: (pids) => query(pids) })
     })
   )
 }

@@ -241,8 +241,10 @@ export const RuntimeRow = Schema.Struct({
   provider: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
   pid: Schema.NullOr(Schema.Number),
-  /** Resident memory of the runtime's process tree; null when unknown. */
+  /** Resident memory of the runtime's process tree; null when unmeasured (never guessed). */
   rssBytes: Schema.NullOr(Schema.Number),
+  /** How many processes `rssBytes` sums; null when unmeasured. */
+  measuredProcesses: Schema.NullOr(Schema.Number),
   /** The runtime and its managed descendants. */
   family: Schema.Array(Schema.String),
   idleSince: Schema.String,

@@ -278,12 +278,13 @@ const sweepResult = (report: SweepReport): SweepResult => ({
 
 const noSamples: ReadonlyMap<number, Option.Option<ProcessSample>> = new Map()
 
-const runtimeRow = (view: AgentView, residency: Residency, rssBytes: number | null): RuntimeRow => ({
+const runtimeRow = (view: AgentView, residency: Residency, sample: Option.Option<ProcessSample>): RuntimeRow => ({
   agentId: residency.agentId,
   provider: residency.provider,
   sessionId: residency.sessionId,
   pid: view.pid,
-  rssBytes,
+  rssBytes: Option.isSome(sample) ? sample.value.rssBytes : null,
+  measuredProcesses: Option.isSome(sample) ? sample.value.measuredProcesses : null,
   family: residency.family,
   idleSince: iso(residency.idleSince),
   eligibleAt: residency.releasableAt === null ? null : iso(residency.releasableAt),
@@ -396,8 +397,7 @@ const runtimesHandlers = HttpApiBuilder.group(
           if (Option.isNone(row)) return []
           const { residency, view } = row.value
           const sample = view.pid === null ? undefined : samples.get(view.pid)
-          const rssBytes = sample !== undefined && Option.isSome(sample) ? sample.value.rssBytes : null
-          return [runtimeRow(view, residency, rssBytes)]
+          return [runtimeRow(view, residency, sample ?? Option.none())]
         })
       })
 

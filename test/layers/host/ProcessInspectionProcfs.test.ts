@@ -72,7 +72,7 @@ const sampleUntil = <A>(effect: Effect.Effect<A>, accept: (a: A) => boolean, wha
   })
 
 const atLeast = (processes: number) => (sample: Option.Option<ProcessSample>) =>
-  Option.isSome(sample) && sample.value.processes >= processes
+  Option.isSome(sample) && sample.value.measuredProcesses >= processes
 
 describe("parseStat", () => {
   it("reads the fields after the last ')' whatever the command name holds", () => {
@@ -101,7 +101,7 @@ describe("ProcessInspectionProcfs", () => {
       assert.isTrue(Option.isSome(first))
       if (Option.isNone(first)) return
       assert.strictEqual(first.value.pid, pid)
-      assert.isAtLeast(first.value.processes, 3)
+      assert.isAtLeast(first.value.measuredProcesses, 3)
       assert.isAbove(first.value.rssBytes, 0)
 
       const second = yield* inspection.sample(pid, first.value.startTime)
@@ -143,5 +143,5 @@ describe("ProcessInspectionProcfs", () => {
       assert.isTrue(Option.isNone(all.get(missing)!))
       assert.isTrue(Option.isNone(all.get(-1)!))
       assert.isTrue(Option.isSome(all.get(process.pid)!))
-    }).pipe(Effect.scoped, Effect.provide(ProcessInspectionProcfs.layer({ concurrency: 2, deadline: "5 seconds" }))))
+    }).pipe(Effect.scoped, Effect.provide(ProcessInspectionProcfs.layer({ admission: 2, deadline: "5 seconds" }))))
 })
