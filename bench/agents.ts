@@ -1,8 +1,10 @@
 /**
  * Per provider, against the pinned real CLI driven by the fake model on loopback: the latency of
- * the runtime safety probe (median of 50) and the memory of an idle runtime's whole process tree,
- * which is what Quiesce gives back when it releases one. `npm run bench:agents`; CLIs that are not
- * installed (`npm run install:agents`) are reported, not measured.
+ * the runtime safety probe (median of 50), the memory of an idle runtime's whole process tree,
+ * which is what Quiesce gives back when it releases one, and what a resume of a released runtime
+ * costs (median of 20: until the session is ready, and until its first turn's answer), which is
+ * what a warm reserve would save (H4). `npm run bench:agents`; CLIs that are not installed
+ * (`npm run install:agents`) are reported, not measured.
  */
 import { Context, Effect, Layer, Option } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -20,6 +22,7 @@ import { type RealCli, sessionConfig } from "../test/agents/support/realAgent.ts
 import { type BenchRow, median, printTable, run } from "./table.ts"
 
 const probes = 50
+const resumes = 20
 
 const measure = <E>(cli: RealCli<E>, binary: string) =>
   Effect.scoped(Effect.gen(function*() {
@@ -61,8 +64,25 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
     const tree = session.pid === undefined
       ? Option.none()
       : yield* Context.get(context, ProcessInspection).sample(session.pid)
+    const handle = yield* session.persistence
     yield* session.close
+    // A released runtime resumed: the process start, the CLI's handshake and its session loaded.
+    const ready: Array<number> = []
+    const answered: Array<number> = []
+    if (handle !== null) {
+      for (let i = 0; i < resumes; i++) {
+        const start = performance.now()
+        const resumed = yield* client.resume(handle, sessionConfig(home))
+        ready.push(performance.now() - start)
+        yield* Effect.flatten(resumed.startTurn("hello again", `turn-resume-${i}`))
+        answered.push(performance.now() - start)
+        yield* resumed.close
+      }
+    }
     return {
+      resume: handle === null
+        ? "no persistence handle"
+        : `${median(ready).toFixed(0)} ms ready, ${median(answered).toFixed(0)} ms to the first answer`,
       probe: probe === undefined
         ? "no probe"
         : `${median(latencies).toFixed(2)} ms (${answers.permitted} permitted, ${answers.vetoed} vetoed, ${answers.failed} failed)`,
@@ -88,7 +108,8 @@ export const agentsBench = async (clis: ReadonlyArray<RealCli<unknown>>): Promis
     }
     rows.push(
       { name: `${cli.provider}: safety probe latency, median of ${probes}`, value: result.value.probe, target: "", ok: undefined },
-      { name: `${cli.provider}: RSS of an idle runtime's process tree`, value: result.value.rss, target: "", ok: undefined }
+      { name: `${cli.provider}: RSS of an idle runtime's process tree`, value: result.value.rss, target: "", ok: undefined },
+      { name: `${cli.provider}: cold resume, median of ${resumes}`, value: result.value.resume, target: "", ok: undefined }
     )
   }
   return rows

@@ -153,6 +153,16 @@ export const QuiesceConfig = Schema.Struct({
 }).pipe(Schema.annotate({ title: "Quiesce configuration" }))
 export type QuiesceConfig = typeof QuiesceConfig.Type
 
+/** The close grace of a provider entry that sets none (every adapter's default). */
+export const defaultCloseGrace = Duration.seconds(2)
+
+/** The longest close grace any configured provider gives its runtimes: what a shutdown's deadline is derived from (H3). */
+export const largestCloseGrace = (config: QuiesceConfig): Duration.Duration =>
+  Object.values(config.providers).reduce(
+    (largest, entry) => Duration.max(largest, "closeGrace" in entry && entry.closeGrace !== undefined ? entry.closeGrace : defaultCloseGrace),
+    defaultCloseGrace
+  )
+
 const strict = { onExcessProperty: "error" } as const
 
 /** Decodes configuration JSON text; the error message names the path of the problem. */

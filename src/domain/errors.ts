@@ -195,6 +195,19 @@ export class ShuttingDown extends Schema.TaggedError<ShuttingDown>()("ShuttingDo
     })
 }
 
+/** A provider registered after the registry was sealed (the host had opened), or under an id already taken. */
+export class ProviderRegistrationRefused extends Schema.TaggedError<ProviderRegistrationRefused>()("ProviderRegistrationRefused", {
+  provider: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The daemon is listening but has not finished opening (H1): nothing is admitted before it is ready. */
+export class StillOpening extends Schema.TaggedError<StillOpening>()("StillOpening", {
+  message: Schema.String
+}) {
+  static readonly of = (what: string) => new StillOpening({ message: `Still opening: ${what} not admitted yet; try again in a moment` })
+}
+
 /** A prompt's text is larger than the daemon accepts (it could not reach the provider whole). */
 export class PromptTooLarge extends Schema.TaggedError<PromptTooLarge>()("PromptTooLarge", {
   agentId: Schema.String,

@@ -11,8 +11,22 @@ export const retiredExitCode = 75
 /** Set to "1" in the environment of a daemon a hub launched: its idle timeout's source is then `hub`. */
 export const launchedByHubVariable = "QUIESCE_LAUNCHED_BY_HUB"
 
-/** How long a daemon's orderly shutdown may take before the process exits anyway. */
-export const daemonShutdownDeadlineMillis = 30_000
+/**
+ * Beyond the runtimes' close graces, what an orderly shutdown waits on: asking each provider what
+ * its runtime still runs (1 s), the outcomes of the turns the close ended (5 s), and delivery,
+ * finish subscriptions and the store closing (5 s).
+ */
+export const shutdownMarginMillis = 11_000
+
+/**
+ * How long a daemon's orderly shutdown may take before the process exits anyway (H3). Runtimes
+ * close all at once, and one close takes at most two graces (a polite close, then SIGTERM to
+ * SIGKILL), so the deadline is twice the largest configured close grace plus the margin.
+ */
+export const shutdownDeadlineMillis = (largestCloseGraceMillis: number) => 2 * largestCloseGraceMillis + shutdownMarginMillis
+
+/** For a daemon whose record does not say its deadline (an older version): what it used then. */
+export const unrecordedShutdownDeadlineMillis = 30_000
 
 /**
  * The version of the daemon's API and rendezvous record, for a hub to tell compatible daemons.
@@ -92,7 +106,9 @@ export const DaemonIdentity = Schema.Struct({
   port: Schema.Number,
   protocolVersion: Schema.Number,
   packageVersion: Schema.String,
-  idleTimeout: EffectiveIdleTimeout
+  idleTimeout: EffectiveIdleTimeout,
+  /** How long its orderly shutdown may take before it exits anyway (absent from older records). */
+  shutdownDeadlineMillis: Schema.optionalKey(Schema.Number)
 })
 export type DaemonIdentity = typeof DaemonIdentity.Type
 

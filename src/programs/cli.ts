@@ -12,7 +12,7 @@ import { HttpApiClient } from "effect/http-api"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { daemonShutdownDeadlineMillis, retiredExitCode } from "../domain/retirement.ts"
+import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
 import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
 import {
@@ -173,10 +173,17 @@ const daemon = Command.make(
     daemonIdleTimeout: durationFlag(
       "daemon-idle-timeout",
       `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (default: never). A retired daemon exits ${retiredExitCode}`
-    )
+    ),
+    printSystemdUnit: Flag.Boolean("print-systemd-unit").pipe(Flag.withDescription(
+      "Print a systemd user unit (Type=notify) that runs this home's daemon, instead of running it"
+    ), Flag.withDefault(false))
   },
   Effect.fn(function*(flags) {
     const root = path.resolve(yield* homeDirectory)
+    if (flags.printSystemdUnit) {
+      const { printSystemdUnit } = yield* Effect.promise(() => import("./runDaemon.ts"))
+      return yield* printSystemdUnit(root)
+    }
     const { runDaemon } = yield* Effect.promise(() => import("./runDaemon.ts"))
     yield* runDaemon(root, {
       port: Option.getOrUndefined(flags.port),
@@ -687,7 +694,7 @@ const stop = Command.make(
     const gone = () => !recordedProcessAlive(identity)
     process.kill(identity.pid, "SIGTERM")
     // Its own deadline ends an orderly shutdown that hangs; this waits a little beyond it.
-    const until = Date.now() + daemonShutdownDeadlineMillis + 5_000
+    const until = Date.now() + (identity.shutdownDeadlineMillis ?? unrecordedShutdownDeadlineMillis) + 5_000
     while (!gone() && Date.now() < until) yield* Effect.sleep("100 millis")
     if (!gone()) return yield* new UsageError({ message: `The daemon of ${root} (pid ${identity.pid}) did not stop in time` })
     yield* Console.log(`stopped the daemon of ${root} (pid ${identity.pid}): its runtimes were released resumably`)

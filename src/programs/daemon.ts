@@ -1,12 +1,12 @@
 import { Duration, Effect, Layer } from "effect"
 import type { QuiesceConfig } from "../domain/config.ts"
+import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
-import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
@@ -24,8 +24,8 @@ import { InFlightRequests } from "../services/InFlightRequests.ts"
 /** What a daemon's services are composed over: the parts a test swaps for in-memory ones. */
 export interface DaemonParts<E> {
   readonly stores: Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, E>
-  /** The providers, already registered in a `ProviderRegistry`. */
-  readonly providers: Layer.Layer<ProviderRegistry>
+  /** The providers, already registered in a `ProviderRegistry` (sealed here, before anything opens). */
+  readonly providers: Layer.Layer<ProviderRegistry, ProviderRegistrationRefused>
   readonly inspection: Layer.Layer<ProcessInspection>
   readonly collector: RuntimeCollectorOptions
   readonly registry?: AgentRegistryLive.AgentRegistryOptions | undefined
@@ -46,7 +46,7 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   // Shared by every part that does work (they note it) and the idle timer (it reads it).
   const activity = Layer.mergeAll(ActivityClock.layer, InFlightRequests.layer)
   const registry = AgentRegistryLive.layerWith(parts.registry ?? {}).pipe(
-    Layer.provideMerge(Layer.mergeAll(parts.stores, parts.providers, parts.inspection, activity))
+    Layer.provideMerge(Layer.mergeAll(parts.stores, ProviderRegistry.sealed.pipe(Layer.provideMerge(parts.providers)), parts.inspection, activity))
   )
   const delivery = MessageDeliveryLive.layer(parts.delivery).pipe(Layer.provideMerge(registry))
   const finish = FinishSubscriptionsLive.layer().pipe(
@@ -62,10 +62,15 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   )
 }
 
-/** Every service of a daemon over one home, as configured. */
-export const servicesLayer = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
+/** Every service of a daemon over one home, as configured, over its stores (the home's SQLite file's, opened and migrated). */
+export const servicesLayer = <E>(
+  home: Home["Service"],
+  config: QuiesceConfig,
+  identity: DaemonIdentity,
+  stores: Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, E>
+) =>
   daemonServices({
-    stores: SqliteDatabase.layerStores(home.databaseFile),
+    stores,
     providers: providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer)),
     inspection: ProcessInspectionProcfs.layer(),
     collector: {
@@ -84,6 +89,9 @@ export const logReady = (home: Home["Service"], config: QuiesceConfig, identity:
   Effect.logInfo(`Quiesce ready on http://${identity.host}:${identity.port}`).pipe(
     Effect.annotateLogs({
       home: home.root,
+      shutdownDeadline: identity.shutdownDeadlineMillis === undefined
+        ? "unrecorded"
+        : Duration.format(Duration.millis(identity.shutdownDeadlineMillis)),
       idlePeriod: Duration.format(config.agents.idlePeriod),
       idleRuntimeCleanup: config.agents.idleRuntimeCleanup,
       daemonIdleTimeout: identity.idleTimeout.millis === null

@@ -14,6 +14,7 @@ import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import * as HubDaemons from "../layers/hub/HubDaemons.ts"
 import { hubDefault, hubTokenFile, readHubConfig, removeHubAddress, writeHubAddress } from "../layers/hub/hubFiles.ts"
 import * as HubServer from "../layers/http/HubServer.ts"
+import { ListenFailed } from "../layers/http/listenFailed.ts"
 import { shutDownOnHangup } from "./hangup.ts"
 
 
@@ -42,7 +43,9 @@ export const runHub = (options: HubRunOptions) =>
       Layer.provide(HubDaemons.layer(options)),
       Layer.provide(Layer.mergeAll(FetchHttpClient.layer, ProcessInspectionProcfs.layer()))
     )
-    const running = yield* Layer.build(server)
+    const running = yield* Layer.build(server).pipe(
+      Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(hubHost, options.port, error.cause, "quiesce hub --port")))
+    )
     const address = Context.get(running, HttpServer.HttpServer).address
     const port = address._tag === "UnixPathAddress" ? options.port : address.port
     yield* writeHubAddress(hubHome, {

@@ -1,6 +1,7 @@
 import { Layer } from "effect"
 import { join } from "node:path"
 import type { ProviderConfig, QuiesceConfig } from "../domain/config.ts"
+import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import type { Home } from "../layers/host/Home.ts"
 import * as AcpProvider from "../layers/providers/acp/AcpProvider.ts"
 import * as ClaudeProvider from "../layers/providers/claude/ClaudeProvider.ts"
@@ -16,7 +17,7 @@ export const providerLayer = (
   provider: string,
   config: ProviderConfig,
   home: Home["Service"]
-): Layer.Layer<never, never, ProviderRegistry> => {
+): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> => {
   switch (config.kind) {
     case "shell":
       // The shell plugin keeps its transcripts in its own `shell/` folder under the home it is given.
@@ -48,5 +49,5 @@ export const providerLayer = (
 }
 
 /** Every configured provider, each registered under its id. */
-export const providersLayer = (config: QuiesceConfig, home: Home["Service"]): Layer.Layer<never, never, ProviderRegistry> =>
+export const providersLayer = (config: QuiesceConfig, home: Home["Service"]): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   Layer.mergeAll(Layer.empty, ...Object.entries(config.providers).map(([id, entry]) => providerLayer(id, entry, home)))

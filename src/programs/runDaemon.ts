@@ -2,17 +2,26 @@
  * Running the daemon of a home: configuration, the home's lock and token, the services, the HTTP
  * API and the record the CLI and a hub find it by. The CLI loads this module only for
  * `quiesce daemon`, so a client command never loads the providers and the server.
+ *
+ * Opening follows one order (H1), each stage over what the ones before acquired: configuration
+ * (nothing is touched), `lock` (the home: its lock and token), `storage` (the database opened),
+ * `migrations` (every store's tables), `providers` (composed, registration sealed, leftover
+ * runtimes of a crashed daemon ended, the registry, delivery, finish subscriptions, the collector
+ * and the daemon's lifecycle), `listener` (the HTTP server), `admission` (requests admitted).
+ * Only then comes the one readiness event: the rendezvous record, the "ready" log line and
+ * `READY=1` to a service manager. A failure or a signal before it releases what was acquired,
+ * in reverse, and the home is left as it was (`Home.opened` is never reached).
  */
-import { Cause, Context, Effect, Layer, Logger } from "effect"
+import { Cause, Console, Context, Duration, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
-import { decodeConfig, type QuiesceConfig } from "../domain/config.ts"
+import { decodeConfig, largestCloseGrace, type QuiesceConfig } from "../domain/config.ts"
 import {
   daemonProtocolVersion,
   type DaemonIdentity,
-  daemonShutdownDeadlineMillis,
-  launchedByHubVariable
+  launchedByHubVariable,
+  shutdownDeadlineMillis
 } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
 import { Home } from "../layers/host/Home.ts"
@@ -21,12 +30,26 @@ import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } f
 import { rotatingLogFile } from "../layers/host/logFile.ts"
 import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import { removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
+import { notifyReady, takeNotifySocket } from "../layers/host/serviceManager.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
+import { ListenFailed } from "../layers/http/listenFailed.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
+import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
 import { shutDownOnHangup } from "./hangup.ts"
+import { systemdUnit } from "./systemdUnit.ts"
+
+/** The stages of opening, in order; each is reached once what it acquires is acquired. */
+export type OpeningStage = "lock" | "storage" | "migrations" | "providers" | "listener" | "admission"
+
+/** Watches the opening: a test makes a stage fail, or be interrupted, right after it is reached. */
+export interface OpeningObserver {
+  readonly reached: (stage: OpeningStage) => Effect.Effect<void>
+}
+
+const unobserved: OpeningObserver = { reached: () => Effect.void }
 
 /** What the process's exit code is decided by, once the daemon has run. */
 export interface DaemonOutcome {
@@ -37,7 +60,7 @@ export interface DaemonOutcome {
 }
 
 /** Once shutdown began: a second signal, or the deadline, ends the process at once (H3). */
-const armForcedExit = () => {
+const armForcedExit = (deadlineMillis: number) => {
   const force = () => {
     killAllGroupsNow()
     process.exit(1)
@@ -45,7 +68,7 @@ const armForcedExit = () => {
   process.once("SIGINT", force)
   process.once("SIGTERM", force)
   process.once("SIGHUP", force)
-  setTimeout(force, daemonShutdownDeadlineMillis).unref()
+  setTimeout(force, deadlineMillis).unref()
 }
 
 const flagChecks: ReadonlyArray<{ readonly key: keyof ConfigOverrides; readonly flag: string; readonly section: "agents" | "daemon" }> = [
@@ -64,12 +87,27 @@ const checkFlags = (overrides: ConfigOverrides) =>
     )
   }, { discard: true })
 
+/** Prints the systemd user unit of `root`'s daemon, with a stop timeout beyond its configured deadline. */
+export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: string) {
+  const config = yield* loadConfig(path.join(root, "config.json"), {})
+  const cli = process.argv[1]
+  if (cli === undefined) return yield* new ConfigInvalid({ message: "Cannot tell which script runs the CLI" })
+  yield* Console.log(systemdUnit({
+    node: process.execPath,
+    cli: path.resolve(cli),
+    home: root,
+    shutdownDeadlineMillis: shutdownDeadlineMillis(Duration.toMillis(largestCloseGrace(config))),
+    path: process.env["PATH"]
+  }))
+})
+
 /** Runs the daemon of `root` until a signal, or until it retires itself; `outcome` follows it. */
 export const runDaemon = Effect.fn("runDaemon")(function*(
   root: string,
   overrides: ConfigOverrides,
   daemonIdleTimeout: string | undefined,
-  outcome: DaemonOutcome
+  outcome: DaemonOutcome,
+  observer: OpeningObserver = unobserved
 ) {
   // Configuration is checked before anything is locked, opened or listening; a bad flag is
   // named as the flag, not as the configuration path it overrides.
@@ -79,13 +117,15 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
   // passed on to the agents' processes.
   const launchedByHub = process.env[launchedByHubVariable] === "1"
   delete process.env[launchedByHubVariable]
+  const notifySocket = takeNotifySocket()
   const idleTimeout = yield* resolveIdleTimeout(daemonIdleTimeout, config, launchedByHub ? "hub" : "flag")
   yield* Effect.scoped(Effect.gen(function*() {
     const homeContext = yield* Layer.build(HomeLive.layer(root))
     const homeService = Context.get(homeContext, Home)
     // From here on the log goes to the home as well (quiesce logs), for the daemon and every fiber it starts.
     const fileLogger = yield* rotatingLogFile(root)
-    yield* serveHome(root, config, idleTimeout, homeService, outcome).pipe(
+    yield* observer.reached("lock").pipe(
+      Effect.andThen(serveHome({ root, config, idleTimeout, home: homeService, outcome, observer, notifySocket })),
       // What ended the daemon goes to its log file too (the terminal gets it from the CLI), so
       // that quiesce logs says why a start failed.
       Effect.tapCause((cause) =>
@@ -100,16 +140,21 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
   }))
 })
 
-/** Serves the home once it is locked: the services, the API, the record; until a signal or a retirement. */
-const serveHome = Effect.fnUntraced(function*(
-  root: string,
-  config: QuiesceConfig,
-  idleTimeout: DaemonIdentity["idleTimeout"],
-  homeService: Home["Service"],
-  outcome: DaemonOutcome
-) {
+interface Opening {
+  readonly root: string
+  readonly config: QuiesceConfig
+  readonly idleTimeout: DaemonIdentity["idleTimeout"]
+  readonly home: Home["Service"]
+  readonly outcome: DaemonOutcome
+  readonly observer: OpeningObserver
+  readonly notifySocket: string | undefined
+}
+
+/** Opens the rest of the home once it is locked, then serves it until a signal or a retirement. */
+const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notifySocket, observer, outcome, root }: Opening) {
   // Registered before the services, so it runs after they have closed and before the lock goes.
   yield* Effect.addFinalizer(() => removeRendezvous(root))
+  const deadlineMillis = shutdownDeadlineMillis(Duration.toMillis(largestCloseGrace(config)))
   const identity: DaemonIdentity = {
     pid: process.pid,
     startTime: readStat(process.pid)?.startTime ?? null,
@@ -118,36 +163,48 @@ const serveHome = Effect.fnUntraced(function*(
     port: config.daemon.port,
     protocolVersion: daemonProtocolVersion,
     packageVersion,
-    idleTimeout
+    idleTimeout,
+    shutdownDeadlineMillis: deadlineMillis
   }
-  const api = ApiServer.layer({
+  const database = yield* Layer.build(SqliteDatabase.layer(home.databaseFile))
+  yield* observer.reached("storage")
+  const stores = yield* Layer.build(SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database))))
+  yield* observer.reached("migrations")
+  const services = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
+  yield* observer.reached("providers")
+  const running = yield* Layer.build(ApiServer.layer({
     host: config.daemon.host,
     port: config.daemon.port,
-    token: homeService.token,
+    token: home.token,
     maxRequestBytes: config.daemon.maxRequestBytes,
     renderMetrics: renderPrometheus,
     logRequests: false
-  }).pipe(Layer.provideMerge(servicesLayer(homeService, config, identity)))
-  const running = yield* Layer.build(api)
+  }).pipe(Layer.provide(Layer.succeedContext(services)))).pipe(
+    Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(config.daemon.host, config.daemon.port, error.cause, "--port or daemon.port in config.json")))
+  )
+  yield* observer.reached("listener")
+  const admission = Context.get(running, ApiServer.Admission)
   // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
   // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
   yield* Effect.addFinalizer(() =>
-    Context.get(running, ApiServer.Admission).close.pipe(
-      Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
-    )
+    admission.close.pipe(Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed")))
   )
-  // Where this daemon listens and who it is, for the CLI and a hub (flags may differ from the
-  // file, and port 0 means whichever port the system gave).
+  yield* admission.admit
+  yield* observer.reached("admission")
+  // The one readiness event. Where this daemon listens and who it is, for the CLI and a hub (flags
+  // may differ from the file, and port 0 means whichever port the system gave).
   const address = Context.get(running, HttpServer.HttpServer).address
   const listening: DaemonIdentity = { ...identity, port: address._tag === "UnixPathAddress" ? identity.port : address.port }
   yield* writeRendezvous(root, listening)
-  yield* logReady(homeService, config, listening)
+  yield* home.opened
+  yield* logReady(home, config, listening)
+  yield* notifyReady(notifySocket, `Listening on http://${listening.host}:${listening.port}`)
   outcome.running = true
   yield* shutDownOnHangup
   // Until a signal, or until the daemon retires itself: then everything closes in order.
-  yield* Context.get(running, DaemonLifecycle).retired.pipe(
-    Effect.onInterrupt(() => Effect.sync(armForcedExit))
+  yield* Context.get(services, DaemonLifecycle).retired.pipe(
+    Effect.onInterrupt(() => Effect.sync(() => armForcedExit(deadlineMillis)))
   )
   outcome.retired = true
-  armForcedExit()
+  armForcedExit(deadlineMillis)
 })

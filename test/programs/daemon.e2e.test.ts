@@ -153,6 +153,9 @@ describe("the daemon end to end", () => {
     expect(existsSync(join(home, "daemon.json"))).toBe(false)
     expect(existsSync(join(home, "daemon.lock"))).toBe(false)
     expect(daemon.output()).toContain("admission closed")
+    // The user's background job ended with the daemon: said by name, and in the summary (H3).
+    expect(daemon.output()).toContain(`Stopping agent ${agentId} interrupts: background job`)
+    expect(daemon.output()).toMatch(new RegExp(`Shutdown released 1 runtime resumable; interrupted: ${agentId} \\(background job[^)]*sleep 30`))
 
     const restarted = startDaemon(home, port)
     await ready(restarted)

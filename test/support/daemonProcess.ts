@@ -74,6 +74,8 @@ export const newHome = () => {
 export interface StartOptions {
   /** Run the daemon under this umask (octal digits, e.g. "000"), set by `sh` before it execs node. */
   readonly umask?: string | undefined
+  /** Added to the daemon's environment. */
+  readonly env?: Readonly<Record<string, string>> | undefined
 }
 
 export const startDaemon = (
@@ -87,7 +89,11 @@ export const startDaemon = (
   const [command, args] = options.umask === undefined
     ? [process.execPath, argv]
     : ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, process.execPath, ...argv]]
-  const child: ChildProcess = spawn(command, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] })
+  const child: ChildProcess = spawn(command, args, {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } })
+  })
   started.push(child)
   let output = ""
   child.stdout?.on("data", (chunk) => (output += String(chunk)))

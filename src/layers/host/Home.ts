@@ -27,6 +27,12 @@ export class Home extends Context.Service<Home, {
   readonly pluginHome: string
   /** The API token, created on first start. */
   readonly token: string
+  /**
+   * Marks the opening done (H1). Until then, closing the home (a failed or interrupted start)
+   * removes what this start created in it: the token, the database and its journal files, an
+   * empty `plugins/`. From then on everything is kept.
+   */
+  readonly opened: Effect.Effect<void>
 }>()("quiesce/host/Home") {}
 
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
@@ -203,6 +209,24 @@ const securePrivateFiles = (root: string, databaseFile: string, pluginHome: stri
       new HomeUnavailable({ home: root, message: `Cannot make ${root} private to its owner: ${describe(error)}` })
   })
 
+/** What a start creates in a home, to take back if the start does not finish (H1). */
+const createdByStart = (tokenFile: string, databaseFile: string, pluginHome: string) => {
+  const files = [tokenFile, databaseFile, `${databaseFile}-wal`, `${databaseFile}-shm`]
+  const newFiles = files.filter((file) => !fs.existsSync(file))
+  const newPlugins = !fs.existsSync(pluginHome)
+  return () => {
+    for (const file of newFiles) fs.rmSync(file, { force: true })
+    // Only an empty one: a plugin that started wrote its own state, which is not ours to remove.
+    if (newPlugins) {
+      try {
+        fs.rmdirSync(pluginHome)
+      } catch {
+        // not empty, or gone
+      }
+    }
+  }
+}
+
 export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
   Layer.effect(
     Home,
@@ -216,6 +240,11 @@ export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
       const tokenFile = path.join(absolute, "token")
       const databaseFile = path.join(absolute, "quiesce.sqlite")
       const pluginHome = path.join(absolute, "plugins")
+      // Registered after the lock, so it runs before the lock is released, and after everything
+      // built over the home (the database) has closed.
+      const takeBack = createdByStart(tokenFile, databaseFile, pluginHome)
+      let opened = false
+      yield* Effect.addFinalizer(() => opened ? Effect.void : Effect.sync(takeBack))
       const token = yield* readOrCreateToken(tokenFile, absolute)
       yield* securePrivateFiles(absolute, databaseFile, pluginHome)
       return Home.of({
@@ -224,7 +253,10 @@ export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
         configFile: path.join(absolute, "config.json"),
         tokenFile,
         pluginHome,
-        token
+        token,
+        opened: Effect.sync(() => {
+          opened = true
+        })
       })
     })
   )

@@ -32,6 +32,7 @@ import {
   RuntimeNotFound,
   RuntimePersistFailed,
   ShuttingDown,
+  StillOpening,
   TurnNotFound,
   WorkingDirectoryNotFound
 } from "../../domain/errors.ts"
@@ -84,6 +85,7 @@ export const AgentNotFoundError = AgentNotFound.pipe(asProblem(404))
 export const AgentBusyError = AgentBusy.pipe(asProblem(409))
 export const RuntimeNotFoundError = RuntimeNotFound.pipe(asProblem(404))
 export const ShuttingDownError = ShuttingDown.pipe(asProblem(503))
+export const StillOpeningError = StillOpening.pipe(asProblem(503))
 export const AgentNotResumableError = AgentNotResumable.pipe(asProblem(409))
 export const ProviderNotFoundError = ProviderNotFound.pipe(asProblem(422))
 export const ProviderFailedError = ProviderFailed.pipe(asProblem(502))
@@ -125,9 +127,9 @@ export class RequestBodyLimit extends HttpApiMiddleware.Service<RequestBodyLimit
   error: RequestTooLarge.pipe(asProblem(413))
 }) {}
 
-/** Refuses every mutating request with 503 once the daemon stopped admitting work (shutdown). */
+/** Refuses every mutating request with 503 until the daemon is ready, and once it stopped admitting work (shutdown). */
 export class AdmissionGate extends HttpApiMiddleware.Service<AdmissionGate>()("quiesce/http/AdmissionGate", {
-  error: [ShuttingDownError, DaemonRetiringError]
+  error: [StillOpeningError, ShuttingDownError, DaemonRetiringError]
 }) {}
 
 // ---- schemas -----------------------------------------------------------------------------------

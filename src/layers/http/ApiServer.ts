@@ -23,7 +23,7 @@ import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
-import { RuntimeNotFound, ShuttingDown, WorkingDirectoryNotFound } from "../../domain/errors.ts"
+import { RuntimeNotFound, ShuttingDown, StillOpening, WorkingDirectoryNotFound } from "../../domain/errors.ts"
 import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from "../../domain/sweep.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
@@ -60,26 +60,36 @@ import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
 
 // ---- admission ---------------------------------------------------------------------------------
 
+/** Where the API's admission of mutating requests is: before ready, admitting, or closed for good. */
+export type AdmissionState = "opening" | "open" | "closed"
+
 /**
- * Whether the API still admits mutating requests. Closing it at shutdown makes every POST answer
+ * Whether the API admits mutating requests. A daemon's API starts `opening` (503 `StillOpening`)
+ * and admits once every part of it is ready (H1). Closing it at shutdown makes every POST answer
  * 503 `ShuttingDown` (a prompt repeating a recorded client message id still gets its turn), stops
  * the registry's admission and answers every caller still waiting on a turn; reads keep working.
  */
 export class Admission extends Context.Service<Admission, {
+  /** Starts admitting, unless it was closed already. */
+  readonly admit: Effect.Effect<void>
   readonly close: Effect.Effect<void>
-  readonly isOpen: Effect.Effect<boolean>
+  readonly state: Effect.Effect<AdmissionState>
 }>()("quiesce/http/Admission") {
-  static readonly layer = Layer.effect(
+  static readonly layerWith = (initial: "opening" | "open") => Layer.effect(
     Admission,
     Effect.gen(function*() {
       const registry = yield* AgentRegistry
-      const open = yield* Ref.make(true)
+      const state = yield* Ref.make<AdmissionState>(initial)
       return Admission.of({
-        close: Ref.set(open, false).pipe(Effect.andThen(registry.stopAdmission)),
-        isOpen: Ref.get(open)
+        admit: Ref.update(state, (current) => current === "closed" ? current : "open"),
+        close: Ref.set(state, "closed").pipe(Effect.andThen(registry.stopAdmission)),
+        state: Ref.get(state)
       })
     })
   )
+
+  /** Admitting from the start (tests, and hosts that have nothing to finish first). */
+  static readonly layer = Admission.layerWith("open")
 }
 
 // ---- middleware --------------------------------------------------------------------------------
@@ -181,7 +191,9 @@ const admissionGateLayer = Layer.effect(
     const lifecycle = yield* DaemonLifecycle
     return AdmissionGate.of((httpEffect) =>
       Effect.gen(function*() {
-        if (!(yield* admission.isOpen)) return yield* ShuttingDown.of("request")
+        const state = yield* admission.state
+        if (state === "opening") return yield* StillOpening.of("request")
+        if (state === "closed") return yield* ShuttingDown.of("request")
         yield* lifecycle.admit("request")
         return yield* httpEffect
       })
@@ -474,9 +486,10 @@ export const routes = (options: RouteOptions): Layer.Layer<
 }
 
 /**
- * The API served on `host:port` with node:http, plus the `Admission` it checks (close it at
- * shutdown) and the server (its address: port 0 listens on any free port). Fails with
- * `ServeError` when it cannot listen.
+ * The API served on `host:port` with node:http, plus the `Admission` it checks (it starts
+ * `opening`: admit once the host is ready, close it at shutdown) and the server (its address:
+ * port 0 listens on any free port). Fails with `ServeError` when it cannot listen
+ * (`ListenFailed.of` says why, for people).
  */
 export const layer = (
   options: ApiServerOptions
@@ -492,7 +505,7 @@ export const layer = (
       // Shutdown must not wait long on requests (a waiting prompt ends only after runtimes close).
       gracefulShutdownTimeout: "1 second"
     })),
-    Layer.provideMerge(Admission.layer)
+    Layer.provideMerge(Admission.layerWith("opening"))
   )
 
 /** `NodeHttpServer.layerTest`, but listening on loopback only (that one listens on every interface). */

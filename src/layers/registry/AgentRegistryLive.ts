@@ -37,7 +37,14 @@ export interface AgentRegistryOptions {
   readonly maxPromptBytes?: number | undefined
   /** How long ended turns stay in the journal (a repeat of an older client id is a new turn). Default 168h. */
   readonly turnRetention?: Duration.Input | undefined
+  /**
+   * How long a provider is asked at shutdown what its runtime still runs, for the shutdown's
+   * summary. Default 1 s; zero does not ask (the summary then names turns, permissions and
+   * subagents only).
+   */
+  readonly shutdownProbeTimeout?: Duration.Input | undefined
 }
+
 
 /** The default bound on a prompt, JSON-encoded. */
 export const defaultMaxPromptBytes = 512 * 1024
@@ -745,19 +752,63 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     Effect.forkIn(scope)
   )
 
+  /**
+   * What stopping this runtime now interrupts, in words (H3): its running turn, a pending
+   * permission, subagents, and the background work its provider reports (asked once, briefly;
+   * a provider that cannot answer is said to be unknown, never taken as idle).
+   */
+  const shutdownProbeTimeout = Duration.fromInputUnsafe(options.shutdownProbeTimeout ?? "1 second")
+  const workInterruptedBy = (agent: LiveAgent) =>
+    Effect.gen(function*() {
+      const work: Array<string> = []
+      if (agent.turn !== undefined) work.push(`turn ${agent.turn.turnId} was running`)
+      if (agent.permissions !== undefined && agent.permissions.size > 0) work.push("a permission was pending")
+      if (agent.subagents !== undefined && agent.subagents.size > 0) work.push(`${agent.subagents.size} subagent(s) were running`)
+      if (agent.session.canStopRuntime !== undefined && Duration.isGreaterThan(shutdownProbeTimeout, Duration.zero)) {
+        const answer = yield* agent.session.canStopRuntime.pipe(
+          Effect.timeoutOption(shutdownProbeTimeout),
+          Effect.map(Option.match({
+            onNone: () => "background work unknown (the provider did not answer in time)",
+            onSome: (stop) => stop.canStop ? undefined : stop.reason
+          })),
+          Effect.catch((error) => Effect.succeed(`background work unknown (${error.message})`))
+        )
+        if (answer !== undefined) work.push(answer)
+      }
+      return work
+    })
+
   // On shutdown admission closes first (and every waiting caller is answered); then every live
-  // runtime is closed in its lane and saved as resumable, and the turns they ran are recorded.
-  // Failures are logged.
+  // runtime is closed in its lane and saved as resumable, all at once (so the host's deadline is
+  // one close grace, not one per runtime), and the turns they ran are recorded. What each close
+  // interrupted is said by name, and the shutdown ends with one summary line. Failures are logged.
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
       yield* stopAdmission
       yield* Scope.close(carryScope, Exit.void)
+      let released = 0
+      const interrupted: Array<string> = []
       yield* Effect.forEach([...live.keys()], (agentId) =>
         inLane(
           agentId,
           Effect.suspend(() => {
             const agent = live.get(agentId)
-            return agent === undefined ? Effect.void : takeDown(agent)
+            if (agent === undefined) return Effect.void
+            return workInterruptedBy(agent).pipe(
+              Effect.tap((work) =>
+                work.length === 0 ? Effect.void : Effect.logWarning(`Stopping agent ${agentId} interrupts: ${work.join("; ")}`).pipe(
+                  Effect.annotateLogs({ agentId, provider: agent.provider })
+                )
+              ),
+              Effect.flatMap((work) =>
+                takeDown(agent).pipe(Effect.tap(() =>
+                  Effect.sync(() => {
+                    released++
+                    if (work.length > 0) interrupted.push(`${agentId} (${work.join("; ")})`)
+                  })
+                ))
+              )
+            )
           })
         ).pipe(
           Effect.catch((error) =>
@@ -765,7 +816,14 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
               Effect.annotateLogs({ agentId, error: error.message })
             )
           )
-        ), { discard: true })
+        ), { concurrency: "unbounded", discard: true })
+      // A daemon that had nothing resident has nothing to summarize.
+      if (released > 0 || interrupted.length > 0) {
+        yield* Effect.logInfo(
+          `Shutdown released ${released} runtime${released === 1 ? "" : "s"} resumable; ` +
+            (interrupted.length === 0 ? "no work was interrupted" : `interrupted: ${interrupted.join(", ")}`)
+        ).pipe(Effect.annotateLogs({ released, interrupted: interrupted.length }))
+      }
       // Closing the runtimes ended their turns; their outcomes are written before the store closes.
       yield* Effect.forEach(prompts.running(), (handle) => Deferred.await(handle.ended), { discard: true }).pipe(
         Effect.timeoutOption("5 seconds")

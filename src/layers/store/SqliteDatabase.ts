@@ -37,6 +37,18 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
     ))
   )
 
+/** Every durable store over the one `SqlClient` given, each migrating its own tables as it is built. */
+export const storesFromClient: Layer.Layer<
+  AgentStore | FinishStore | TurnJournal | RuntimeLedger,
+  AgentStoreError | FinishStoreError,
+  SqlClient.SqlClient
+> = Layer.mergeAll(
+  SqliteAgentStore.layerFromClient,
+  SqliteFinishStore.layerFromClient,
+  SqliteTurnJournal.layerFromClient,
+  SqliteRuntimeLedger.layerFromClient
+)
+
 /**
  * `AgentStore`, `FinishStore`, `TurnJournal` and `RuntimeLedger` over ONE connection to the SQLite file
  * `filename` (created and migrated as needed).
@@ -44,11 +56,4 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
 export const layerStores = (
   filename: string
 ): Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, AgentStoreError | FinishStoreError> =>
-  Layer.mergeAll(
-    SqliteAgentStore.layerFromClient,
-    SqliteFinishStore.layerFromClient,
-    SqliteTurnJournal.layerFromClient,
-    SqliteRuntimeLedger.layerFromClient
-  ).pipe(
-    Layer.provide(layer(filename))
-  )
+  storesFromClient.pipe(Layer.provide(layer(filename)))

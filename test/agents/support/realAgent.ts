@@ -8,6 +8,7 @@ import { Context, Effect, Fiber, Layer, type Scope } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type { ProviderRegistrationRefused } from "../../../src/domain/errors.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
@@ -170,7 +171,7 @@ export interface Launch {
  * One agent CLI as the real-CLI tests and the bench drive it. Each adapter's test support module
  * (`test/agents/support/<name>Cli.ts`) exports one.
  */
-export interface RealCli<E = never> {
+export interface RealCli<E = ProviderRegistrationRefused> {
   /** The pinned CLI it runs (`scripts/agentClis.ts`). */
   readonly cli: AgentCli["name"]
   /** The provider id agents name. */

@@ -55,8 +55,12 @@ describe("Home (H2)", () => {
   it.effect("the API token is created once, readable only by its owner", () =>
     Effect.gen(function*() {
       const root = yield* tempDir
-      const first = yield* Effect.scoped(Effect.map(Layer.build(HomeLive.layer(root)), (c) => Context.get(c, HomeLive.Home).token))
-      const second = yield* Effect.scoped(Effect.map(Layer.build(HomeLive.layer(root)), (c) => Context.get(c, HomeLive.Home).token))
+      const openedToken = (c: Context.Context<HomeLive.Home>) => {
+        const home = Context.get(c, HomeLive.Home)
+        return Effect.as(home.opened, home.token)
+      }
+      const first = yield* Effect.scoped(Effect.flatMap(Layer.build(HomeLive.layer(root)), openedToken))
+      const second = yield* Effect.scoped(Effect.flatMap(Layer.build(HomeLive.layer(root)), openedToken))
       assert.match(first, /^[0-9a-f]{64}$/)
       assert.strictEqual(second, first)
       assert.strictEqual(statSync(join(root, "token")).mode & 0o777, 0o600)
@@ -64,6 +68,47 @@ describe("Home (H2)", () => {
 })
 
 const modeOf = (file: string) => statSync(file).mode & 0o777
+
+describe("Home: a start that does not finish opening (H1)", () => {
+  it.effect("takes back the token, the database and plugins/ it made, and keeps what was there", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      yield* Effect.scoped(Effect.gen(function*() {
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        writeFileSync(home.databaseFile, "")
+        writeFileSync(`${home.databaseFile}-wal`, "")
+        assert.isTrue(existsSync(home.tokenFile))
+      }))
+      assert.deepStrictEqual(readdirSync(root), [], "nothing made by the failed start is left")
+
+      writeFileSync(join(root, "token"), "kept-token\n")
+      writeFileSync(join(root, "quiesce.sqlite"), "")
+      yield* Effect.scoped(Layer.build(HomeLive.layer(root)))
+      assert.deepStrictEqual(readdirSync(root).sort(), ["quiesce.sqlite", "token"], "what was there is kept")
+      assert.strictEqual(readFileSync(join(root, "token"), "utf8"), "kept-token\n")
+    }))
+
+  it.effect("keeps everything once opened", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      yield* Effect.scoped(Effect.gen(function*() {
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        writeFileSync(home.databaseFile, "")
+        yield* home.opened
+      }))
+      assert.deepStrictEqual(readdirSync(root).sort(), ["plugins", "quiesce.sqlite", "token"])
+    }))
+
+  it.effect("leaves a plugin's own state alone", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      yield* Effect.scoped(Effect.gen(function*() {
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        mkdirSync(join(home.pluginHome, "shell"))
+      }))
+      assert.deepStrictEqual(readdirSync(root), ["plugins"])
+    }))
+})
 
 describe("Home on hostile input", () => {
   for (

@@ -467,9 +467,11 @@ describe("ApiServer", () => {
       const client = yield* apiClient
       const admission = yield* ApiServer.Admission
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
-      assert.isTrue(yield* admission.isOpen)
+      assert.strictEqual(yield* admission.state, "open")
       yield* admission.close
-      assert.isFalse(yield* admission.isOpen)
+      assert.strictEqual(yield* admission.state, "closed")
+      yield* admission.admit
+      assert.strictEqual(yield* admission.state, "closed", "a closed admission is not opened again")
 
       const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } }).pipe(Effect.flip)
       assert.strictEqual(refused._tag, "ShuttingDown")

@@ -54,7 +54,9 @@ interface ModelAgent {
 const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
   const provider = new MemoryProvider("model")
   const protection = new FakeCallerProtection()
-  const h = yield* harness({ provider, protection })
+  // The model's hung probes would hold the shutdown's question on a clock nobody advances once
+  // the scenario ends; that question is tested in Shutdown.test.ts.
+  const h = yield* harness({ provider, protection, registry: { shutdownProbeTimeout: 0 } })
   const agents: Array<ModelAgent> = []
   const bySession = new Map<string, ModelAgent>()
   const issued = new Map<string, ModelAgent>()

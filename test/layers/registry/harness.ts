@@ -1,3 +1,4 @@
+import type { ProviderRegistrationRefused } from "../../../src/domain/errors.ts"
 import { Context, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
@@ -21,8 +22,9 @@ export interface HarnessOptions {
   /** The turn journal; in memory by default. */
   readonly journal?: Layer.Layer<TurnJournal, unknown>
   readonly collector?: RuntimeCollectorOptions
+  readonly registry?: AgentRegistryLive.AgentRegistryOptions
   /** More providers, each a layer that registers itself. */
-  readonly extraProviders?: Layer.Layer<never, never, ProviderRegistry>
+  readonly extraProviders?: Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry>
 }
 
 /**
@@ -32,7 +34,7 @@ export interface HarnessOptions {
 export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {}) {
   const provider = options.provider ?? new MemoryProvider("codex")
   const protection = options.protection ?? new FakeCallerProtection()
-  const registryLayer = AgentRegistryLive.layer.pipe(
+  const registryLayer = AgentRegistryLive.layerWith(options.registry ?? {}).pipe(
     Layer.provide([
       options.store ?? AgentStoreMemory.layer,
       options.journal ?? TurnJournalMemory.layer,

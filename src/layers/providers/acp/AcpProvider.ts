@@ -15,7 +15,7 @@
 import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
@@ -398,5 +398,5 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
 })
 
 /** Adds an ACP provider to the `ProviderRegistry`; its agent processes end with the layer. */
-export const layer = (options: AcpProviderOptions): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: AcpProviderOptions): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makeAcpClient(options))

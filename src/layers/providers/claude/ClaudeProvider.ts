@@ -12,7 +12,7 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   type AgentClient,
   type AgentSession,
@@ -442,5 +442,5 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
 })
 
 /** Adds the Claude Code provider to the `ProviderRegistry`; its processes end with the layer. */
-export const layer = (options: ClaudeProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: ClaudeProviderOptions = {}): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makeClaudeClient(options))

@@ -10,7 +10,7 @@
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   type AgentClient,
   type AgentSession,
@@ -430,5 +430,5 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 })
 
 /** Adds the Codex app-server provider to the `ProviderRegistry`; its processes end with the layer. */
-export const layer = (options: CodexProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: CodexProviderOptions = {}): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makeCodexClient(options))

@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, type RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, type RuntimeProbeFailed } from "../../../domain/errors.ts"
 import type { AgentClient, AgentSession, SessionConfig, SessionEvent, StopAnswer, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 
@@ -25,7 +25,7 @@ export class MemoryProvider {
   readonly provider: string
   readonly client: AgentClient
   /** Adds this provider to the `ProviderRegistry`. */
-  readonly layer: Layer.Layer<never, never, ProviderRegistry>
+  readonly layer: Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry>
   /** Saved conversations by session id: survive close, as a real provider's transcripts do. */
   readonly transcripts = new Map<string, Array<string>>()
   readonly deliveries: Array<Delivery> = []

@@ -21,7 +21,7 @@
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schedule, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   type AgentClient,
   type AgentSession,
@@ -625,5 +625,5 @@ export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeP
 })
 
 /** Adds the OpenCode provider to the `ProviderRegistry`; its servers end with the layer. */
-export const layer = (options: OpenCodeProviderOptions = {}): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: OpenCodeProviderOptions = {}): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makeOpenCodeClient(options))

@@ -8,7 +8,7 @@
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   type AgentClient,
   type AgentSession,
@@ -361,5 +361,5 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
 })
 
 /** Adds a Pi (or OMP) provider to the `ProviderRegistry`; its processes end with the layer. */
-export const layer = (options: PiProviderOptions): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: PiProviderOptions): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makePiClient(options))

@@ -1,6 +1,6 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { PluginProtocolError, ProviderFailed, RuntimeProbeFailed } from "../../../domain/errors.ts"
+import { PluginProtocolError, ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   CanStopResult,
   type DaemonMessage,
@@ -309,5 +309,5 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
 })
 
 /** Adds a plugin provider to the `ProviderRegistry`; its processes end with the layer. */
-export const layer = (options: PluginProviderOptions): Layer.Layer<never, never, ProviderRegistry> =>
+export const layer = (options: PluginProviderOptions): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   ProviderRegistry.register(makePluginClient(options))

@@ -1,0 +1,64 @@
+/**
+ * The registry at shutdown (H3), under TestClock: every live runtime closes at once (so the
+ * host's deadline is one close, not one per runtime), each close that interrupts work says so by
+ * name, and the shutdown ends with one summary line.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import { stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
+import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { type LogEntry, recordingLogs } from "../../support/logs.ts"
+import { harness } from "./harness.ts"
+
+describe("AgentRegistry at shutdown (H3)", () => {
+  it.effect("closes every runtime at once and names the background work each close interrupts", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const scope = yield* Scope.make()
+      const h = yield* harness({ provider }).pipe(Scope.provide(scope))
+      // Read by each session as it opens.
+      let busySession: string | undefined
+      provider.probe = (sessionId) => Effect.succeed(sessionId === busySession ? stopVetoed("background job 1 `sleep 600`") : stopPermitted)
+      const agents = yield* Effect.forEach([0, 1, 2], () => h.create())
+      const busy = agents[1]!.agentId
+      yield* Effect.forEach(agents, (agent) => h.registry.prompt(agent.agentId, "start", { wait: true }))
+      busySession = (yield* h.registry.list).find((view) => view.record.agentId === busy)?.record.persistence?.sessionId
+      assert.isDefined(busySession)
+      provider.closeGate = Effect.sleep("2 seconds")
+
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* TestClock.adjust("1 second") // the providers are asked what their runtimes still run
+      yield* TestClock.adjust("2 seconds") // one close grace, not three
+      assert.isDefined(closing.pollUnsafe(), "all three closes ran at once")
+      yield* Fiber.join(closing)
+      assert.strictEqual(provider.closes, 3)
+
+      const messages = entries.map((entry) => entry.message)
+      assert.include(messages, `Stopping agent ${busy} interrupts: background job 1 \`sleep 600\``)
+      assert.include(messages, `Shutdown released 3 runtimes resumable; interrupted: ${busy} (background job 1 \`sleep 600\`)`)
+      assert.isFalse(messages.some((message) => message.startsWith("Stopping agent") && !message.includes(busy)))
+    }).pipe(recordingLogs(entries))
+  })
+
+  it.effect("a provider that does not answer is said to be unknown, not taken as idle", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const scope = yield* Scope.make()
+      const h = yield* harness({ provider }).pipe(Scope.provide(scope))
+      provider.probe = () => Effect.never
+      const agent = yield* h.create()
+      yield* h.registry.prompt(agent.agentId, "start", { wait: true })
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(closing)
+      assert.include(
+        entries.map((entry) => entry.message),
+        `Stopping agent ${agent.agentId} interrupts: background work unknown (the provider did not answer in time)`
+      )
+    }).pipe(recordingLogs(entries))
+  })
+})
+
