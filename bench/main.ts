@@ -4,6 +4,7 @@ import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
 import { registryBench } from "./registry.ts"
 import { retirementBench } from "./retirement.ts"
+import { samplingBench } from "./sampling.ts"
 import { shellBench } from "./shell.ts"
 import { printTable } from "./table.ts"
 import { turnsBench } from "./turns.ts"
@@ -14,6 +15,7 @@ printTable([
   ...(await registryBench()),
   ...(await finishBench()),
   ...(await shellBench()),
+  ...(await samplingBench(50)),
   ...(await turnsBench()),
   ...(await retirementBench(100, 10)),
   ...(await hubBench(20, 500)),

@@ -284,22 +284,6 @@ const printLoginLink = (baseUrl: string, link: LoginLink, next: string | undefin
 
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
-const isExecutable = (file: string) => {
-  try {
-    fs.accessSync(file, fs.constants.X_OK)
-    return fs.statSync(file).isFile()
-  } catch {
-    return false
-  }
-}
-
-/** Where a command runs from: a path as given, or a name looked up on PATH; `undefined` when nowhere. */
-const findExecutable = (command: string): string | undefined =>
-  command.includes("/")
-    ? (isExecutable(command) ? command : undefined)
-    : (process.env["PATH"] ?? "").split(path.delimiter).filter((dir) => dir !== "").map((dir) => path.join(dir, command))
-      .find(isExecutable)
-
 /** Rows of cells (the first a header) in aligned columns. */
 const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = table[0]!.map((_, column) => Math.max(...table.map((row) => row[column]!.length)))
@@ -768,17 +752,13 @@ const config = Command.make("config").pipe(
       Effect.fn(function*() {
         const root = path.resolve(yield* homeDirectory)
         const file = path.join(root, "config.json")
-        const { loadConfig } = yield* Effect.promise(() => import("../layers/host/loadConfig.ts"))
+        const { loadConfig, missingProviderCommands } = yield* Effect.promise(() => import("../layers/host/loadConfig.ts"))
         const checked = yield* loadConfig(file)
         if (!fs.existsSync(root)) {
           yield* Console.log(`${root} does not exist yet: a daemon creates it on its first start (quiesce --home ${root} daemon)`)
         }
         // A provider whose command cannot be found fails every agent that names it.
-        const missing = Object.entries(checked.providers).flatMap(([id, provider]) =>
-          "command" in provider && findExecutable(provider.command) === undefined
-            ? [`providers.${id}.command: "${provider.command}" is not ${provider.command.includes("/") ? "an executable file" : "found on PATH"}`]
-            : []
-        )
+        const missing = missingProviderCommands(checked)
         if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
         yield* Console.log(`${file}: ok`)
       })

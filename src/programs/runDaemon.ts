@@ -26,7 +26,7 @@ import {
 import { packageVersion } from "../domain/version.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
-import { ConfigInvalid, type ConfigOverrides, loadConfig, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
+import { ConfigInvalid, type ConfigOverrides, loadConfig, missingProviderCommands, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
 import { rotatingLogFile } from "../layers/host/logFile.ts"
 import { readStat } from "../layers/host/ProcessInspectionProcfs.ts"
 import { removeRendezvous, writeRendezvous } from "../layers/host/rendezvous.ts"
@@ -170,6 +170,9 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   yield* observer.reached("storage")
   const stores = yield* Layer.build(SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database))))
   yield* observer.reached("migrations")
+  // A provider whose command is missing serves nothing, but the others do: said, not fatal.
+  yield* Effect.forEach(missingProviderCommands(config), (problem) =>
+    Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
   const services = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
   yield* observer.reached("providers")
   const running = yield* Layer.build(ApiServer.layer({

@@ -169,16 +169,21 @@ while True:
 })
 
 describe("the shutdown deadline (H3)", () => {
-  it("follows the largest close grace, is reported at start and recorded, and the systemd unit waits beyond it", async () => {
+  it("follows the largest close grace, is reported at start and recorded, and the systemd unit waits beyond it; a missing provider command is said", async () => {
     const home = newHome()
     writeFileSync(join(home, "config.json"), JSON.stringify({
       providers: {
         shell: { kind: "shell" },
-        slow: { kind: "plugin", command: "/bin/true", closeGrace: "20s" }
+        slow: { kind: "plugin", command: "/bin/true", closeGrace: "20s" },
+        gone: { kind: "codex", command: "/nonexistent/codex" }
       }
     }))
     const daemon = startDaemon(home, await freePort())
     await ready(daemon)
+    // The providers are validated while opening: a missing command is said, and the others serve.
+    expect(daemon.output()).toMatch(
+      /providers\.gone\.command: \\"\/nonexistent\/codex\\" is not an executable file: creating or resuming its agents fails until it is installed/
+    )
     // 2 × 20 s + the 11 s margin.
     expect(daemon.output()).toContain(`"shutdownDeadline":"51s"`)
     const record = JSON.parse(spawnSync("cat", [join(home, "daemon.json")], { encoding: "utf8" }).stdout)

@@ -1,5 +1,6 @@
 import { Duration, Effect, Schema } from "effect"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { decodeConfig, type QuiesceConfig } from "../../domain/config.ts"
 import { decodeGoDuration, formatGoDuration } from "../../domain/goDuration.ts"
 import type { EffectiveIdleTimeout, IdleTimeoutSource } from "../../domain/retirement.ts"
@@ -49,6 +50,30 @@ export const loadConfig = Effect.fn("loadConfig")(function*(configFile: string, 
 })
 
 export type { QuiesceConfig }
+
+const isExecutable = (file: string) => {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** Where a command runs from: a path as given, or a name looked up on PATH; `undefined` when nowhere. */
+export const findExecutable = (command: string): string | undefined =>
+  command.includes("/")
+    ? (isExecutable(command) ? command : undefined)
+    : (process.env["PATH"] ?? "").split(path.delimiter).filter((dir) => dir !== "").map((dir) => path.join(dir, command))
+      .find(isExecutable)
+
+/** Each configured provider whose command cannot be found, in words naming its config path. */
+export const missingProviderCommands = (config: QuiesceConfig): ReadonlyArray<string> =>
+  Object.entries(config.providers).flatMap(([id, provider]) =>
+    "command" in provider && findExecutable(provider.command) === undefined
+      ? [`providers.${id}.command: "${provider.command}" is not ${provider.command.includes("/") ? "an executable file" : "found on PATH"}`]
+      : []
+  )
 
 /**
  * The idle timeout the daemon arms (R1): the flag wins over `daemon.idleTimeout`; neither means no
