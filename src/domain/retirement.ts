@@ -11,12 +11,16 @@ export const retiredExitCode = 75
 /** Set to "1" in the environment of a daemon a hub launched: its idle timeout's source is then `hub`. */
 export const launchedByHubVariable = "QUIESCE_LAUNCHED_BY_HUB"
 
+/** How long message delivery may take to flush at shutdown (its part of the margin below). */
+export const deliveryCloseTimeout = "5 seconds"
+
 /**
- * Beyond the runtimes' close graces, what an orderly shutdown waits on: asking each provider what
- * its runtime still runs (1 s), the outcomes of the turns the close ended (5 s), and delivery,
- * finish subscriptions and the store closing (5 s).
+ * Beyond the runtimes' close graces, what an orderly shutdown waits on: the listener's graceful
+ * close (1 s), delivery flushing (5 s), asking each provider what its runtime still runs (1 s),
+ * the outcomes of the turns the close ended (5 s), and finish subscriptions and the store closing
+ * (1 s).
  */
-export const shutdownMarginMillis = 11_000
+export const shutdownMarginMillis = 13_000
 
 /**
  * How long a daemon's orderly shutdown may take before the process exits anyway (H3). Runtimes

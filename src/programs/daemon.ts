@@ -16,7 +16,7 @@ import type { FinishStore } from "../services/FinishStore.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import type { RuntimeLedger } from "../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../services/TurnJournal.ts"
-import type { DaemonIdentity } from "../domain/retirement.ts"
+import { type DaemonIdentity, deliveryCloseTimeout } from "../domain/retirement.ts"
 import * as DaemonLifecycleLive from "../layers/retirement/DaemonLifecycleLive.ts"
 import { ActivityClock } from "../services/ActivityClock.ts"
 import { InFlightRequests } from "../services/InFlightRequests.ts"
@@ -81,6 +81,8 @@ export const servicesLayer = <E>(
       probeConcurrency: config.agents.probeConcurrency
     },
     registry: { turnRetention: config.agents.turnRetention },
+    // Within the shutdown deadline's margin (retirement.ts).
+    delivery: { closeTimeout: deliveryCloseTimeout },
     identity
   })
 

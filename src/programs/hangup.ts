@@ -10,9 +10,14 @@ const ignoreClosedTerminal = (stream: NodeJS.WriteStream) => {
   stream.on("error", () => {})
 }
 
-/** From now on, SIGHUP is an orderly shutdown. */
+let installed = false
+
+/** From now on, SIGHUP is an orderly shutdown (installed once per process). */
 export const shutDownOnHangup = Effect.sync(() => {
+  if (installed) return
+  installed = true
   process.once("SIGHUP", () => {
+    installed = false
     ignoreClosedTerminal(process.stdout)
     ignoreClosedTerminal(process.stderr)
     process.kill(process.pid, "SIGTERM")

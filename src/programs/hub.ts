@@ -29,6 +29,7 @@ export interface HubRunOptions extends HubDaemons.HubDaemonsOptions {
 export const runHub = (options: HubRunOptions) =>
   Effect.scoped(Effect.gen(function*() {
     const { hubHome } = options
+    yield* shutDownOnHangup
     yield* Effect.try({
       try: () => fs.mkdirSync(hubHome, { recursive: true, mode: 0o700 }),
       catch: (error) =>
@@ -55,7 +56,6 @@ export const runHub = (options: HubRunOptions) =>
       port,
       instanceId: randomBytes(8).toString("hex")
     })
-    yield* shutDownOnHangup
     yield* Effect.logInfo(`Quiesce hub ready on http://${hubHost}:${port}`).pipe(
       Effect.annotateLogs({
         hubHome,

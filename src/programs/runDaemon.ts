@@ -51,6 +51,15 @@ export interface OpeningObserver {
 
 const unobserved: OpeningObserver = { reached: () => Effect.void }
 
+/**
+ * Opening is mostly synchronous work (SQLite, files), during which the event loop never gets to
+ * the signal handlers. Each stage ends with one turn of the loop, so a signal that arrived during
+ * a stage interrupts the opening at its end.
+ */
+const letSignalsIn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+const stageDone = (observer: OpeningObserver, stage: OpeningStage) => Effect.andThen(letSignalsIn, observer.reached(stage))
+
 /** What the process's exit code is decided by, once the daemon has run. */
 export interface DaemonOutcome {
   /** Listening: from then on, an interruption (a signal) is an orderly shutdown. */
@@ -109,6 +118,8 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
   outcome: DaemonOutcome,
   observer: OpeningObserver = unobserved
 ) {
+  // A closed terminal stops an opening as it stops a running daemon: in order (SIGTERM).
+  yield* shutDownOnHangup
   // Configuration is checked before anything is locked, opened or listening; a bad flag is
   // named as the flag, not as the configuration path it overrides.
   yield* checkFlags(overrides)
@@ -124,7 +135,7 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
     const homeService = Context.get(homeContext, Home)
     // From here on the log goes to the home as well (quiesce logs), for the daemon and every fiber it starts.
     const fileLogger = yield* rotatingLogFile(root)
-    yield* observer.reached("lock").pipe(
+    yield* stageDone(observer, "lock").pipe(
       Effect.andThen(serveHome({ root, config, idleTimeout, home: homeService, outcome, observer, notifySocket })),
       // What ended the daemon goes to its log file too (the terminal gets it from the CLI), so
       // that quiesce logs says why a start failed.
@@ -167,14 +178,14 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     shutdownDeadlineMillis: deadlineMillis
   }
   const database = yield* Layer.build(SqliteDatabase.layer(home.databaseFile))
-  yield* observer.reached("storage")
+  yield* stageDone(observer, "storage")
   const stores = yield* Layer.build(SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database))))
-  yield* observer.reached("migrations")
+  yield* stageDone(observer, "migrations")
   // A provider whose command is missing serves nothing, but the others do: said, not fatal.
   yield* Effect.forEach(missingProviderCommands(config), (problem) =>
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
   const services = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
-  yield* observer.reached("providers")
+  yield* stageDone(observer, "providers")
   const running = yield* Layer.build(ApiServer.layer({
     host: config.daemon.host,
     port: config.daemon.port,
@@ -185,7 +196,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   }).pipe(Layer.provide(Layer.succeedContext(services)))).pipe(
     Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(config.daemon.host, config.daemon.port, error.cause, "--port or daemon.port in config.json")))
   )
-  yield* observer.reached("listener")
+  yield* stageDone(observer, "listener")
   const admission = Context.get(running, ApiServer.Admission)
   // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
   // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
@@ -193,7 +204,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     admission.close.pipe(Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed")))
   )
   yield* admission.admit
-  yield* observer.reached("admission")
+  yield* stageDone(observer, "admission")
   // The one readiness event. Where this daemon listens and who it is, for the CLI and a hub (flags
   // may differ from the file, and port 0 means whichever port the system gave).
   const address = Context.get(running, HttpServer.HttpServer).address
@@ -203,7 +214,6 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   yield* logReady(home, config, listening)
   yield* notifyReady(notifySocket, `Listening on http://${listening.host}:${listening.port}`)
   outcome.running = true
-  yield* shutDownOnHangup
   // Until a signal, or until the daemon retires itself: then everything closes in order.
   yield* Context.get(services, DaemonLifecycle).retired.pipe(
     Effect.onInterrupt(() => Effect.sync(() => armForcedExit(deadlineMillis)))

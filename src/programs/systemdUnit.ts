@@ -22,9 +22,18 @@ export interface SystemdUnitOptions {
 /** How far beyond the daemon's deadline systemd waits before it kills what is left. */
 export const stopTimeoutMarginSeconds = 10
 
-/** One word of a command line or a value, quoted the way systemd reads it. */
-export const systemdQuote = (word: string): string =>
-  /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `"${word.replace(/\\/g, "\\\\").replace(/"/g, "\\\"").replace(/%/g, "%%")}"`
+/** `%` starts a specifier in every unit setting; doubled, it is itself. */
+const escapeSpecifiers = (text: string) => text.replace(/%/g, "%%")
+
+/**
+ * One word of `ExecStart=`, or the whole of an `Environment=` assignment, quoted the way systemd
+ * reads it: specifiers (`%h`) escaped everywhere, and in a command line `$` too (systemd
+ * substitutes `$VAR` and `${VAR}` there, not in `Environment=`).
+ */
+export const systemdQuote = (word: string, where: "command" | "assignment" = "command"): string => {
+  const escaped = escapeSpecifiers(where === "command" ? word.replace(/\$/g, "$$$$") : word)
+  return /^[A-Za-z0-9_@+=:,./-]+$/.test(word) ? escaped : `"${escaped.replace(/\\/g, "\\\\").replace(/"/g, "\\\"")}"`
+}
 
 export const systemdUnit = (options: SystemdUnitOptions): string => {
   const stopSeconds = Math.ceil(options.shutdownDeadlineMillis / 1000) + stopTimeoutMarginSeconds
@@ -33,14 +42,14 @@ export const systemdUnit = (options: SystemdUnitOptions): string => {
     "#   quiesce daemon --print-systemd-unit > ~/.config/systemd/user/quiesce.service",
     "#   systemctl --user daemon-reload && systemctl --user enable --now quiesce",
     "[Unit]",
-    `Description=Quiesce daemon (${options.home})`,
+    `Description=${escapeSpecifiers(`Quiesce daemon (${options.home})`)}`,
     "",
     "[Service]",
     "Type=notify",
     // READY=1 is sent by systemd-notify, a child of the daemon.
     "NotifyAccess=all",
-    `ExecStart=${[options.node, options.cli, "--home", options.home, "daemon"].map(systemdQuote).join(" ")}`,
-    ...(options.path === undefined ? [] : [`Environment=${systemdQuote(`PATH=${options.path}`)}`]),
+    `ExecStart=${[options.node, options.cli, "--home", options.home, "daemon"].map((word) => systemdQuote(word)).join(" ")}`,
+    ...(options.path === undefined ? [] : [`Environment=${systemdQuote(`PATH=${options.path}`, "assignment")}`]),
     "KillMode=mixed",
     `TimeoutStopSec=${stopSeconds}`,
     "Restart=on-failure",

@@ -5,11 +5,11 @@
  * deadline follows the providers' close graces and is what the systemd unit waits beyond.
  */
 import { spawn, spawnSync } from "node:child_process"
-import { existsSync, readdirSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { connect } from "node:net"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { cleanUpDaemons, exited, freePort, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
+import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
 
@@ -168,6 +168,64 @@ while True:
   }, 40_000)
 })
 
+describe("a signal while opening (H1)", () => {
+  it.each(["SIGTERM", "SIGHUP"] as const)("%s during the providers stage stops the start: exit 130, no record, no lock, the home's data kept", async (signal) => {
+    const home = newHome()
+    const port = await freePort()
+    const caught = join(home, "caught-term")
+    // A process a runtime started in a session of its own, which outlives a SIGKILLed daemon (and
+    // its plugin) and catches SIGTERM: the next start's providers stage finds it by the runtime's
+    // marker, ends it as a leftover, and waits its grace (2 s) while it runs on.
+    const first = startDaemon(home, port)
+    await ready(first)
+    const created = await api(first, "POST", "/v1/agents", { provider: "shell", cwd: home })
+    const { agentId } = created.body
+    await api(first, "POST", `/v1/agents/${agentId}/prompts`, {
+      text: `setsid sh -c "trap 'touch ${caught}' TERM; while :; do sleep 0.2; done" >/dev/null 2>&1 &`.replace(/&$/, "& true"),
+      wait: true
+    })
+    const plugin: number = (await api(first, "GET", `/v1/agents/${agentId}`)).body.pid
+    // The escaped process leads a group of its own: found by its command line, among processes of ours.
+    let group = 0
+    await until(() => {
+      const found = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).find((name) => {
+        try {
+          return readFileSync(`/proc/${name}/cmdline`, "utf8").includes(`touch ${caught}`)
+        } catch {
+          return false
+        }
+      })
+      group = found === undefined ? 0 : Number(found)
+      return group > 0
+    }, "the escaped process runs")
+    const token = first.token()
+    process.kill(-first.process.pid!, "SIGKILL")
+    await exited(first.process)
+    try {
+      // The plugin sees its daemon gone and ends its jobs itself (the job catches that too); once
+      // the plugin has exited, only the job is left, and what it catches next is the new start's.
+      await until(() => !existsSync(`/proc/${plugin}/cmdline`) || readFileSync(`/proc/${plugin}/cmdline`, "utf8") === "", "the plugin has exited")
+      await until(() => groupAlive(group), "the escaped process still runs")
+      rmSync(caught, { force: true })
+      const second = startDaemon(home, port)
+      await until(() => existsSync(caught), "the leftover process is told to end (the providers stage runs)")
+      second.process.kill(signal)
+      expect(await exited(second.process)).toBe(130)
+      expect(second.output()).not.toContain("Quiesce ready")
+      expect(existsSync(join(home, "daemon.json"))).toBe(false)
+      expect(existsSync(join(home, "daemon.lock"))).toBe(false)
+      expect(readdirSync(home)).toEqual(expect.arrayContaining(["token", "quiesce.sqlite"]))
+      // The next start ends the leftover job (its ledger entry is still there) and opens.
+      const third = startDaemon(home, port)
+      await ready(third)
+      expect(third.token()).toBe(token)
+      await until(() => !groupAlive(group), "the leftover job's group is gone")
+    } finally {
+      if (groupAlive(group)) process.kill(-group, "SIGKILL")
+    }
+  }, 60_000)
+})
+
 describe("the shutdown deadline (H3)", () => {
   it("follows the largest close grace, is reported at start and recorded, and the systemd unit waits beyond it; a missing provider command is said", async () => {
     const home = newHome()
@@ -184,16 +242,16 @@ describe("the shutdown deadline (H3)", () => {
     expect(daemon.output()).toMatch(
       /providers\.gone\.command: \\"\/nonexistent\/codex\\" is not an executable file: creating or resuming its agents fails until it is installed/
     )
-    // 2 × 20 s + the 11 s margin.
-    expect(daemon.output()).toContain(`"shutdownDeadline":"51s"`)
+    // 2 × 20 s + the 13 s margin.
+    expect(daemon.output()).toContain(`"shutdownDeadline":"53s"`)
     const record = JSON.parse(spawnSync("cat", [join(home, "daemon.json")], { encoding: "utf8" }).stdout)
-    expect(record.shutdownDeadlineMillis).toBe(51_000)
+    expect(record.shutdownDeadlineMillis).toBe(53_000)
 
     const unit = spawnSync(process.execPath, [cli, "--home", home, "daemon", "--print-systemd-unit"], { encoding: "utf8", timeout: 20_000 })
     expect(unit.status).toBe(0)
     expect(unit.stdout).toContain("Type=notify\n")
     expect(unit.stdout).toContain("KillMode=mixed\n")
-    expect(unit.stdout).toContain("TimeoutStopSec=61\n")
+    expect(unit.stdout).toContain("TimeoutStopSec=63\n")
     expect(unit.stdout).toContain(`ExecStart=${process.execPath} ${cli} --home ${home} daemon\n`)
     expect(unit.stdout).toContain("SuccessExitStatus=75\n")
     daemon.process.kill("SIGTERM")

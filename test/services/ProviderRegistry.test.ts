@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { MemoryProvider } from "../../src/layers/providers/memory/MemoryProvider.ts"
 import { ProviderRegistry } from "../../src/services/ProviderRegistry.ts"
+import { memoryDaemon } from "../support/memoryDaemon.ts"
 
 describe("ProviderRegistry (H1: registration is sealed before the host opens)", () => {
   it.effect("a provider added after the seal is refused, and what is served does not change", () =>
@@ -26,4 +27,11 @@ describe("ProviderRegistry (H1: registration is sealed before the host opens)", 
       assert.strictEqual(refused._tag, "ProviderRegistrationRefused")
       assert.include(refused.message, "registered twice")
     }).pipe(Effect.scoped))
+
+  it.effect("a daemon's services seal the registry once its providers are composed", () =>
+    Effect.gen(function*() {
+      const registry = yield* ProviderRegistry
+      const refused = yield* Effect.flip(Layer.build(new MemoryProvider("late").layer).pipe(Effect.provideService(ProviderRegistry, registry)))
+      assert.strictEqual(refused._tag, "ProviderRegistrationRefused")
+    }).pipe(Effect.scoped, Effect.provide(memoryDaemon())))
 })

@@ -211,8 +211,13 @@ const securePrivateFiles = (root: string, databaseFile: string, pluginHome: stri
 
 /** What a start creates in a home, to take back if the start does not finish (H1). */
 const createdByStart = (tokenFile: string, databaseFile: string, pluginHome: string) => {
-  const files = [tokenFile, databaseFile, `${databaseFile}-wal`, `${databaseFile}-shm`]
-  const newFiles = files.filter((file) => !fs.existsSync(file))
+  // The journal files go only with a database this start created: beside an existing one, a
+  // `-wal` may hold committed pages another connection (a backup, an sqlite3 shell) still needs.
+  const newDatabase = !fs.existsSync(databaseFile)
+  const newFiles = [
+    ...(fs.existsSync(tokenFile) ? [] : [tokenFile]),
+    ...(newDatabase ? [databaseFile, `${databaseFile}-wal`, `${databaseFile}-shm`] : [])
+  ]
   const newPlugins = !fs.existsSync(pluginHome)
   return () => {
     for (const file of newFiles) fs.rmSync(file, { force: true })

@@ -33,7 +33,7 @@
 import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { readdir, readFile } from "node:fs/promises"
-import { Duration, Effect, Layer, Option, Semaphore } from "effect"
+import { Duration, Effect, Fiber, Layer, Option, Semaphore } from "effect"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
 
 /** How procfs is read; the layer's default is the real one, a test's can be slow or lie. */
@@ -269,23 +269,35 @@ export const layer = (options?: ProcfsOptions): Layer.Layer<ProcessInspection> =
       const admitted = (effect: Effect.Effect<Option.Option<ProcessSample>>) =>
         Effect.map(slots.withPermitsIfAvailable(1)(effect), Option.flatten)
 
+      // The reads a query left behind at its deadline finish (and give their slots back) here,
+      // not in the caller's time: an aborted file read may still take as long as the disk does.
+      const background = yield* Effect.scope
+
       /** Samples the roots within one deadline; a root not done by then (or never admitted) is `None`. */
       const query = (pids: ReadonlyArray<number>, expectedStartTime?: number) =>
         Effect.gen(function*() {
           const results = new Map<number, Option.Option<ProcessSample>>()
           const unique = Array.from(new Set(pids))
-          for (const pid of unique) results.set(pid, Option.none())
+          if (unique.length === 0) return results
           // One scan of /proc per query, made by the first root that needs it, inside its slot.
           const table = yield* Effect.cached(scanProcesses(reader))
-          yield* Effect.forEach(
+          const work = yield* Effect.forEach(
             unique,
             (pid) =>
               admitted(sampleTree(reader, pid, expectedStartTime, pageSize, table)).pipe(
                 Effect.tap((sample) => Effect.sync(() => results.set(pid, sample)))
               ),
             { concurrency: admission, discard: true }
-          ).pipe(Effect.timeoutOption(deadline))
-          return results
+          ).pipe(Effect.forkIn(background))
+          const stop = Effect.asVoid(Effect.forkIn(Fiber.interrupt(work), background))
+          // At the deadline the caller gets what is done (a copy: late reads change nothing it
+          // holds); a caller that goes away leaves the reads to stop on their own too.
+          yield* Fiber.await(work).pipe(
+            Effect.timeoutOption(deadline),
+            Effect.onInterrupt(() => stop),
+            Effect.tap((done) => Option.isNone(done) ? stop : Effect.void)
+          )
+          return new Map(unique.map((pid) => [pid, results.get(pid) ?? Option.none()]))
         })
 
       const sample = (pid: number, expectedStartTime?: number) =>

@@ -518,12 +518,12 @@ const testServer = HttpServer.layerTestClient.pipe(
  * The API on an ephemeral 127.0.0.1 port, for tests: also provides an `HttpClient` whose relative
  * URLs reach it, and the `Admission`.
  */
-export const layerTest = (options: RouteOptions): Layer.Layer<
+export const layerTest = (options: RouteOptions, admission: "opening" | "open" = "open"): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
   HttpServerError.ServeError,
   AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
     Layer.provideMerge(testServer),
-    Layer.provideMerge(Admission.layer)
+    Layer.provideMerge(Admission.layerWith(admission))
   )

@@ -343,22 +343,32 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
             `${daemonProtocolVersion}: ${what}`
         })
 
-      const memoryOf = (identity: DaemonIdentity) =>
-        inspection.sample(identity.pid, identity.startTime ?? undefined).pipe(
-          Effect.map((sample) => Option.isSome(sample) ? sample.value.rssBytes : null)
-        )
-
-      const rowFor = (home: ManagedHome) =>
+      /**
+       * The memory of each daemon found, from ONE sampling query (one deadline, one scan of /proc):
+       * a query per home would crowd the others out of the sampling slots. A sample of another
+       * process than the record names (its pid reused) is unmeasured.
+       */
+      const memoryOfAll = (identities: ReadonlyArray<DaemonIdentity | null>) =>
         Effect.gen(function*() {
-          const found = yield* discover(home)
-          const identity = identityOf(found)
-          const memory = identity === null ? null : yield* memoryOf(identity)
-          return rowOf(home, found, isStopped(hubHome, home.name), memory)
+          const pids = identities.flatMap((identity) => identity === null ? [] : [identity.pid])
+          const samples = yield* inspection.sampleAll(pids)
+          return identities.map((identity) => {
+            if (identity === null) return null
+            const sample = samples.get(identity.pid) ?? Option.none()
+            return Option.isSome(sample) && sample.value.startTime === identity.startTime ? sample.value.rssBytes : null
+          })
+        })
+
+      const rowsFor = (homes: ReadonlyArray<ManagedHome>) =>
+        Effect.gen(function*() {
+          const found = yield* Effect.forEach(homes, discover, { concurrency: 8 })
+          const memory = yield* memoryOfAll(found.map(identityOf))
+          return homes.map((home, i) => rowOf(home, found[i]!, isStopped(hubHome, home.name), memory[i]!))
         })
 
       const discoverAll = Effect.gen(function*() {
         const config = yield* readHubConfig(hubHome)
-        const daemons = yield* Effect.forEach(config.homes, rowFor, { concurrency: 8 })
+        const daemons = yield* rowsFor(config.homes)
         return { protocolVersion: daemonProtocolVersion, hubDefaultIdleTimeout: hubDefault(config), daemons }
       })
       /**
@@ -587,7 +597,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
             const outcome = yield* ensureStarted(home, config)
             if (outcome === "held") return yield* unavailable(home, "a process holds its home lock without a record")
           }
-          return yield* rowFor(home)
+          return (yield* rowsFor([home]))[0]!
         })
 
       const thenForget = <A, E>(action: Effect.Effect<A, E>) => Effect.ensuring(action, forgetInventory)

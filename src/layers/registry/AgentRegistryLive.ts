@@ -771,7 +771,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
             onNone: () => "background work unknown (the provider did not answer in time)",
             onSome: (stop) => stop.canStop ? undefined : stop.reason
           })),
-          Effect.catch((error) => Effect.succeed(`background work unknown (${error.message})`))
+          // Whatever went wrong asking (a defect too), this runtime's close and the others' go on.
+          Effect.catch((error) => Effect.succeed(`background work unknown (${error.message})`)),
+          Effect.catchCause(() => Effect.succeed("background work unknown (the provider failed asking)"))
         )
         if (answer !== undefined) work.push(answer)
       }

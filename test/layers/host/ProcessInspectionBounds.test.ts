@@ -125,6 +125,22 @@ describe("ProcessInspection bounds (TestClock)", () => {
       }).pipe(Effect.provide(ProcessInspectionProcfs.layer({ reader: fakeReader(processes), pageSize: 1, admission: 1 })))
     }))
 
+  it.effect("a read that will not stop does not hold the caller past the deadline; it keeps its slot until it ends", () =>
+    Effect.gen(function*() {
+      // An aborted file read still ends only when the disk answers: modelled as uninterruptible.
+      const processes = new Map([leader(10, 1, Effect.uninterruptible(Effect.sleep("10 seconds"))), leader(20, 2)])
+      yield* Effect.gen(function*() {
+        const inspection = yield* ProcessInspection
+        const fiber = yield* Effect.forkChild(inspection.sample(10))
+        yield* TestClock.adjust("1 second")
+        assert.isDefined(fiber.pollUnsafe(), "the caller has its answer at the deadline")
+        assert.isTrue(Option.isNone(yield* Fiber.join(fiber)))
+        assert.isTrue(Option.isNone(yield* inspection.sample(20)), "the stuck read still holds the only slot")
+        yield* TestClock.adjust("9 seconds")
+        assert.strictEqual(Option.getOrThrow(yield* inspection.sample(20)).rssBytes, 2, "and gives it back once it ends")
+      }).pipe(Effect.provide(ProcessInspectionProcfs.layer({ reader: fakeReader(processes), pageSize: 1, admission: 1 })))
+    }))
+
   it.effect("a root whose start time changes around the memory read (pid reused) is unmeasured", () =>
     Effect.gen(function*() {
       const processes = new Map<number, FakeProcess>([[10, { ppid: 1, pgid: 10, startTimes: [100, 200], pages: 7 }]])

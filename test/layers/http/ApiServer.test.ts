@@ -31,12 +31,15 @@ const metricsText = "# HELP quiesce_up 1 when up\nquiesce_up 1\n"
  * finish subscriptions, lifecycle) and the in-memory provider. Scheduled sweeps are out of reach;
  * a test sweeps through the API.
  */
-const serve = (provider: MemoryProvider, options: { readonly token?: string; readonly maxRequestBytes?: number } = {}) =>
+const serve = (
+  provider: MemoryProvider,
+  options: { readonly token?: string; readonly maxRequestBytes?: number; readonly admission?: "opening" | "open" } = {}
+) =>
   ApiServer.layerTest({
     token: options.token ?? token,
     renderMetrics: Effect.succeed(metricsText),
     maxRequestBytes: options.maxRequestBytes
-  }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
+  }, options.admission).pipe(Layer.provideMerge(memoryDaemon({ provider })))
 
 const apiClient = HttpApiClient.make(QuiesceApi, {
   transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
@@ -459,6 +462,20 @@ describe("ApiServer", () => {
       )
       assert.strictEqual(unknownProvider._tag, "ProviderNotFound")
     }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("before the host admits, POSTs answer 503 StillOpening and GETs work; admitted, they are served (H1)", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const admission = yield* ApiServer.Admission
+      const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } }).pipe(Effect.flip)
+      assert.strictEqual(refused._tag, "StillOpening")
+      assert.deepStrictEqual(yield* client.agents.list(), [])
+      yield* admission.admit
+      const created = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      assert.strictEqual(created.provider, "codex")
+    }).pipe(Effect.provide(serve(provider, { admission: "opening" })))
   })
 
   it.effect("once admission is closed, POSTs answer 503 ShuttingDown and GETs still work", () => {
