@@ -32,15 +32,16 @@ const runSystemdNotify = (socket: string, args: ReadonlyArray<string>) =>
     child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
       if (stderr.length < 2000) stderr += chunk
     })
-    const timer = setTimeout(() => {
-      if (child.pid !== undefined) {
+    const end = () => {
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
         try {
           process.kill(-child.pid, "SIGKILL")
         } catch {
           // gone already
         }
       }
-    }, notifyTimeoutMillis)
+    }
+    const timer = setTimeout(end, notifyTimeoutMillis)
     child.on("error", (error) => {
       clearTimeout(timer)
       resume(Effect.fail(error))
@@ -52,6 +53,11 @@ const runSystemdNotify = (socket: string, args: ReadonlyArray<string>) =>
           ? Effect.void
           : Effect.fail(new Error(`systemd-notify ${signal === null ? `exited ${code}` : `was ended (${signal})`}${stderr.trim() === "" ? "" : `: ${stderr.trim()}`}`))
       )
+    })
+    // Interrupted (a signal while it waits): it is ended now, not left to its timer.
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      end()
     })
   })
 
