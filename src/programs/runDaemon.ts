@@ -96,6 +96,9 @@ const checkFlags = (overrides: ConfigOverrides) =>
     )
   }, { discard: true })
 
+/** The shutdown deadline a daemon with this configuration arms (H3). */
+const shutdownDeadlineOf = (config: QuiesceConfig) => shutdownDeadlineMillis(Duration.toMillis(largestCloseGrace(config)))
+
 /** Prints the systemd user unit of `root`'s daemon, with a stop timeout beyond its configured deadline. */
 export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: string) {
   const config = yield* loadConfig(path.join(root, "config.json"), {})
@@ -105,7 +108,7 @@ export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: st
     node: process.execPath,
     cli: path.resolve(cli),
     home: root,
-    shutdownDeadlineMillis: shutdownDeadlineMillis(Duration.toMillis(largestCloseGrace(config))),
+    shutdownDeadlineMillis: shutdownDeadlineOf(config),
     path: process.env["PATH"]
   }))
 })
@@ -165,7 +168,7 @@ interface Opening {
 const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notifySocket, observer, outcome, root }: Opening) {
   // Registered before the services, so it runs after they have closed and before the lock goes.
   yield* Effect.addFinalizer(() => removeRendezvous(root))
-  const deadlineMillis = shutdownDeadlineMillis(Duration.toMillis(largestCloseGrace(config)))
+  const deadlineMillis = shutdownDeadlineOf(config)
   const identity: DaemonIdentity = {
     pid: process.pid,
     startTime: readStat(process.pid)?.startTime ?? null,

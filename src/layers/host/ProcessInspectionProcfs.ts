@@ -96,7 +96,8 @@ export const parseStatmResidentPages = (text: string): number | undefined => {
   return Number.isSafeInteger(pages) && pages >= 0 ? pages : undefined
 }
 
-const readText = (path: string): string | undefined => {
+/** A small procfs (or other) file's text, or `undefined` when it cannot be read. */
+export const readText = (path: string): string | undefined => {
   try {
     return readFileSync(path, "latin1")
   } catch {

@@ -4,7 +4,8 @@
  * `/proc/<pid>/fd` this user may read. Used only to explain a failed listen, so it reads
  * synchronously and gives up quietly (`undefined`) on anything it cannot read.
  */
-import { readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { readdirSync, readlinkSync } from "node:fs"
+import { readText } from "./ProcessInspectionProcfs.ts"
 
 /** A process holding a listening socket. */
 export interface PortHolder {
@@ -14,14 +15,6 @@ export interface PortHolder {
 }
 
 const listenState = "0A"
-
-const readOr = (file: string): string | undefined => {
-  try {
-    return readFileSync(file, "latin1")
-  } catch {
-    return undefined
-  }
-}
 
 /** The inodes of sockets listening on `port`, from one `/proc/net/tcp*` table. */
 export const listeningInodes = (table: string, port: number): ReadonlyArray<string> =>
@@ -35,13 +28,13 @@ export const listeningInodes = (table: string, port: number): ReadonlyArray<stri
   })
 
 const commandOf = (pid: number): string => {
-  const text = (readOr(`/proc/${pid}/cmdline`) ?? "").split("\0").filter((part) => part !== "").join(" ")
+  const text = (readText(`/proc/${pid}/cmdline`) ?? "").split("\0").filter((part) => part !== "").join(" ")
   return text.length > 160 ? `${text.slice(0, 157)}...` : text
 }
 
 /** The process listening on `port`, when it can be known. */
 export const portHolder = (port: number): PortHolder | undefined => {
-  const inodes = new Set(["/proc/net/tcp", "/proc/net/tcp6"].flatMap((file) => listeningInodes(readOr(file) ?? "", port)))
+  const inodes = new Set(["/proc/net/tcp", "/proc/net/tcp6"].flatMap((file) => listeningInodes(readText(file) ?? "", port)))
   if (inodes.size === 0) return undefined
   const sockets = new Set([...inodes].map((inode) => `socket:[${inode}]`))
   let pids: ReadonlyArray<string>

@@ -66,16 +66,18 @@ const identity = (port: number) => ({
   idleTimeout: { value: null, millis: null, source: "omitted" }
 })
 
-/** A hub home managing one home, `work`, whose record points at the stand-in. */
-const hubWith = (port: number) => {
+/** A hub home managing `work` (and `work-2` … when asked), each record pointing at the stand-in. */
+const hubWith = (port: number, count = 1) => {
   const root = mkdtempSync(join(tmpdir(), "quiesce-hub-snapshot-"))
   const hubHome = join(root, "hub")
-  const dir = join(root, "work")
   mkdirSync(hubHome)
-  mkdirSync(dir)
-  writeFileSync(join(hubHome, "hub.json"), JSON.stringify({ homes: [{ name: "work", dir }] }))
-  writeFileSync(join(dir, "token"), "stand-in-token\n", { mode: 0o600 })
-  writeFileSync(join(dir, "daemon.json"), JSON.stringify(identity(port)))
+  const homes = Array.from({ length: count }, (_, i) => ({ name: i === 0 ? "work" : `work-${i + 1}`, dir: join(root, `work-${i + 1}`) }))
+  for (const { dir } of homes) {
+    mkdirSync(dir)
+    writeFileSync(join(dir, "token"), "stand-in-token\n", { mode: 0o600 })
+    writeFileSync(join(dir, "daemon.json"), JSON.stringify(identity(port)))
+  }
+  writeFileSync(join(hubHome, "hub.json"), JSON.stringify({ homes }))
   return HubDaemons.layer({ hubHome }).pipe(
     Layer.provide(Layer.mergeAll(FetchHttpClient.layer, ProcessInspectionProcfs.layer()))
   )
@@ -125,5 +127,15 @@ describe("HubDaemons' inventory", () => {
       yield* routed("POST", "/v1/daemon/retire")
       yield* inventory
       assert.strictEqual(daemon.reads(), afterRead + 1)
+    }).pipe(Effect.scoped))
+
+  it.effect("more homes than sampling slots: one sampling query for the inventory measures every daemon (H5)", () =>
+    Effect.gen(function*() {
+      const daemon = yield* standIn
+      const daemons = yield* Layer.build(hubWith(daemon.port, 8))
+      const listed = yield* Effect.flatMap(HubDaemons.HubDaemons, (service) => service.inventory).pipe(Effect.provideContext(daemons))
+      assert.strictEqual(listed.daemons.length, 8)
+      // One query per home took the four slots for the first four and left the rest unmeasured.
+      assert.isTrue(listed.daemons.every((row) => row.memoryBytes !== null && row.memoryBytes > 0))
     }).pipe(Effect.scoped))
 })
