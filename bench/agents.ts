@@ -3,7 +3,8 @@
  * the runtime safety probe (median of 50), the memory of an idle runtime's whole process tree,
  * which is what Quiesce gives back when it releases one, and what a resume of a released runtime
  * costs (median of 20: until the session is ready, and until its first turn's answer), which is
- * what a warm reserve would save (H4). `npm run bench:agents`; CLIs that are not installed
+ * what a warm reserve saves (H4): the same resume on a process started beforehand, for the
+ * providers that can start one. `npm run bench:agents`; CLIs that are not installed
  * (`npm run install:agents`) are reported, not measured.
  */
 import { Context, Effect, Layer, Option } from "effect"
@@ -23,6 +24,8 @@ import { type BenchRow, median, printTable, run } from "./table.ts"
 
 const probes = 50
 const resumes = 20
+/** How long a warm process sits ready before it is taken, as in a reserve (a process just started is still settling). */
+const warmSettle = "1 second"
 
 const measure = <E>(cli: RealCli<E>, binary: string) =>
   Effect.scoped(Effect.gen(function*() {
@@ -79,7 +82,28 @@ const measure = <E>(cli: RealCli<E>, binary: string) =>
         yield* resumed.close
       }
     }
+    // The same resume on a process started beforehand (untimed), as a warm reserve hands it out.
+    const warmReady: Array<number> = []
+    const warmAnswered: Array<number> = []
+    const startWarm = client.startWarm
+    if (handle !== null && startWarm !== undefined) {
+      for (let i = 0; i < resumes; i++) {
+        const config = sessionConfig(home)
+        const warm = yield* startWarm(config.runtimeMarker)
+        // A reserve's process has sat ready for a while when it is taken: let it settle.
+        yield* Effect.sleep(warmSettle)
+        const start = performance.now()
+        const resumed = yield* warm.resume(handle, config)
+        warmReady.push(performance.now() - start)
+        yield* Effect.flatten(resumed.startTurn("hello again", `turn-warm-${i}`))
+        warmAnswered.push(performance.now() - start)
+        yield* resumed.close
+      }
+    }
     return {
+      warm: startWarm === undefined
+        ? undefined
+        : { ready: median(warmReady), answered: median(warmAnswered), ratio: median(warmReady) / median(ready) },
       resume: handle === null
         ? "no persistence handle"
         : `${median(ready).toFixed(0)} ms ready, ${median(answered).toFixed(0)} ms to the first answer`,
@@ -109,10 +133,22 @@ export const agentsBench = async (clis: ReadonlyArray<RealCli<unknown>>): Promis
     rows.push(
       { name: `${cli.provider}: safety probe latency, median of ${probes}`, value: result.value.probe, target: "", ok: undefined },
       { name: `${cli.provider}: RSS of an idle runtime's process tree`, value: result.value.rss, target: "", ok: undefined },
-      { name: `${cli.provider}: cold resume, median of ${resumes}`, value: result.value.resume, target: "", ok: undefined }
+      { name: `${cli.provider}: cold resume, median of ${resumes}`, value: result.value.resume, target: "", ok: undefined },
+      result.value.warm === undefined
+        ? { name: `${cli.provider}: warm resume`, value: "no warm reserve: its process takes its session when it starts", target: "", ok: undefined }
+        : {
+          name: `${cli.provider}: warm resume, median of ${resumes}`,
+          value: `${result.value.warm.ready.toFixed(0)} ms ready (${(result.value.warm.ratio * 100).toFixed(0)} % of cold), ${
+            result.value.warm.answered.toFixed(0)
+          } ms to the first answer`,
+          target: "< 25 % of cold",
+          ok: result.value.warm.ratio < 0.25
+        }
     )
   }
   return rows
 }
 
-if (import.meta.main) printTable(await agentsBench(realClis))
+// `node bench/agents.ts codex` measures the named CLIs only.
+const only = process.argv.slice(2)
+if (import.meta.main) printTable(await agentsBench(only.length === 0 ? realClis : realClis.filter((cli) => only.includes(cli.cli))))

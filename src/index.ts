@@ -11,6 +11,7 @@ export type * from "./domain/provider.ts"
 export { stopPermitted, stopVetoed } from "./domain/provider.ts"
 export * from "./domain/runtimeProcess.ts"
 export * from "./domain/sweep.ts"
+export * from "./domain/warmReserve.ts"
 
 // Services: the contracts a host composes.
 export * from "./services/AgentRegistry.ts"
@@ -25,6 +26,7 @@ export * from "./services/RemoteFinishes.ts"
 export * from "./services/RuntimeCandidates.ts"
 export * from "./services/RuntimeCollector.ts"
 export * from "./services/RuntimeLedger.ts"
+export * from "./services/WarmReserve.ts"
 
 // Layers: the implementations.
 export * as AcpProvider from "./layers/providers/acp/AcpProvider.ts"
@@ -46,3 +48,4 @@ export * as RuntimeLedgerMemory from "./layers/store/RuntimeLedgerMemory.ts"
 export * as SqliteClient from "./layers/store/SqliteClient.ts"
 export * as SqliteDatabase from "./layers/store/SqliteDatabase.ts"
 export * as SqliteRuntimeLedger from "./layers/store/SqliteRuntimeLedger.ts"
+export * as WarmReserveLive from "./layers/reserve/WarmReserveLive.ts"

@@ -43,6 +43,8 @@ import {
  *   turnId: string, state: string, acceptedAt: string, endedAt: string | null, reply: string | null,
  *   text: string, error: { _tag?: string, message?: string } | null
  * }} Turn
+ * @typedef {{ pid: number, readyAt: number, expiring: boolean, rssBytes: number | null, measuredProcesses: number | null }} WarmProcess
+ * @typedef {{ provider: string, target: number, ready: WarmProcess[], starting: number, lastFailure: string | null, retryAt: number | null }} WarmReserve
  * @typedef {import("./common.js").Outcome} Outcome
  */
 
@@ -56,8 +58,8 @@ const status = document.getElementById("status")
 const title = document.getElementById("title")
 const turnDialog = document.getElementById("turn-dialog")
 
-/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, problem: string | null }} */
-let shown = { daemon: null, agents: [], runtimes: new Map(), problem: null }
+/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], problem: string | null }} */
+let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], problem: null }
 
 /**
  * @param {string} agentId
@@ -263,6 +265,24 @@ const daemonSummary = (daemon) =>
     daemon.blockers.length === 0 ? "" : ` · kept by: ${daemon.blockers.map(blockerLine).join("; ")}`
   )
 
+/**
+ * One provider's warm reserve: processes started before any agent needs them, and their memory.
+ * @param {WarmReserve} reserve
+ */
+const reserveRow = (reserve) => {
+  const measured = reserve.ready.filter((process) => process.rssBytes !== null)
+  const bytes = measured.reduce((sum, process) => sum + (process.rssBytes ?? 0), 0)
+  return h(
+    "tr",
+    { "data-reserve": reserve.provider },
+    h("td", {}, reserve.provider),
+    h("td", {}, `${reserve.ready.length} ready of ${reserve.target}${reserve.starting === 0 ? "" : `, ${reserve.starting} starting`}`),
+    h("td", { class: "mono" }, reserve.ready.map((process) => String(process.pid)).join(", ") || "-"),
+    h("td", {}, measured.length === 0 ? "-" : formatBytes(bytes)),
+    h("td", {}, reserve.lastFailure ?? "-")
+  )
+}
+
 const render = () => {
   if (main === null) return
   const resident = shown.agents.filter((agent) => agent.resident).length
@@ -282,6 +302,15 @@ const render = () => {
           ["Agent", "Provider", "Session", "State", "Memory", "Idle since", "Releasable", "Why resident", ""],
           shown.agents.map(agentRow)
         )
+      ),
+    shown.reserves.length === 0
+      ? null
+      : h(
+        "div",
+        {},
+        h("h2", {}, "Warm reserve"),
+        h("p", { class: "muted" }, "Started processes without a session: the next create or resume of their provider takes one."),
+        table("reserves", ["Provider", "Processes", "Pids", "Memory", "Last failure"], shown.reserves.map(reserveRow))
       )
   ))
 }
@@ -294,13 +323,15 @@ const refresh = async () => {
     const agentsRead = api(`${base}/agents`)
     /** @type {Promise<Runtime[]>} */
     const runtimesRead = api(`${base}/runtimes`)
-    const [daemon, agents, runtimes] = await Promise.all([daemonRead, agentsRead, runtimesRead])
-    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), problem: null }
+    /** @type {Promise<WarmReserve[]>} */
+    const reservesRead = api(`${base}/warm-reserve`)
+    const [daemon, agents, runtimes, reserves] = await Promise.all([daemonRead, agentsRead, runtimesRead, reservesRead])
+    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), reserves, problem: null }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   } catch (error) {
     // Through a hub, a retired home answers with what it is (a read never starts its daemon).
     const text = error instanceof ApiError ? `${error.tag}: ${error.message}` : failureOutcome(error).text
-    shown = { daemon: null, agents: [], runtimes: new Map(), problem: text }
+    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], problem: text }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   }
   render()

@@ -1,6 +1,7 @@
 import { Duration, Effect, Schema } from "effect"
 import { GoDuration } from "./goDuration.ts"
 import { defaultTurnRetention } from "./turn.ts"
+import { WarmReserveSize } from "./warmReserve.ts"
 
 /** A duration that must be more than zero (to turn collection off, use `idleRuntimeCleanup: false`). */
 const PositiveGoDuration = GoDuration.check(
@@ -92,17 +93,27 @@ const launchFields = (command: string | undefined) => ({
 const nativeProvider = <K extends string>(kind: K, command: string, description: string) =>
   Schema.Struct({ kind: Schema.Literal(kind), ...launchFields(command) }).pipe(Schema.annotate({ description }))
 
+/** Only for providers whose process can take its session after it started (H4). */
+const warmReserveField = {
+  warmReserve: Schema.optionalKey(WarmReserveSize.pipe(Schema.annotate({
+    description:
+      "How many started processes without a session to keep ready, so creating or resuming an agent binds one instead of starting a process. Default 0. Live: `quiesce warm-reserve` or `quiesce config reload` changes it."
+  })))
+}
+
 /**
  * One entry of `providers`: which adapter serves the provider id, and how it launches its runtimes.
  * Native adapters know their CLI's protocol; `acp` and `plugin` run any agent speaking ACP or the
  * plugin protocol.
  */
 export const ProviderConfig = Schema.Union([
-  Schema.Struct({ kind: Schema.Literal("shell") }).pipe(
+  Schema.Struct({ kind: Schema.Literal("shell"), ...warmReserveField }).pipe(
     Schema.annotate({ description: "The reference shell provider that ships with Quiesce: prompts are shell commands." })
   ),
   nativeProvider("claude", "claude", "Claude Code, over stream-json on stdio."),
-  nativeProvider("codex", "codex", "Codex, through `codex app-server` (JSON-RPC on stdio)."),
+  Schema.Struct({ kind: Schema.Literal("codex"), ...launchFields("codex"), ...warmReserveField }).pipe(
+    Schema.annotate({ description: "Codex, through `codex app-server` (JSON-RPC on stdio)." })
+  ),
   Schema.Struct({
     kind: Schema.Literal("opencode"),
     ...launchFields("opencode"),
@@ -119,10 +130,10 @@ export const ProviderConfig = Schema.Union([
   }).pipe(Schema.annotate({ description: "OpenCode, through `opencode serve` (HTTP on loopback), one server per runtime." })),
   nativeProvider("pi", "pi", "Pi, through `pi --mode rpc` (JSON lines on stdio)."),
   nativeProvider("omp", "omp", "Oh My Pi, through `omp --mode rpc` (JSON lines on stdio)."),
-  Schema.Struct({ kind: Schema.Literal("acp"), ...launchFields(undefined) }).pipe(
+  Schema.Struct({ kind: Schema.Literal("acp"), ...launchFields(undefined), ...warmReserveField }).pipe(
     Schema.annotate({ description: "Any agent speaking the Agent Client Protocol on stdio." })
   ),
-  Schema.Struct({ kind: Schema.Literal("plugin"), ...launchFields(undefined) }).pipe(
+  Schema.Struct({ kind: Schema.Literal("plugin"), ...launchFields(undefined), ...warmReserveField }).pipe(
     Schema.annotate({ description: "Any process speaking the Quiesce plugin protocol (docs/plugin-protocol.md)." })
   )
 ])
@@ -157,6 +168,17 @@ export type QuiesceConfig = typeof QuiesceConfig.Type
 export const defaultCloseGrace = Duration.seconds(2)
 
 /** The longest close grace any configured provider gives its runtimes: what a shutdown's deadline is derived from (H3). */
+/** The kinds whose process can take its session after it started, so they can keep a warm reserve (H4). */
+export const warmReserveKinds: ReadonlyArray<ProviderConfig["kind"]> = ["shell", "plugin", "codex", "acp"]
+
+export const keepsWarmReserve = (entry: ProviderConfig): boolean => warmReserveKinds.includes(entry.kind)
+
+/** Each provider's configured warm reserve, for the ones that keep one. */
+export const warmReserveTargets = (config: QuiesceConfig): Record<string, number> =>
+  Object.fromEntries(Object.entries(config.providers).flatMap(([id, entry]) =>
+    "warmReserve" in entry && entry.warmReserve !== undefined ? [[id, entry.warmReserve]] : []
+  ))
+
 export const largestCloseGrace = (config: QuiesceConfig): Duration.Duration =>
   Object.values(config.providers).reduce(
     (largest, entry) => Duration.max(largest, "closeGrace" in entry && entry.closeGrace !== undefined ? entry.closeGrace : defaultCloseGrace),

@@ -248,3 +248,21 @@ export class WorkingDirectoryNotFound extends Schema.TaggedError<WorkingDirector
   static readonly of = (cwd: string, why: string) =>
     new WorkingDirectoryNotFound({ cwd, message: `The working directory ${cwd} ${why}` })
 }
+
+/** A warm reserve was asked of a provider that cannot keep one (H4): its process takes its session at start. */
+export class WarmReserveUnsupported extends Schema.TaggedError<WarmReserveUnsupported>()("WarmReserveUnsupported", {
+  provider: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (provider: string) =>
+    new WarmReserveUnsupported({
+      provider,
+      message: `Provider "${provider}" cannot keep a warm reserve: its process takes its session when it starts`
+    })
+}
+
+/** A warm reserve's target that is not a whole number from 0 to the limit. */
+export class InvalidWarmReserveSize extends Schema.TaggedError<InvalidWarmReserveSize>()("InvalidWarmReserveSize", {
+  provider: Schema.String,
+  message: Schema.String
+}) {}

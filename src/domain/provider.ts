@@ -97,9 +97,32 @@ export interface TurnEnd {
   readonly interrupted?: boolean | undefined
 }
 
+/**
+ * A provider process started before any agent needs it (H4): handshaken, holding no session, in
+ * a neutral working directory. Binding a session (`create` or `resume`, with a config whose
+ * `runtimeMarker` is the one the process was started with) hands the process to that session for
+ * the rest of its life; a process is bound at most once. A bind that fails ends the process.
+ */
+export interface WarmProcess {
+  /** Its process id, also its process group id. */
+  readonly pid: number
+  /** Completes when the process has exited, bound or not. */
+  readonly exited: Effect.Effect<void>
+  readonly create: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+  readonly resume: (handle: PersistenceHandle, config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+  /** Ends the process, which holds no session. */
+  readonly close: Effect.Effect<void>
+}
+
 /** Starts and resumes sessions of one provider. */
 export interface AgentClient {
   readonly provider: string
   readonly create: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
   readonly resume: (handle: PersistenceHandle, config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+  /**
+   * Starts a process that takes its session later, marked with `runtimeMarker` (see
+   * `SessionConfig.runtimeMarker`). Present only for providers whose process can bind a session
+   * after it started; a warm reserve keeps such processes ready.
+   */
+  readonly startWarm?: ((runtimeMarker: string) => Effect.Effect<WarmProcess, ProviderFailed>) | undefined
 }

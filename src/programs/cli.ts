@@ -133,6 +133,11 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   ],
   retire: [{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }],
   config: [{ command: "quiesce config check", description: "Validate config.json" }],
+  "config reload": [{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }],
+  "warm-reserve": [
+    { command: "quiesce warm-reserve", description: "Each provider's warm processes: target, ready, starting, memory" },
+    { command: "quiesce warm-reserve codex 2", description: "Keep two Codex app-servers started and ready; 0 closes them" }
+  ],
   "config check": [{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }],
   hub: [
     { command: "quiesce hub", description: "Run the hub on 127.0.0.1:7378" },
@@ -527,9 +532,17 @@ const runtimes = Command.make(
   { json: jsonFlag("the runtimes") },
   Effect.fn(function*({ json }) {
     const api = yield* client
-    const rows = yield* api.runtimes.list()
+    const [rows, reserves] = yield* Effect.all([
+      api.runtimes.list(),
+      // A daemon older than the warm reserve has no such route: it keeps no warm processes.
+      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([])))
+    ], { concurrency: 2 })
     if (json) return yield* printJson(rows)
-    if (rows.length === 0) return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
+    // Warm processes hold no agent yet; they are listed (and their memory counted) after the runtimes.
+    const warm = reserves.flatMap((reserve) => reserve.ready.map((process) => ({ ...process, provider: reserve.provider })))
+    if (rows.length === 0 && warm.length === 0) {
+      return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
+    }
     const table = [
       ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
       ...rows.map((row) => [
@@ -540,10 +553,19 @@ const runtimes = Command.make(
         row.state,
         releaseIn(row.eligibleAt),
         whyResident(row).join(", ") || "-"
+      ]),
+      ...warm.map((process) => [
+        "-",
+        process.provider,
+        String(process.pid),
+        process.rssBytes === null ? "-" : `${(process.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
+        "warm",
+        "-",
+        process.expiring ? "idle limit reached: replaced once its successor is ready" : "warm reserve"
       ])
     ]
     yield* printColumns(table)
-    yield* Console.log(memoryTotalLine(rows))
+    yield* Console.log(memoryTotalLine([...rows, ...warm]))
   })
 ).pipe(examples("runtimes"), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
 
@@ -762,9 +784,68 @@ const config = Command.make("config").pipe(
         if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
         yield* Console.log(`${file}: ok`)
       })
-    ).pipe(examples("config check"), Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found"))
+    ).pipe(examples("config check"), Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found")),
+    Command.make(
+      "reload",
+      { json: jsonFlag("what was applied") },
+      Effect.fn(function*({ json }) {
+        const api = yield* client
+        const reloaded = yield* api.reserve.reload()
+        if (json) return yield* printJson(reloaded)
+        yield* Console.log(
+          reloaded.applied.length === 0
+            ? "no warm reserve to apply"
+            : `warm reserves: ${reloaded.applied.map(({ provider, warmReserve }) => `${provider} ${warmReserve}`).join(", ")}`
+        )
+        if (reloaded.needsRestart.length > 0) {
+          yield* Console.log(`changed, applied at the next start (quiesce stop, then start the daemon): ${reloaded.needsRestart.join(", ")}`)
+        }
+      })
+    ).pipe(examples("config reload"), Command.withDescription(
+      "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart"
+    ))
   ])
 )
+
+const warmReserve = Command.make(
+  "warm-reserve",
+  {
+    provider: Argument.String("provider").pipe(Argument.optional),
+    size: Argument.Int("size").pipe(Argument.optional),
+    json: jsonFlag("the reserves")
+  },
+  Effect.fn(function*({ json, provider, size }) {
+    const api = yield* client
+    if (Option.isSome(provider) && Option.isNone(size)) {
+      return yield* new UsageError({ message: `Give the size too: quiesce warm-reserve ${provider.value} <size> (0 closes them)` })
+    }
+    const rows = Option.isSome(provider) && Option.isSome(size)
+      ? [yield* api.reserve.resize({ params: { provider: provider.value }, payload: { target: size.value } })]
+      : yield* api.reserve.list()
+    if (json) return yield* printJson(rows)
+    if (rows.length === 0) return yield* Console.log("no warm reserve: every provider starts a process per runtime (set providers.<id>.warmReserve)")
+    yield* printColumns([
+      ["PROVIDER", "TARGET", "READY", "STARTING", "PIDS", "RSS", "LAST FAILURE"],
+      ...rows.map((row) => [
+        row.provider,
+        String(row.target),
+        String(row.ready.length),
+        String(row.starting),
+        row.ready.map((process) => process.pid).join(",") || "-",
+        mebibytes(row.ready),
+        row.lastFailure ?? "-"
+      ])
+    ])
+  })
+).pipe(examples("warm-reserve"), Command.withDescription(
+  "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it"
+))
+
+/** The summed memory of processes, or "-" when none was measured. */
+const mebibytes = (processes: ReadonlyArray<{ readonly rssBytes: number | null }>) => {
+  const measured = processes.filter((process) => process.rssBytes !== null)
+  return measured.length === 0 ? "-" : `${(measured.reduce((sum, process) => sum + (process.rssBytes ?? 0), 0) / 1024 / 1024).toFixed(1)} MiB`
+}
 
 // ---- the hub ----------------------------------------------------------------------------------
 
@@ -977,6 +1058,7 @@ export const cli = root.pipe(Command.withSubcommands([
   explain,
   collect,
   sweep,
+  warmReserve,
   status,
   stop,
   logs,

@@ -1,5 +1,5 @@
 import { Duration, Effect, Layer } from "effect"
-import type { QuiesceConfig } from "../domain/config.ts"
+import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
 import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
@@ -7,6 +7,7 @@ import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLi
 import { Home } from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
+import * as WarmReserveLive from "../layers/reserve/WarmReserveLive.ts"
 import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
@@ -29,6 +30,8 @@ export interface DaemonParts<E> {
   readonly inspection: Layer.Layer<ProcessInspection>
   readonly collector: RuntimeCollectorOptions
   readonly registry?: AgentRegistryLive.AgentRegistryOptions | undefined
+  /** Warm processes kept ready per provider (H4); none when omitted. */
+  readonly warmReserve?: WarmReserveLive.WarmReserveOptions | undefined
   readonly delivery?: MessageDeliveryLive.MessageDeliveryOptions | undefined
   readonly identity: DaemonIdentity
   /** How long requests in flight may take to leave after a retirement commits. */
@@ -45,10 +48,15 @@ export interface DaemonParts<E> {
 export const daemonServices = <E>(parts: DaemonParts<E>) => {
   // Shared by every part that does work (they note it) and the idle timer (it reads it).
   const activity = Layer.mergeAll(ActivityClock.layer, InFlightRequests.layer)
+  const providers = Layer.mergeAll(parts.stores, ProviderRegistry.sealed.pipe(Layer.provideMerge(parts.providers)))
+  const reserve = WarmReserveLive.layer(parts.warmReserve).pipe(Layer.provideMerge(providers))
   const registry = AgentRegistryLive.layerWith(parts.registry ?? {}).pipe(
-    Layer.provideMerge(Layer.mergeAll(parts.stores, ProviderRegistry.sealed.pipe(Layer.provideMerge(parts.providers)), parts.inspection, activity))
+    Layer.provideMerge(Layer.mergeAll(reserve, parts.inspection, activity))
   )
-  const delivery = MessageDeliveryLive.layer(parts.delivery).pipe(Layer.provideMerge(registry))
+  // The reserve starts filling once the registry has ended what a previous daemon left.
+  const delivery = MessageDeliveryLive.layer(parts.delivery).pipe(
+    Layer.provideMerge(WarmReserveLive.opened.pipe(Layer.provideMerge(registry)))
+  )
   const finish = FinishSubscriptionsLive.layer().pipe(
     Layer.provide(RemoteFinishes.layerUnavailable),
     Layer.provideMerge(delivery)
@@ -81,6 +89,7 @@ export const servicesLayer = <E>(
       probeConcurrency: config.agents.probeConcurrency
     },
     registry: { turnRetention: config.agents.turnRetention },
+    warmReserve: { targets: warmReserveTargets(config) },
     // Within the shutdown deadline's margin (retirement.ts).
     delivery: { closeTimeout: deliveryCloseTimeout },
     identity

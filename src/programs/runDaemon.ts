@@ -37,6 +37,8 @@ import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
+import { WarmReserve } from "../services/WarmReserve.ts"
+import { makeConfigReload } from "../layers/reserve/configReload.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
 import { shutDownOnHangup } from "./hangup.ts"
 import { systemdUnit } from "./systemdUnit.ts"
@@ -139,7 +141,7 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
     // From here on the log goes to the home as well (quiesce logs), for the daemon and every fiber it starts.
     const fileLogger = yield* rotatingLogFile(root)
     yield* stageDone(observer, "lock").pipe(
-      Effect.andThen(serveHome({ root, config, idleTimeout, home: homeService, outcome, observer, notifySocket })),
+      Effect.andThen(serveHome({ root, config, overrides, idleTimeout, home: homeService, outcome, observer, notifySocket })),
       // What ended the daemon goes to its log file too (the terminal gets it from the CLI), so
       // that quiesce logs says why a start failed.
       Effect.tapCause((cause) =>
@@ -157,6 +159,7 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
 interface Opening {
   readonly root: string
   readonly config: QuiesceConfig
+  readonly overrides: ConfigOverrides
   readonly idleTimeout: DaemonIdentity["idleTimeout"]
   readonly home: Home["Service"]
   readonly outcome: DaemonOutcome
@@ -165,7 +168,7 @@ interface Opening {
 }
 
 /** Opens the rest of the home once it is locked, then serves it until a signal or a retirement. */
-const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notifySocket, observer, outcome, root }: Opening) {
+const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notifySocket, observer, outcome, overrides, root }: Opening) {
   // Registered before the services, so it runs after they have closed and before the lock goes.
   yield* Effect.addFinalizer(() => removeRendezvous(root))
   const deadlineMillis = shutdownDeadlineOf(config)
@@ -189,12 +192,16 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
   const services = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
   yield* stageDone(observer, "providers")
+  const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(
+    Effect.provideService(WarmReserve, Context.get(services, WarmReserve))
+  )
   const running = yield* Layer.build(ApiServer.layer({
     host: config.daemon.host,
     port: config.daemon.port,
     token: home.token,
     maxRequestBytes: config.daemon.maxRequestBytes,
     renderMetrics: renderPrometheus,
+    reloadConfig,
     logRequests: false
   }).pipe(Layer.provide(Layer.succeedContext(services)))).pipe(
     Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(config.daemon.host, config.daemon.port, error.cause, "--port or daemon.port in config.json")))

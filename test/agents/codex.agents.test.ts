@@ -5,7 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
 import { type LogEntry, recordingLogs } from "../support/logs.ts"
@@ -78,6 +79,40 @@ describe("codex app-server (real CLI)", () => {
           "the probe permits once the command has ended"
         )
         yield* session.close
+      })), 180_000)
+
+  it.live("a warm server started in a neutral folder runs its thread in the agent's cwd, new and resumed (H4)", (ctx) =>
+    withRealCli(codexCli, (note) => ctx.skip(note), (agent, model) =>
+      Effect.gen(function*() {
+        const binary = agentCliBinary("codex")
+        if ("missing" in binary) return ctx.skip(binary.missing)
+        const warmCwd = mkdtempSync(join(tmpdir(), "quiesce-codex-warm-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(warmCwd, { recursive: true, force: true })))
+        const client = yield* makeCodexClient({
+          ...codexCli.launch({ binary: binary.path, home: agent.home, model }),
+          warmCwd,
+          onSpawn: (pid) => agent.pids.push(pid)
+        })
+        const startWarm = client.startWarm ?? assert.fail("codex starts warm")
+        const config = sessionConfig(agent.home)
+        const warm = yield* startWarm(config.runtimeMarker)
+        assert.strictEqual(readlinkSync(`/proc/${warm.pid}/cwd`), realpathSync(warmCwd))
+        const session = yield* warm.create(config)
+        const done = yield* session.startTurn(codexCli.startJob("pwd > where.txt"), "turn-1")
+        assert.strictEqual((yield* bounded(done, "the turn's end")).reply, "done")
+        assert.strictEqual(readFileSync(join(agent.home, "where.txt"), "utf8").trim(), realpathSync(agent.home))
+        const handle = (yield* session.persistence) ?? assert.fail("a thread id")
+        yield* session.close
+
+        const again = sessionConfig(agent.home)
+        const resumed = yield* (yield* startWarm(again.runtimeMarker)).resume(handle, again)
+        assert.deepStrictEqual(yield* resumed.persistence, handle)
+        const next = yield* resumed.startTurn(codexCli.startJob("pwd > again.txt"), "turn-2")
+        assert.strictEqual((yield* bounded(next, "the resumed turn's end")).reply, "done")
+        assert.strictEqual(readFileSync(join(agent.home, "again.txt"), "utf8").trim(), realpathSync(agent.home))
+        yield* resumed.close
+        // A warm server closed without a thread ends too (the harness checks every reported group).
+        yield* (yield* startWarm(sessionConfig(agent.home).runtimeMarker)).close
       })), 180_000)
 
   // Codex runs each command in a session and process group of its own. On SIGTERM the server ends

@@ -290,7 +290,10 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const home = newHome()
     // Claude Code's stream-json, spoken by the scripted peer: its "permission" turn asks can_use_tool.
     writeFileSync(join(home, "config.json"), JSON.stringify({
-      providers: { claude: { kind: "claude", command: process.execPath, args: [fakeClaude, ...claudeArgs] } }
+      providers: {
+        claude: { kind: "claude", command: process.execPath, args: [fakeClaude, ...claudeArgs] },
+        shell: { kind: "shell", warmReserve: 1 }
+      }
     }))
     const daemon = startDaemon(home, await freePort())
     await ready(daemon)
@@ -310,6 +313,13 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const turn = await api(daemon, "GET", `/v1/agents/${agentId}/turns/${asked.body.turnId}`)
     expect(turn.body.reply).toBe("allowed")
     expect((await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pendingPermissions).toEqual([])
+
+    // The warm reserve is listed with its process and memory.
+    const reserve = page.locator(`tr[data-reserve="shell"]`)
+    await expect.poll(() => reserve.textContent(), { timeout: 20_000 }).toContain("1 ready of 1")
+    const [warm] = (await api(daemon, "GET", "/v1/warm-reserve")).body[0].ready
+    expect(await reserve.textContent()).toContain(String(warm.pid))
+    expect(await reserve.textContent()).toMatch(/\d+(\.\d+)? MiB/)
   }, 90_000)
 
   it("through the hub, a home's daemon page is served by the hub and its requests are forwarded; the hub's and a daemon's sessions live side by side", async () => {

@@ -33,9 +33,13 @@ import {
   RuntimePersistFailed,
   ShuttingDown,
   StillOpening,
+  InvalidWarmReserveSize,
   TurnNotFound,
+  WarmReserveUnsupported,
   WorkingDirectoryNotFound
 } from "../../domain/errors.ts"
+import { WarmProcessView, WarmReserveSize, WarmReserveView } from "../../domain/warmReserve.ts"
+import { ConfigReloaded, ConfigReloadFailed } from "../reserve/configReload.ts"
 import {
   DaemonIdentity,
   DaemonRetiring,
@@ -100,6 +104,9 @@ export const RetirementRefusedError = RetirementRefused.pipe(asProblem(409))
 export const RetirementFailedError = RetirementFailed.pipe(asProblem(500))
 export const TurnNotFoundError = TurnNotFound.pipe(asProblem(404))
 export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asProblem(422))
+export const WarmReserveUnsupportedError = WarmReserveUnsupported.pipe(asProblem(422))
+export const InvalidWarmReserveSizeError = InvalidWarmReserveSize.pipe(asProblem(400))
+export const ConfigReloadFailedError = ConfigReloadFailed.pipe(asProblem(422))
 
 // ---- middleware --------------------------------------------------------------------------------
 
@@ -474,6 +481,35 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
  * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`; a body
  * over the daemon's limit answers 413 `RequestTooLarge` on every route.
  */
+/** A warm process and its memory (null when unmeasured, never guessed). */
+export const WarmProcessRow = Schema.Struct({
+  ...WarmProcessView.fields,
+  rssBytes: Schema.NullOr(Schema.Number),
+  measuredProcesses: Schema.NullOr(Schema.Number)
+})
+export type WarmProcessRow = typeof WarmProcessRow.Type
+
+export const WarmReserveRow = Schema.Struct({ ...WarmReserveView.fields, ready: Schema.Array(WarmProcessRow) })
+export type WarmReserveRow = typeof WarmReserveRow.Type
+
+/** The warm reserves (H4) and the configuration reload that resizes them. */
+export class ReserveGroup extends HttpApiGroup.make("reserve")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/warm-reserve", { success: Schema.Array(WarmReserveRow) }),
+    HttpApiEndpoint.put("resize", "/v1/warm-reserve/:provider", {
+      params: { provider: Schema.String },
+      payload: Schema.Struct({ target: WarmReserveSize }),
+      success: WarmReserveRow,
+      error: [ProviderNotFoundError, WarmReserveUnsupportedError, InvalidWarmReserveSizeError]
+    }).middleware(AdmissionGate),
+    HttpApiEndpoint.post("reload", "/v1/config/reload", {
+      success: ConfigReloaded,
+      error: ConfigReloadFailedError
+    }).middleware(AdmissionGate)
+  )
+  .middleware(Authorization)
+{}
+
 /** The daemon's own lifecycle: its status and retire now (R6). */
 export class DaemonGroup extends HttpApiGroup.make("daemon")
   .add(
@@ -487,7 +523,7 @@ export class DaemonGroup extends HttpApiGroup.make("daemon")
 {}
 
 export class QuiesceApi extends HttpApi.make("quiesce")
-  .add(SystemGroup, AgentsGroup, RuntimesGroup, DaemonGroup, SessionGroup)
+  .add(SystemGroup, AgentsGroup, RuntimesGroup, ReserveGroup, DaemonGroup, SessionGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
   // Added last, so it runs first: an oversized body is refused before anything else looks at it.
   .middleware(RequestBodyLimit)

@@ -53,8 +53,12 @@ import {
   type RuntimeRow,
   type SweepResult,
   type TurnView,
-  Unauthorized
+  Unauthorized,
+  type WarmReserveRow
 } from "./Api.ts"
+import { type ConfigReloaded, ConfigReloadFailed } from "../reserve/configReload.ts"
+import type { WarmReserveView } from "../../domain/warmReserve.ts"
+import { WarmReserve } from "../../services/WarmReserve.ts"
 import { checkSession, PageSessions } from "./pageSessions.ts"
 import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
 
@@ -431,6 +435,46 @@ const runtimesHandlers = HttpApiBuilder.group(
   })
 )
 
+const reserveHandlers = (reloadConfig: Effect.Effect<ConfigReloaded, ConfigReloadFailed>) =>
+  HttpApiBuilder.group(
+    QuiesceApi,
+    "reserve",
+    Effect.fn(function*(handlers) {
+      const reserve = yield* WarmReserve
+      const inspection = yield* ProcessInspection
+
+      /** Each reserve with the memory of its processes, sampled in one query. */
+      const rowsOf = (views: ReadonlyArray<WarmReserveView>) =>
+        Effect.gen(function*() {
+          const pids = views.flatMap((view) => view.ready.map((process) => process.pid))
+          const samples = pids.length === 0 ? noSamples : yield* inspection.sampleAll(pids)
+          return views.map((view): WarmReserveRow => ({
+            ...view,
+            ready: view.ready.map((process) => {
+              const sample = samples.get(process.pid) ?? Option.none()
+              return {
+                ...process,
+                rssBytes: Option.isSome(sample) ? sample.value.rssBytes : null,
+                measuredProcesses: Option.isSome(sample) ? sample.value.measuredProcesses : null
+              }
+            })
+          }))
+        })
+
+      return handlers
+        .handle("list", () => Effect.flatMap(reserve.reserves, rowsOf))
+        .handle("resize", ({ params, payload }) =>
+          reserve.resize(params.provider, payload.target).pipe(
+            Effect.flatMap((view) => rowsOf([view])),
+            Effect.map((rows) => rows[0]!)
+          ))
+        .handle("reload", () => reloadConfig)
+    })
+  )
+
+/** A host without a configuration file has nothing to reload. */
+const noConfigFile = Effect.fail(new ConfigReloadFailed({ message: "This host has no configuration file to reload" }))
+
 // ---- layers ------------------------------------------------------------------------------------
 
 export interface RouteOptions {
@@ -440,6 +484,8 @@ export interface RouteOptions {
   readonly renderMetrics: Effect.Effect<string>
   /** The largest request body read, in bytes; beyond it 413 `RequestTooLarge`. Default 1 MiB. */
   readonly maxRequestBytes?: number | undefined
+  /** `POST /v1/config/reload`: rereads the configuration and applies what it can. Default: none to reload. */
+  readonly reloadConfig?: Effect.Effect<ConfigReloaded, ConfigReloadFailed> | undefined
 }
 
 export interface ApiServerOptions extends RouteOptions {
@@ -474,7 +520,14 @@ export const routes = (options: RouteOptions): Layer.Layer<
   )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
     Layer.provide(
-      Layer.mergeAll(systemHandlers(options.renderMetrics), agentsHandlers, runtimesHandlers, daemonHandlers, sessionGroupHandlers).pipe(
+      Layer.mergeAll(
+        systemHandlers(options.renderMetrics),
+        agentsHandlers,
+        runtimesHandlers,
+        reserveHandlers(options.reloadConfig ?? noConfigFile),
+        daemonHandlers,
+        sessionGroupHandlers
+      ).pipe(
         Layer.provide(middleware)
       )
     ),

@@ -1,5 +1,6 @@
-import { Clock, Deferred, Duration, Effect, Exit, Layer, Option, Queue, Scope, Semaphore } from "effect"
-import { type AgentRecord, internalAgentLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Scope, Semaphore } from "effect"
+import * as fs from "node:fs"
+import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentBusy,
@@ -7,13 +8,12 @@ import {
   AgentNotResumable,
   type AgentStoreError,
   PermissionNotPending,
-  type ProviderFailed,
   RuntimeCloseFailed,
   RuntimePersistFailed,
   ShuttingDown
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
-import type { AgentSession, SessionConfig, SessionEvent } from "../../domain/provider.ts"
+import type { AgentClient, SessionConfig, SessionEvent } from "../../domain/provider.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../../domain/retirement.ts"
 import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
 import { AgentRegistry, type AgentView, type ResumeError } from "../../services/AgentRegistry.ts"
@@ -24,6 +24,7 @@ import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
+import { WarmReserve } from "../../services/WarmReserve.ts"
 import { randomId } from "./ids.ts"
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
 import { makePrompts } from "./prompts.ts"
@@ -72,6 +73,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const noteActivity = yield* ActivityClock.noter
   const runtimeRecords = makeRuntimeRecords(yield* RuntimeLedger)
   const providers = yield* ProviderRegistry
+  // The empty default unless the host composed a warm reserve under the registry.
+  const reserve = yield* WarmReserve
   // Optional: hosts that can read process memory report what each release gives back.
   const inspection = yield* Effect.serviceOption(ProcessInspection)
   const scope = yield* Effect.scope
@@ -293,14 +296,58 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       Effect.asVoid
     )
 
-  /** Starts a runtime for the record, creating or resuming its session, and registers it. */
-  const load = Effect.fnUntraced(function*(
+  /**
+   * Opens the runtime's session (a new one without a handle): on a warm process of the provider
+   * when the reserve has one and the agent's cwd still exists (a new process is what reports a
+   * missing one), else on a new process. A warm process that refuses the session (it died, or
+   * cannot take it) is closed and a new process started instead. Only the opens themselves can
+   * be interrupted, so a taken warm process is always bound or closed.
+   */
+  const openSession = (
     record: AgentRecord,
-    open: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
+    client: AgentClient,
+    handle: PersistenceHandle | null,
+    target: Target,
+    restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  ) =>
+    Effect.gen(function*() {
+      const cold = Effect.gen(function*() {
+        const marker = yield* randomId("runtime")
+        const config = sessionConfig(record, target, marker)
+        const session = yield* restore(handle === null ? client.create(config) : client.resume(handle, config))
+        return { session, marker, handOver: Option.none<Effect.Effect<void>>() }
+      })
+      const warm = fs.existsSync(record.cwd) ? yield* reserve.take(record.provider) : Option.none()
+      if (Option.isNone(warm)) return yield* cold
+      const { handOver, marker, process } = warm.value
+      const config = sessionConfig(record, target, marker)
+      const bound = yield* Effect.exit(restore(handle === null ? process.create(config) : process.resume(handle, config)))
+      if (Exit.isSuccess(bound)) return { session: bound.value, marker, handOver: Option.some(handOver) }
+      yield* process.close
+      const error = Cause.findErrorOption(bound.cause)
+      if (Option.isNone(error) || error.value.refused !== true) return yield* Effect.failCause(bound.cause)
+      yield* Effect.logWarning("A warm process did not take the session; starting a new one").pipe(
+        Effect.annotateLogs({ agentId: record.agentId, provider: record.provider, error: error.value.message })
+      )
+      target.early.length = 0
+      return yield* cold
+    })
+
+  /**
+   * Starts a runtime for the record, creating (no handle) or resuming its session, and registers
+   * it. Only the provider's open can be interrupted: an opened session is always registered.
+   */
+  const load = (record: AgentRecord, client: AgentClient, handle: PersistenceHandle | null) =>
+    Effect.uninterruptibleMask((restore) => loadSession(record, client, handle, restore))
+
+  const loadSession = Effect.fnUntraced(function*(
+    record: AgentRecord,
+    client: AgentClient,
+    handle: PersistenceHandle | null,
+    restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   ) {
     const target: Target = { agent: undefined, early: [] }
-    const marker = yield* randomId("runtime")
-    const session = yield* open(sessionConfig(record, target, marker))
+    const { handOver, marker, session } = yield* openSession(record, client, handle, target, restore)
     const persistence = (yield* session.persistence) ?? record.persistence
     const agent: LiveAgent = {
       agentId: record.agentId,
@@ -333,7 +380,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }
     target.agent = agent
     register(agent)
-    yield* runtimeRecords.record(agent)
+    const recorded = yield* runtimeRecords.record(agent)
+    // The reserve's entry goes once the agent's covers the process; until then it stays.
+    if (recorded && Option.isSome(handOver)) yield* handOver.value
     for (const event of target.early) enqueueEvent(agent, event)
     if (session.exited !== undefined) yield* watchForDeath(agent, session.exited)
     const active: AgentRecord = {
@@ -424,7 +473,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     const handle = record.persistence
     if (handle === null) return yield* AgentNotResumable.of(agentId)
     const client = yield* providers.get(record.provider)
-    const loaded = yield* load(record, (config) => client.resume(handle, config))
+    const loaded = yield* load(record, client, handle)
     yield* Effect.logInfo("Resumed agent runtime").pipe(
       Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId })
     )
@@ -515,7 +564,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       closedAt: null
     }
     return yield* inLane(agentId, Effect.gen(function*() {
-      const loaded = yield* load(draft, client.create)
+      const loaded = yield* load(draft, client, null)
       // Nothing half-created: a record that cannot be saved takes its runtime down with it.
       yield* store.put(loaded.record).pipe(
         Effect.tapError(() =>
@@ -790,6 +839,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       yield* Scope.close(carryScope, Exit.void)
       let released = 0
       const interrupted: Array<string> = []
+      // Idle warm processes close alongside the runtimes, within the same shutdown deadline.
+      const closingReserve = yield* Effect.forkChild(reserve.close)
       yield* Effect.forEach([...live.keys()], (agentId) =>
         inLane(
           agentId,
@@ -819,6 +870,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
             )
           )
         ), { concurrency: "unbounded", discard: true })
+      yield* Fiber.join(closingReserve)
       // A daemon that had nothing resident has nothing to summarize.
       if (released > 0 || interrupted.length > 0) {
         yield* Effect.logInfo(

@@ -11,27 +11,45 @@ import { readStat } from "../host/ProcessInspectionProcfs.ts"
 import type { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
 
-export const makeRuntimeRecords = (ledger: RuntimeLedger["Service"]) => {
-  const logFailure = (what: string, agentId: string) => (error: { readonly message: string }) =>
-    Effect.logWarning(what).pipe(Effect.annotateLogs({ agentId, error: error.message }))
+const logFailure = (what: string, agentId: string) => (error: { readonly message: string }) =>
+  Effect.logWarning(what).pipe(Effect.annotateLogs({ agentId, error: error.message }))
 
-  /** Records a runtime that runs a process: its pid and the start time that tells it from a reused pid. */
-  const record = (agent: LiveAgent): Effect.Effect<void> =>
-    Effect.gen(function*() {
-      const pid = agent.session.pid
-      if (pid === undefined) return
-      const startTime = readStat(pid)?.startTime
-      // Already gone: nothing of it to end later.
-      if (startTime === undefined) return
-      yield* ledger.record({ agentId: agent.agentId, pid, startTime, marker: agent.marker, recordedAt: yield* Clock.currentTimeMillis })
-    }).pipe(Effect.catch(logFailure("Recording a runtime's process group failed; a crash would leave it running", agent.agentId)))
+/**
+ * Records a process group under `agentId` (an agent's, or a warm reserve's): its leader's pid and
+ * the start time that tells it from a reused pid. A failure is logged (a crash would leave it
+ * running); true once it is recorded.
+ */
+export const recordProcess = (
+  ledger: RuntimeLedger["Service"],
+  entry: { readonly agentId: string; readonly pid: number; readonly marker: string }
+): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    const startTime = readStat(entry.pid)?.startTime
+    // Already gone: nothing of it to end later.
+    if (startTime === undefined) return false
+    yield* ledger.record({ ...entry, startTime, recordedAt: yield* Clock.currentTimeMillis })
+    return true
+  }).pipe(
+    Effect.catch((error) =>
+      Effect.as(logFailure("Recording a runtime's process group failed; a crash would leave it running", entry.agentId)(error), false)
+    )
+  )
+
+/** Removes the entry of `agentId` and `pid`; a failure is logged. */
+export const forgetProcess = (ledger: RuntimeLedger["Service"], agentId: string, pid: number): Effect.Effect<void> =>
+  ledger.remove(agentId, pid).pipe(Effect.catch(logFailure("Forgetting a closed runtime failed", agentId)))
+
+export const makeRuntimeRecords = (ledger: RuntimeLedger["Service"]) => {
+  /** Records a runtime that runs a process; true once it is recorded. */
+  const record = (agent: LiveAgent): Effect.Effect<boolean> => {
+    const pid = agent.session.pid
+    return pid === undefined ? Effect.succeed(false) : recordProcess(ledger, { agentId: agent.agentId, pid, marker: agent.marker })
+  }
 
   /** Forgets a runtime that is gone (closed, or ended on its own). */
   const forget = (agent: LiveAgent): Effect.Effect<void> => {
     const pid = agent.session.pid
-    return pid === undefined
-      ? Effect.void
-      : ledger.remove(agent.agentId, pid).pipe(Effect.catch(logFailure("Forgetting a closed runtime failed", agent.agentId)))
+    return pid === undefined ? Effect.void : forgetProcess(ledger, agent.agentId, pid)
   }
 
   /**

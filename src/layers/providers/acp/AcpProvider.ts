@@ -14,9 +14,10 @@
  */
 import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
+import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, TurnEnd } from "../../../domain/provider.ts"
+import type { AgentClient, AgentSession, SessionConfig, SessionEvent, TurnEnd, WarmProcess } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
@@ -184,11 +185,15 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
     Effect.forEach([...running], (agent) => agent.terminate(closeGrace), { concurrency: "unbounded", discard: true })
   )
 
-  /** One agent process and its ACP session. `resumeSessionId` null creates a new session. */
-  const open = (config: SessionConfig, resumeSessionId: string | null): Effect.Effect<AgentSession, ProviderFailed> =>
+  /**
+   * One agent process, initialized: `bind` then creates (`resumeSessionId` null) or loads its one
+   * ACP session, whose events go to the registry. Started in the session's cwd, or in a neutral
+   * one when warm (`session/new` and `session/load` carry the session's own).
+   */
+  const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
-      const marked = { ...options, env: { ...options.env, ...runtimeEnv(config.runtimeMarker) } }
-      const agent = yield* startAgentProcess(marked, config.cwd).pipe(
+      const marked = { ...options, env: { ...options.env, ...runtimeEnv(runtimeMarker) } }
+      const agent = yield* startAgentProcess(marked, cwd).pipe(
         Effect.mapError((error) => failed("spawn", `Cannot start ACP agent: ${error.message}`))
       )
       running.add(agent)
@@ -203,6 +208,9 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
       /** The reply text of the running turn, put together from `agent_message_chunk` updates. */
       let reply: { text: string } | undefined
       let permissions = 0
+      /** The session bound to this process; nothing is reported before. */
+      let config: SessionConfig | undefined
+      const onEvent = (event: SessionEvent) => config?.onEvent(event)
 
       const onUpdate = (notification: Acp.SessionNotification) => {
         if (loading || sessionId === undefined || notification.sessionId !== sessionId) return
@@ -210,7 +218,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         switch (update.sessionUpdate) {
           case "agent_message_chunk":
             if (reply !== undefined && update.content.type === "text") reply.text += update.content.text
-            config.onEvent({ _tag: "Activity" })
+            onEvent({ _tag: "Activity" })
             return
           case "agent_thought_chunk":
           case "tool_call":
@@ -218,7 +226,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
           case "plan":
           case "compaction_update":
           case "compaction_summary_chunk":
-            config.onEvent({ _tag: "Activity" })
+            onEvent({ _tag: "Activity" })
             return
           default:
             // Echoed user input and session metadata (commands, modes, usage, …) are not activity.
@@ -228,9 +236,9 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
 
       const onPermission = (request: Acp.RequestPermissionRequest): Acp.RequestPermissionResponse => {
         const id = `permission-${++permissions}`
-        config.onEvent({ _tag: "PermissionRequested", id })
+        onEvent({ _tag: "PermissionRequested", id })
         const answer = autoReject(request)
-        config.onEvent({ _tag: "PermissionResolved", id })
+        onEvent({ _tag: "PermissionResolved", id })
         return answer
       }
 
@@ -268,7 +276,13 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         )
       const cancellable = (cancel: AbortSignal) => ({ cancellationSignal: cancel, stopWaitingOnCancel: true })
 
-      const setup = Effect.gen(function*() {
+      /** Takes the process down, with what it wrote to stderr (read to its end, briefly: its children may hold it open). */
+      const abandon = Effect.sync(() => connection.close()).pipe(
+        Effect.andThen(terminate),
+        Effect.andThen(Deferred.await(agent.stderrEnded).pipe(Effect.timeoutOption("200 millis")))
+      )
+
+      const initialize = Effect.gen(function*() {
         const initialized = yield* call("initialize", (cancel) =>
           connection.agent.request(Acp.methods.agent.initialize, {
             protocolVersion: Acp.PROTOCOL_VERSION,
@@ -281,12 +295,20 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
             `agent speaks ACP version ${initialized.protocolVersion}, not ${Acp.PROTOCOL_VERSION}`
           )
         }
-        const canLoad = initialized.agentCapabilities?.loadSession === true
+        return initialized.agentCapabilities?.loadSession === true
+      })
+      // An agent that cannot be set up takes its process down; the error says how it ended.
+      const canLoad = yield* initialize.pipe(
+        Effect.onError(() => abandon),
+        Effect.mapError((error) => failed(error.operation, explain(error.message)))
+      )
+
+      const openSession = (bound: SessionConfig, resumeSessionId: string | null) => Effect.gen(function*() {
         if (resumeSessionId === null) {
           const created = yield* call("session/new", (cancel) =>
             connection.agent.request(
               Acp.methods.agent.session.new,
-              { cwd: config.cwd, mcpServers: [] },
+              { cwd: bound.cwd, mcpServers: [] },
               cancellable(cancel)
             ))
           sessionId = created.sessionId
@@ -299,7 +321,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         yield* call("session/load", (cancel) =>
           connection.agent.request(
             Acp.methods.agent.session.load,
-            { sessionId: id, cwd: config.cwd, mcpServers: [] },
+            { sessionId: id, cwd: bound.cwd, mcpServers: [] },
             cancellable(cancel)
           ))
         // The replay precedes the load's answer; let it pass before updates count again.
@@ -308,91 +330,110 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         return { sessionId: id, canLoad }
       })
 
-      // A session that cannot be set up takes its process down; the error says how it ended,
-      // with what it wrote to stderr (read to its end, briefly: its children may hold it open).
-      const session = yield* setup.pipe(
-        Effect.onError(() =>
-          Effect.sync(() => connection.close()).pipe(
-            Effect.andThen(terminate),
-            Effect.andThen(Deferred.await(agent.stderrEnded).pipe(Effect.timeoutOption("200 millis")))
+      /** Opens the process's one session; a process that cannot open it is taken down. */
+      const bind = (bound: SessionConfig, resumeSessionId: string | null) =>
+        Effect.suspend(() => {
+          if (config !== undefined) return Effect.fail(failed("session/new", "this ACP agent process already holds a session", true))
+          config = bound
+          return openSession(bound, resumeSessionId).pipe(
+            Effect.onError(() => abandon),
+            Effect.mapError((error) => failed(error.operation, explain(error.message))),
+            Effect.map((session) => sessionOf(bound, session))
           )
-        ),
-        Effect.mapError((error) => failed(error.operation, explain(error.message)))
-      )
-      // A session the agent cannot load again is not resumable: without a handle the registry
-      // never releases it (a release would lose the conversation), and a close leaves it closed.
-      const handle: PersistenceHandle | null = session.canLoad ? { provider, sessionId: session.sessionId } : null
-
-      /** Completes when the most recently started turn has ended: turns run one at a time. */
-      let lastTurn: Deferred.Deferred<void> | undefined
-
-      /** Sends one prompt; the effect waits for its response (the end of the turn). */
-      const sendPrompt = (text: string): Effect.Effect<TurnEnd, ProviderFailed> => {
-        const cancel = new AbortController()
-        reply = { text: "" }
-        const response = connection.agent.request(Acp.methods.agent.session.prompt, {
-          sessionId: session.sessionId,
-          prompt: [{ type: "text", text }]
-        }, cancellable(cancel.signal))
-        // Observed here so that a turn nobody waits for never rejects unhandled.
-        response.catch(() => {})
-        return Effect.tryPromise({ try: () => response, catch: (error) => failure("session/prompt", error) }).pipe(
-          Effect.onInterrupt(() => Effect.sync(() => cancel.abort())),
-          Effect.tap(() => settled),
-          Effect.map((response): TurnEnd => {
-            // Every stop reason (end_turn, cancelled, refusal, limits) ends the turn; `cancelled`
-            // is an interruption.
-            const text = reply?.text ?? ""
-            if (text !== "") config.onEvent({ _tag: "Reply", text })
-            return { reply: text === "" ? null : text, interrupted: response.stopReason === "cancelled" }
-          }),
-          Effect.ensuring(Effect.sync(() => {
-            reply = undefined
-          }))
-        )
-      }
-
-      const agentSession: AgentSession = {
-        pid: agent.pid,
-        persistence: Effect.succeed(handle),
-        startTurn: (text) =>
-          Effect.suspend(() => {
-            if (closed) return Effect.fail(failed("session/prompt", "the session is closed", true))
-            if (exit !== undefined) return Effect.fail(failed("session/prompt", `ACP agent ${describeExit(exit)}`, true))
-            const previous = lastTurn
-            const done = Deferred.makeUnsafe<void>()
-            lastTurn = done
-            // The first turn is sent now, so that an interrupt that follows finds it at the agent;
-            // a turn started while another runs is sent once that one has ended.
-            const turn = previous === undefined || Deferred.isDoneUnsafe(previous)
-              ? sendPrompt(text)
-              : Deferred.await(previous).pipe(Effect.andThen(Effect.suspend(() => sendPrompt(text))))
-            return Effect.succeed(turn.pipe(Effect.ensuring(Deferred.done(done, Exit.void))))
-          }),
-        // ACP has no way to add input to a running turn.
-        steer: undefined,
-        outOfBand: () => undefined,
-        // Permission requests are answered automatically (see the module comment).
-        respondToPermission: () => Effect.void,
-        interrupt: Effect.suspend(() => {
-          if (closed || exit !== undefined) return Effect.void
-          return Effect.tryPromise({
-            try: () => connection.agent.notify(Acp.methods.agent.session.cancel, { sessionId: session.sessionId }),
-            catch: (error) => failure("session/cancel", error)
-          })
-        }),
-        close: Effect.suspend(() => {
-          closed = true
-          return terminate.pipe(Effect.andThen(Effect.sync(() => connection.close())))
         })
+
+      const sessionOf = (bound: SessionConfig, session: { readonly sessionId: string; readonly canLoad: boolean }): AgentSession => {
+        // A session the agent cannot load again is not resumable: without a handle the registry
+        // never releases it (a release would lose the conversation), and a close leaves it closed.
+        const handle: PersistenceHandle | null = session.canLoad ? { provider, sessionId: session.sessionId } : null
+
+        /** Completes when the most recently started turn has ended: turns run one at a time. */
+        let lastTurn: Deferred.Deferred<void> | undefined
+
+        /** Sends one prompt; the effect waits for its response (the end of the turn). */
+        const sendPrompt = (text: string): Effect.Effect<TurnEnd, ProviderFailed> => {
+          const cancel = new AbortController()
+          reply = { text: "" }
+          const response = connection.agent.request(Acp.methods.agent.session.prompt, {
+            sessionId: session.sessionId,
+            prompt: [{ type: "text", text }]
+          }, cancellable(cancel.signal))
+          // Observed here so that a turn nobody waits for never rejects unhandled.
+          response.catch(() => {})
+          return Effect.tryPromise({ try: () => response, catch: (error) => failure("session/prompt", error) }).pipe(
+            Effect.onInterrupt(() => Effect.sync(() => cancel.abort())),
+            Effect.tap(() => settled),
+            Effect.map((response): TurnEnd => {
+              // Every stop reason (end_turn, cancelled, refusal, limits) ends the turn; `cancelled`
+              // is an interruption.
+              const text = reply?.text ?? ""
+              if (text !== "") bound.onEvent({ _tag: "Reply", text })
+              return { reply: text === "" ? null : text, interrupted: response.stopReason === "cancelled" }
+            }),
+            Effect.ensuring(Effect.sync(() => {
+              reply = undefined
+            }))
+          )
+        }
+
+        const agentSession: AgentSession = {
+          pid: agent.pid,
+          persistence: Effect.succeed(handle),
+          startTurn: (text) =>
+            Effect.suspend(() => {
+              if (closed) return Effect.fail(failed("session/prompt", "the session is closed", true))
+              if (exit !== undefined) return Effect.fail(failed("session/prompt", `ACP agent ${describeExit(exit)}`, true))
+              const previous = lastTurn
+              const done = Deferred.makeUnsafe<void>()
+              lastTurn = done
+              // The first turn is sent now, so that an interrupt that follows finds it at the agent;
+              // a turn started while another runs is sent once that one has ended.
+              const turn = previous === undefined || Deferred.isDoneUnsafe(previous)
+                ? sendPrompt(text)
+                : Deferred.await(previous).pipe(Effect.andThen(Effect.suspend(() => sendPrompt(text))))
+              return Effect.succeed(turn.pipe(Effect.ensuring(Deferred.done(done, Exit.void))))
+            }),
+          // ACP has no way to add input to a running turn.
+          steer: undefined,
+          outOfBand: () => undefined,
+          // Permission requests are answered automatically (see the module comment).
+          respondToPermission: () => Effect.void,
+          interrupt: Effect.suspend(() => {
+            if (closed || exit !== undefined) return Effect.void
+            return Effect.tryPromise({
+              try: () => connection.agent.notify(Acp.methods.agent.session.cancel, { sessionId: session.sessionId }),
+              catch: (error) => failure("session/cancel", error)
+            })
+          }),
+          close: Effect.suspend(() => {
+            closed = true
+            return terminate.pipe(Effect.andThen(Effect.sync(() => connection.close())))
+          })
+        }
+        return agentSession
       }
-      return agentSession
+
+      return { agent, bind, terminate }
     })
+
+  const open = (config: SessionConfig, resumeSessionId: string | null): Effect.Effect<AgentSession, ProviderFailed> =>
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resumeSessionId)))
+    )
 
   const client: AgentClient = {
     provider,
     create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle.sessionId)
+    resume: (handle, config) => open(config, handle.sessionId),
+    startWarm: (runtimeMarker) =>
+      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ agent, bind, terminate }): WarmProcess => ({
+        pid: agent.pid,
+        exited: Effect.asVoid(Deferred.await(agent.exited)),
+        create: (config) => bind(config, null),
+        resume: (handle, config) => bind(config, handle.sessionId),
+        close: terminate
+      }))
   }
   return client
 })

@@ -9,15 +9,18 @@
  * server only when all of that is clear.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
+import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
   type AgentClient,
   type AgentSession,
   type SessionConfig,
+  type SessionEvent,
   stopPermitted,
   stopVetoed,
-  type TurnEnd
+  type TurnEnd,
+  type WarmProcess
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import {
@@ -98,16 +101,20 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
   const logProtocolError = (message: string) =>
     Effect.logWarning("Codex app-server protocol error").pipe(Effect.annotateLogs({ provider, message }))
 
-  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+  /**
+   * One app-server, initialized: `bind` then starts or resumes its one thread, whose events go to
+   * the registry. Started in the session's cwd, or in a neutral one when warm (a thread has its own).
+   */
+  const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
       /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
       const server = yield* startLineProcess(
         {
           command: options.command ?? "codex",
           args: options.args ?? ["app-server"],
-          env: { ...options.env, ...runtimeEnv(config.runtimeMarker) }
+          env: { ...options.env, ...runtimeEnv(runtimeMarker) }
         },
-        config.cwd,
+        cwd,
         { stripCarriageReturn: true }
       ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
       options.onSpawn?.(server.pid)
@@ -143,6 +150,9 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         readonly done: Deferred.Deferred<TurnEnd, ProviderFailed>
       } | undefined
       let threadId: string | undefined
+      /** The session bound to this server; nothing is reported before. */
+      let config: SessionConfig | undefined
+      const onEvent = (event: SessionEvent) => config?.onEvent(event)
       let lastReply = ""
 
       const local = (): LocalState => {
@@ -172,21 +182,21 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         const entry = serverRequests.get(key)
         if (entry === undefined) return
         serverRequests.delete(key)
-        if (approvalMethods.has(entry.method)) config.onEvent({ _tag: "PermissionResolved", id: key })
+        if (approvalMethods.has(entry.method)) onEvent({ _tag: "PermissionResolved", id: key })
       }
 
       const onServerRequest = (request: JsonRpcRequest): Effect.Effect<void> => {
-        config.onEvent({ _tag: "Activity" })
+        onEvent({ _tag: "Activity" })
         if (!approvalMethods.has(request.method)) {
           // Left unanswered, a request (user input, an elicitation, a dynamic tool call, …) would hold its turn for ever.
           server.write(encodeLine({ jsonrpc: "2.0", id: request.id, error: unsupportedRequestError }))
           return Effect.logWarning(`${provider} server request refused: ${request.method} is not supported`).pipe(
-            Effect.annotateLogs({ provider, agentId: config.agentId, method: request.method })
+            Effect.annotateLogs({ provider, agentId: config?.agentId, method: request.method })
           )
         }
         const key = requestKey(request.id)
         serverRequests.set(key, { id: request.id, method: request.method, params: request.params })
-        config.onEvent({ _tag: "PermissionRequested", id: key })
+        onEvent({ _tag: "PermissionRequested", id: key })
         return Effect.void
       }
 
@@ -201,10 +211,10 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
               // A late completion of an earlier (interrupted) turn must not end this one.
               if (turn === undefined || (turn.id === undefined ? earlierTurns.has(params.turn.id) : turn.id !== params.turn.id)) {
                 return Effect.logDebug(`${provider} ignores the completion of turn ${params.turn.id}, not the current turn`).pipe(
-                  Effect.annotateLogs({ provider, agentId: config.agentId })
+                  Effect.annotateLogs({ provider, agentId: config?.agentId })
                 )
               }
-              config.onEvent({ _tag: "Reply", text: lastReply })
+              onEvent({ _tag: "Reply", text: lastReply })
               finishTurn(
                 params.turn.status === "failed"
                   ? Exit.fail(failed("turn", params.turn.error?.message ?? "the turn failed"))
@@ -216,7 +226,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             if (isItemNotification(params) && params.item.type === commandItemType) noteDetached()
             if (isItemNotification(params) && params.item.type === subagentItemType && !subagents.has(params.item.id)) {
               subagents.add(params.item.id)
-              config.onEvent({ _tag: "SubagentStarted", id: params.item.id })
+              onEvent({ _tag: "SubagentStarted", id: params.item.id })
             }
             if (isItemNotification(params) && params.item.type === "agentMessage") lastReply = ""
             break
@@ -224,16 +234,16 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             if (isItemNotification(params)) {
               if (params.item.type === "agentMessage" && params.item.text !== undefined) {
                 lastReply = params.item.text
-                config.onEvent({ _tag: "Reply", text: lastReply })
+                onEvent({ _tag: "Reply", text: lastReply })
               }
-              if (subagents.delete(params.item.id)) config.onEvent({ _tag: "SubagentFinished", id: params.item.id })
+              if (subagents.delete(params.item.id)) onEvent({ _tag: "SubagentFinished", id: params.item.id })
             }
             break
           case "serverRequest/resolved":
             if (isServerRequestResolved(params)) settleServerRequest(params.requestId)
             break
         }
-        config.onEvent({ _tag: "Activity" })
+        onEvent({ _tag: "Activity" })
         return Effect.void
       }
 
@@ -273,7 +283,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         onMessage,
         onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
         onOversizedLine: (bytes) => {
-          config.onEvent({ _tag: "Activity" })
+          onEvent({ _tag: "Activity" })
           return logProtocolError(oversizedLine(bytes))
         },
         onExit: died
@@ -314,117 +324,142 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
           capabilities: { experimentalApi: true, requestAttestation: false }
         })
         server.write(encodeLine({ jsonrpc: "2.0", method: methods.initialized }))
+      })
+      yield* handshake.pipe(Effect.onError(() => shutdown))
+
+      /** Starts or resumes the server's one thread; a server that cannot open it is ended. */
+      const bind = (bound: SessionConfig, resume: PersistenceHandle | null) =>
+        Effect.suspend(() => {
+          if (config !== undefined) return Effect.fail(failed("thread", `this ${provider} server already holds a thread`, true))
+          config = bound
+          return openThread(bound, resume).pipe(Effect.onError(() => shutdown))
+        })
+
+      const openThread = (bound: SessionConfig, resume: PersistenceHandle | null) => Effect.gen(function*() {
         const opened = resume === null
-          ? yield* request(methods.threadStart, { cwd: config.cwd })
-          : yield* request(methods.threadResume, { threadId: resume.sessionId, cwd: config.cwd })
-        const thread = yield* decodeThreadOpened(opened).pipe(Effect.mapError(malformed(methods.threadStart)))
-        threadId = thread.thread.id
-      })
-      yield* handshake.pipe(Effect.onError(() => server.terminate(closeGrace)))
-      if (resume !== null && threadId !== resume.sessionId) {
-        yield* server.terminate(closeGrace)
-        return yield* failed("resume", `asked to resume ${resume.sessionId}, ${provider} opened ${threadId}`)
-      }
-      const thread = threadId!
-
-      const answer = (key: string, allow: boolean) =>
-        Effect.sync(() => {
-          const entry = serverRequests.get(key)
-          if (entry === undefined) return false
-          server.write(encodeLine({ jsonrpc: "2.0", id: entry.id, result: approvalResponse(entry.method, entry.params, allow) }))
-          settleServerRequest(entry.id)
-          return true
-        })
-
-      /** The server's side of the probe: loaded threads, then each one's background terminals. */
-      const listServer = Effect.gen(function*() {
-        const loaded = yield* request(methods.loadedList, {}).pipe(
-          Effect.flatMap((result) => decodeThreadLoadedList(result).pipe(Effect.mapError(malformed(methods.loadedList))))
-        )
-        // A partial listing is a veto already; no thread needs asking.
-        if (!loadedListComplete(loaded)) return { loaded, perThread: [] as ReadonlyArray<ThreadTerminals> }
-        const perThread: Array<ThreadTerminals> = []
-        for (const id of loaded.data) {
-          const terminals = yield* request(methods.backgroundTerminalsList, { threadId: id }).pipe(
-            Effect.flatMap((result) =>
-              decodeBackgroundTerminalsList(result).pipe(Effect.mapError(malformed(methods.backgroundTerminalsList)))
-            )
-          )
-          perThread.push({ threadId: id, terminals })
-          // One terminal is enough to veto; the remaining threads need not be asked.
-          if (terminals.data.length !== 0 || terminals.nextCursor !== null) break
+          ? yield* request(methods.threadStart, { cwd: bound.cwd })
+          : yield* request(methods.threadResume, { threadId: resume.sessionId, cwd: bound.cwd })
+        const thread = (yield* decodeThreadOpened(opened).pipe(Effect.mapError(malformed(methods.threadStart)))).thread.id
+        threadId = thread
+        if (resume !== null && thread !== resume.sessionId) {
+          return yield* failed("resume", `asked to resume ${resume.sessionId}, ${provider} opened ${thread}`)
         }
-        return { loaded, perThread }
+
+        const answer = (key: string, allow: boolean) =>
+          Effect.sync(() => {
+            const entry = serverRequests.get(key)
+            if (entry === undefined) return false
+            server.write(encodeLine({ jsonrpc: "2.0", id: entry.id, result: approvalResponse(entry.method, entry.params, allow) }))
+            settleServerRequest(entry.id)
+            return true
+          })
+
+        /** The server's side of the probe: loaded threads, then each one's background terminals. */
+        const listServer = Effect.gen(function*() {
+          const loaded = yield* request(methods.loadedList, {}).pipe(
+            Effect.flatMap((result) => decodeThreadLoadedList(result).pipe(Effect.mapError(malformed(methods.loadedList))))
+          )
+          // A partial listing is a veto already; no thread needs asking.
+          if (!loadedListComplete(loaded)) return { loaded, perThread: [] as ReadonlyArray<ThreadTerminals> }
+          const perThread: Array<ThreadTerminals> = []
+          for (const id of loaded.data) {
+            const terminals = yield* request(methods.backgroundTerminalsList, { threadId: id }).pipe(
+              Effect.flatMap((result) =>
+                decodeBackgroundTerminalsList(result).pipe(Effect.mapError(malformed(methods.backgroundTerminalsList)))
+              )
+            )
+            perThread.push({ threadId: id, terminals })
+            // One terminal is enough to veto; the remaining threads need not be asked.
+            if (terminals.data.length !== 0 || terminals.nextCursor !== null) break
+          }
+          return { loaded, perThread }
+        })
+
+        const agentSession: AgentSession = {
+          pid: server.pid,
+          exited: Effect.asVoid(Deferred.await(server.exited)),
+          persistence: Effect.succeed({ provider, sessionId: thread }),
+          startTurn: (text, turnId) =>
+            Effect.gen(function*() {
+              const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
+              turn = { id: undefined, daemonId: turnId, done }
+              lastReply = ""
+              turnStarting = true
+              const result = yield* command(methods.turnStart, { threadId: thread, input: textInput(text) }).pipe(
+                Effect.flatMap((result) => decodeTurnStart(result).pipe(Effect.mapError(malformed(methods.turnStart)))),
+                Effect.ensuring(Effect.sync(() => (turnStarting = false))),
+                Effect.onError(() => Effect.sync(() => (turn = undefined)))
+              )
+              if (turn !== undefined && turn.done === done) turn.id = result.turn.id
+              return Deferred.await(done)
+            }),
+          steer: (text) =>
+            Effect.suspend(() => {
+              const current = turn
+              if (current === undefined || current.id === undefined) return Effect.succeed(false)
+              return Effect.as(
+                command(methods.turnSteer, { threadId: thread, input: textInput(text), expectedTurnId: current.id }),
+                true
+              )
+            }),
+          outOfBand: () => undefined,
+          respondToPermission: (permissionId, allow) =>
+            Effect.asVoid(answer(permissionId, allow)),
+          interrupt: Effect.suspend(() => {
+            const current = turn
+            if (current === undefined || current.id === undefined) return Effect.void
+            return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
+          }),
+          close: shutdown.pipe(
+            Effect.catchCause((cause) =>
+              Effect.logWarning("Codex app-server did not close cleanly").pipe(
+                Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
+              )
+            )
+          ),
+          canStopRuntime: Effect.suspend(() => {
+            // Work the connection knows of is an answer already; the server is not asked.
+            const own = localVeto(local())
+            const decided = own.permit
+              ? listServer.pipe(
+                // Re-read local state: a turn or a server request may have arrived meanwhile.
+                Effect.map(({ loaded, perThread }) => verdict(loaded, perThread, local())),
+                Effect.mapError((error) => new RuntimeProbeFailed({ agentId: bound.agentId, message: error.message }))
+              )
+              : Effect.succeed(own)
+            return Effect.flatMap(decided, (answer) =>
+              answer.permit
+                ? Effect.succeed(stopPermitted)
+                : Effect.logDebug(`${provider} runtime vetoes its release`).pipe(
+                  Effect.annotateLogs({ provider, agentId: bound.agentId, reason: answer.reason }),
+                  Effect.as(stopVetoed(answer.reason))
+                ))
+          })
+        }
+        return agentSession
       })
 
-      const agentSession: AgentSession = {
-        pid: server.pid,
-        exited: Effect.asVoid(Deferred.await(server.exited)),
-        persistence: Effect.succeed({ provider, sessionId: thread }),
-        startTurn: (text, turnId) =>
-          Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
-            turn = { id: undefined, daemonId: turnId, done }
-            lastReply = ""
-            turnStarting = true
-            const result = yield* command(methods.turnStart, { threadId: thread, input: textInput(text) }).pipe(
-              Effect.flatMap((result) => decodeTurnStart(result).pipe(Effect.mapError(malformed(methods.turnStart)))),
-              Effect.ensuring(Effect.sync(() => (turnStarting = false))),
-              Effect.onError(() => Effect.sync(() => (turn = undefined)))
-            )
-            if (turn !== undefined && turn.done === done) turn.id = result.turn.id
-            return Deferred.await(done)
-          }),
-        steer: (text) =>
-          Effect.suspend(() => {
-            const current = turn
-            if (current === undefined || current.id === undefined) return Effect.succeed(false)
-            return Effect.as(
-              command(methods.turnSteer, { threadId: thread, input: textInput(text), expectedTurnId: current.id }),
-              true
-            )
-          }),
-        outOfBand: () => undefined,
-        respondToPermission: (permissionId, allow) =>
-          Effect.asVoid(answer(permissionId, allow)),
-        interrupt: Effect.suspend(() => {
-          const current = turn
-          if (current === undefined || current.id === undefined) return Effect.void
-          return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
-        }),
-        close: shutdown.pipe(
-          Effect.catchCause((cause) =>
-            Effect.logWarning("Codex app-server did not close cleanly").pipe(
-              Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
-            )
-          )
-        ),
-        canStopRuntime: Effect.suspend(() => {
-          // Work the connection knows of is an answer already; the server is not asked.
-          const own = localVeto(local())
-          const decided = own.permit
-            ? listServer.pipe(
-              // Re-read local state: a turn or a server request may have arrived meanwhile.
-              Effect.map(({ loaded, perThread }) => verdict(loaded, perThread, local())),
-              Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
-            )
-            : Effect.succeed(own)
-          return Effect.flatMap(decided, (answer) =>
-            answer.permit
-              ? Effect.succeed(stopPermitted)
-              : Effect.logDebug(`${provider} runtime vetoes its release`).pipe(
-                Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }),
-                Effect.as(stopVetoed(answer.reason))
-              ))
-        })
-      }
-      return agentSession
+      return { server, shutdown, bind }
     })
+
+  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resume)))
+    )
 
   const client: AgentClient = {
     provider,
     create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle)
+    resume: (handle, config) => open(config, handle),
+    startWarm: (runtimeMarker) =>
+      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, server, shutdown }): WarmProcess => ({
+        pid: server.pid,
+        exited: Effect.asVoid(Deferred.await(server.exited)),
+        create: (config) => bind(config, null),
+        resume: (handle, config) => bind(config, handle),
+        close: shutdown
+      }))
   }
   return client
 })

@@ -1,4 +1,5 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
+import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { PluginProtocolError, ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -10,7 +11,16 @@ import {
   PromptAccepted,
   protocolVersions
 } from "../../../domain/pluginProtocol.ts"
-import { type AgentClient, type AgentSession, type SessionConfig, stopPermitted, stopVetoed, type TurnEnd } from "../../../domain/provider.ts"
+import {
+  type AgentClient,
+  type AgentSession,
+  type SessionConfig,
+  type SessionEvent,
+  stopPermitted,
+  stopVetoed,
+  type TurnEnd,
+  type WarmProcess
+} from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
@@ -26,6 +36,8 @@ export interface PluginProviderOptions {
   readonly requestTimeout?: Duration.Input | undefined
   /** How long a closing plugin gets before its process group is killed. Default 2 s. */
   readonly closeGrace?: Duration.Input | undefined
+  /** Where a warm process (started before its session) runs until bound. Default the OS temp folder. */
+  readonly warmCwd?: string | undefined
   /** Told the pid (and process group id) of every plugin process started, for inspection. */
   readonly onSpawn?: ((pid: number) => void) | undefined
 }
@@ -60,11 +72,14 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       Effect.annotateLogs({ provider, error: new PluginProtocolError({ provider, message }).message })
     )
 
-  /** One plugin process and its session: requests by id, events to the registry. */
-  const open = (config: SessionConfig, resumeSessionId: string | null) =>
+  /**
+   * One plugin process, connected: requests by id, and `bind` to open its one session, whose
+   * events go to the registry. Started in the session's cwd, or in a neutral one when warm.
+   */
+  const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
-      const command = { ...options.plugin, env: { ...options.plugin.env, ...runtimeEnv(config.runtimeMarker) } }
-      const plugin = yield* startLineProcess(command, config.cwd).pipe(
+      const command = { ...options.plugin, env: { ...options.plugin.env, ...runtimeEnv(runtimeMarker) } }
+      const plugin = yield* startLineProcess(command, cwd).pipe(
         Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`))
       )
       running.add(plugin)
@@ -73,6 +88,9 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       const pending = new Map<string, Deferred.Deferred<Reply, ProviderFailed>>()
       let nextRequest = 0
       let sessionId: string | undefined
+      /** The session bound to this process; nothing is reported before. */
+      let config: SessionConfig | undefined
+      const onEvent = (event: SessionEvent) => config?.onEvent(event)
       /** The negotiated protocol version; until then, the oldest. */
       let version = 1
       /** Turns started and not ended, by the daemon's turn id (the registry runs one at a time). */
@@ -115,12 +133,12 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
             if (version >= 2 && (message.turnId === undefined || !turns.has(message.turnId))) {
               return logProtocolError(`timeline for turn ${message.turnId ?? "(none)"}, which is not running`)
             }
-            config.onEvent({ _tag: "Activity" })
+            onEvent({ _tag: "Activity" })
             return Effect.void
           case "turn.completed": {
             const turnId = turnOf(message)
             if (typeof turnId !== "string") return logProtocolError(turnId[0]!)
-            config.onEvent({ _tag: "Reply", text: message.reply })
+            onEvent({ _tag: "Reply", text: message.reply })
             finishTurn(turnId, Exit.succeed({ reply: message.reply === "" ? null : message.reply }))
             return Effect.void
           }
@@ -132,8 +150,8 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
           }
           case "notification":
             // Handed to the registry, which counts it as the agent's own activity.
-            config.onEvent({ _tag: "Reply", text: message.text })
-            config.onEvent({ _tag: "Activity" })
+            onEvent({ _tag: "Reply", text: message.text })
+            onEvent({ _tag: "Activity" })
             plugin.write(encodeDaemonMessage({
               type: "notification.ack",
               sessionId: message.sessionId,
@@ -189,7 +207,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
           Effect.mapError((error) => failed(operation, `malformed result: ${error.message}`))
         )
 
-      const setup = Effect.gen(function*() {
+      const connect = Effect.gen(function*() {
         const connected = yield* request("connect", {
           type: "connect",
           protocolVersion: 1,
@@ -204,10 +222,15 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
           )
         }
         version = connected.protocolVersion
+        return connected
+      })
+      const connected = yield* connect.pipe(Effect.onError(() => plugin.terminate(closeGrace)))
+
+      const openSession = (bound: SessionConfig, resumeSessionId: string | null) => Effect.gen(function*() {
         const opened = yield* request("session.open", {
           type: "session.open",
-          agentId: config.agentId,
-          cwd: config.cwd,
+          agentId: bound.agentId,
+          cwd: bound.cwd,
           resumeSessionId
         })
         if (opened.type !== "session.opened") return yield* failed("session.open", `expected session.opened, got ${opened.type}`)
@@ -224,86 +247,114 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         return { sessionId: opened.sessionId, canStop, canSteer, canResume }
       })
 
-      const session = yield* setup.pipe(
-        Effect.onError(() => plugin.terminate(closeGrace))
-      )
-      // A session the plugin cannot reopen has no handle, so it is never released (C5).
-      const handleValue: PersistenceHandle | null = session.canResume ? { provider, sessionId: session.sessionId } : null
+      const sessionOf = (
+        bound: SessionConfig,
+        session: { readonly sessionId: string; readonly canStop: boolean; readonly canSteer: boolean; readonly canResume: boolean }
+      ): AgentSession => {
+        // A session the plugin cannot reopen has no handle, so it is never released (C5).
+        const handleValue: PersistenceHandle | null = session.canResume ? { provider, sessionId: session.sessionId } : null
 
-      const prompt = (text: string, mode: "turn" | "steer", turnId: string) =>
-        Effect.suspend(() => {
-          promptsInFlight++
-          return request("session.prompt", { type: "session.prompt", sessionId: session.sessionId, prompt: text, mode, turnId })
-            .pipe(
-              Effect.flatMap(resultOf(decodePromptAccepted, "session.prompt")),
-              Effect.ensuring(Effect.sync(() => promptsInFlight--))
-            )
-        })
-
-      const agentSession: AgentSession = {
-        pid: plugin.pid,
-        exited: Effect.asVoid(Deferred.await(plugin.exited)),
-        persistence: Effect.succeed(handleValue),
-        startTurn: (text, turnId) =>
-          Effect.gen(function*() {
-            const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
-            turns.set(turnId, done)
-            const { accepted } = yield* prompt(text, "turn", turnId).pipe(
-              Effect.onError(() => Effect.sync(() => turns.delete(turnId)))
-            )
-            if (!accepted) {
-              turns.delete(turnId)
-              return yield* failed("session.prompt", "plugin did not accept the turn", true)
-            }
-            return Deferred.await(done)
-          }),
-        steer: session.canSteer
-          ? (text, turnId) => Effect.map(prompt(text, "steer", turnId), ({ accepted }) => accepted)
-          : undefined,
-        outOfBand: () => undefined,
-        respondToPermission: () => Effect.void,
-        interrupt: Effect.asVoid(request("session.interrupt", { type: "session.interrupt", sessionId: session.sessionId })),
-        close: Effect.gen(function*() {
-          // A plugin that cannot say goodbye is ended anyway: releasing must not leak processes.
-          yield* request("session.close", { type: "session.close", sessionId: session.sessionId }).pipe(
-            Effect.timeoutOption(closeGrace),
-            Effect.catchCause((cause) =>
-              Effect.logDebug("Plugin did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
-            )
-          )
-          yield* plugin.terminate(closeGrace)
-        }),
-        canStopRuntime: session.canStop
-          ? Effect.suspend(() => {
-            // A turn or prompt in flight is an answer already; the plugin is not asked.
-            if (turns.size > 0) return Effect.succeed(stopVetoed(`turn ${turns.keys().next().value} is running`))
-            if (promptsInFlight > 0) return Effect.succeed(stopVetoed("a prompt is being accepted"))
-            return request("session.can_stop_runtime", {
-              type: "session.can_stop_runtime",
-              sessionId: session.sessionId
-            }).pipe(
-              Effect.flatMap(resultOf(decodeCanStop, "session.can_stop_runtime")),
-              Effect.flatMap((answer) =>
-                answer.sessionId === session.sessionId
-                  ? Effect.succeed(
-                    answer.canStop
-                      ? stopPermitted
-                      : stopVetoed(answer.reason?.trim() || `${provider} reports work a release would lose`)
-                  )
-                  : Effect.fail(failed("session.can_stop_runtime", `reply names session ${answer.sessionId}`))
-              ),
-              Effect.mapError((error) => new RuntimeProbeFailed({ agentId: config.agentId, message: error.message }))
-            )
+        const prompt = (text: string, mode: "turn" | "steer", turnId: string) =>
+          Effect.suspend(() => {
+            promptsInFlight++
+            return request("session.prompt", { type: "session.prompt", sessionId: session.sessionId, prompt: text, mode, turnId })
+              .pipe(
+                Effect.flatMap(resultOf(decodePromptAccepted, "session.prompt")),
+                Effect.ensuring(Effect.sync(() => promptsInFlight--))
+              )
           })
-          : undefined
+
+        const agentSession: AgentSession = {
+          pid: plugin.pid,
+          exited: Effect.asVoid(Deferred.await(plugin.exited)),
+          persistence: Effect.succeed(handleValue),
+          startTurn: (text, turnId) =>
+            Effect.gen(function*() {
+              const done = Deferred.makeUnsafe<TurnEnd, ProviderFailed>()
+              turns.set(turnId, done)
+              const { accepted } = yield* prompt(text, "turn", turnId).pipe(
+                Effect.onError(() => Effect.sync(() => turns.delete(turnId)))
+              )
+              if (!accepted) {
+                turns.delete(turnId)
+                return yield* failed("session.prompt", "plugin did not accept the turn", true)
+              }
+              return Deferred.await(done)
+            }),
+          steer: session.canSteer
+            ? (text, turnId) => Effect.map(prompt(text, "steer", turnId), ({ accepted }) => accepted)
+            : undefined,
+          outOfBand: () => undefined,
+          respondToPermission: () => Effect.void,
+          interrupt: Effect.asVoid(request("session.interrupt", { type: "session.interrupt", sessionId: session.sessionId })),
+          close: Effect.gen(function*() {
+            // A plugin that cannot say goodbye is ended anyway: releasing must not leak processes.
+            yield* request("session.close", { type: "session.close", sessionId: session.sessionId }).pipe(
+              Effect.timeoutOption(closeGrace),
+              Effect.catchCause((cause) =>
+                Effect.logDebug("Plugin did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
+              )
+            )
+            yield* plugin.terminate(closeGrace)
+          }),
+          canStopRuntime: session.canStop
+            ? Effect.suspend(() => {
+              // A turn or prompt in flight is an answer already; the plugin is not asked.
+              if (turns.size > 0) return Effect.succeed(stopVetoed(`turn ${turns.keys().next().value} is running`))
+              if (promptsInFlight > 0) return Effect.succeed(stopVetoed("a prompt is being accepted"))
+              return request("session.can_stop_runtime", {
+                type: "session.can_stop_runtime",
+                sessionId: session.sessionId
+              }).pipe(
+                Effect.flatMap(resultOf(decodeCanStop, "session.can_stop_runtime")),
+                Effect.flatMap((answer) =>
+                  answer.sessionId === session.sessionId
+                    ? Effect.succeed(
+                      answer.canStop
+                        ? stopPermitted
+                        : stopVetoed(answer.reason?.trim() || `${provider} reports work a release would lose`)
+                    )
+                    : Effect.fail(failed("session.can_stop_runtime", `reply names session ${answer.sessionId}`))
+                ),
+                Effect.mapError((error) => new RuntimeProbeFailed({ agentId: bound.agentId, message: error.message }))
+              )
+            })
+            : undefined
+        }
+        return agentSession
       }
-      return agentSession
+
+      /** Opens the process's one session; a process that cannot open it is ended. */
+      const bind = (bound: SessionConfig, resumeSessionId: string | null) =>
+        Effect.suspend(() => {
+          if (config !== undefined) return Effect.fail(failed("session.open", "this plugin process already holds a session", true))
+          config = bound
+          return openSession(bound, resumeSessionId).pipe(
+            Effect.map((session) => sessionOf(bound, session)),
+            Effect.onError(() => plugin.terminate(closeGrace))
+          )
+        })
+      return { plugin, bind }
     })
+
+  const open = (config: SessionConfig, resumeSessionId: string | null) =>
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resumeSessionId)))
+    )
 
   const client: AgentClient = {
     provider,
     create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle.sessionId)
+    resume: (handle, config) => open(config, handle.sessionId),
+    startWarm: (runtimeMarker) =>
+      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, plugin }): WarmProcess => ({
+        pid: plugin.pid,
+        exited: Effect.asVoid(Deferred.await(plugin.exited)),
+        create: (config) => bind(config, null),
+        resume: (handle, config) => bind(config, handle.sessionId),
+        close: plugin.terminate(closeGrace)
+      }))
   }
   return client
 })

@@ -17,6 +17,11 @@ export interface CliProviderOptions {
   readonly requestTimeout?: Duration.Input | undefined
   /** How long a closing runtime gets after SIGTERM before its process groups are SIGKILLed. Default 2 s. */
   readonly closeGrace?: Duration.Input | undefined
+  /**
+   * Where a warm process (started before its session, for a warm reserve) runs until bound: the
+   * session then names its own working directory. Default the OS temp folder.
+   */
+  readonly warmCwd?: string | undefined
   /** Told the pid (which is also the process group id) of every process group the runtime starts. */
   readonly onSpawn?: ((pid: number) => void) | undefined
 }
