@@ -108,6 +108,8 @@ export interface WarmProcess {
   readonly pid: number
   /** Completes when the process has exited, bound or not. */
   readonly exited: Effect.Effect<void>
+  /** True until the process has exited: whether a bind that failed may be tried on a new process. */
+  readonly running: () => boolean
   readonly create: (config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
   readonly resume: (handle: PersistenceHandle, config: SessionConfig) => Effect.Effect<AgentSession, ProviderFailed>
   /** Ends the process, which holds no session. */

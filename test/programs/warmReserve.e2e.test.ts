@@ -130,8 +130,7 @@ describe("warm reserve (H4)", () => {
     const broken = (await reserves(daemon)).find((row) => row.provider === "broken")
     expect(broken?.ready).toHaveLength(0)
     expect(broken?.lastFailure).toMatch(/exited|exit/)
-    // The next start waits; the log shows the waits growing rather than a start per failure.
-    expect(broken?.retryAt ?? 0).toBeGreaterThan(Date.now() - 100)
+    // The log shows the waits growing rather than a start per failure.
     await until(() => (daemon.output().match(/A warm broken process failed/g) ?? []).length >= 3, "three back-offs")
     const waits = [...daemon.output().matchAll(/A warm broken process failed; the next start waits (\d+)s/g)].map((match) => Number(match[1]))
     expect(waits.slice(0, 3)).toEqual([1, 2, 4])

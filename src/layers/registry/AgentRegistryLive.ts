@@ -299,8 +299,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   /**
    * Opens the runtime's session (a new one without a handle): on a warm process of the provider
    * when the reserve has one and the agent's cwd still exists (a new process is what reports a
-   * missing one), else on a new process. A warm process that refuses the session (it died, or
-   * cannot take it) is closed and a new process started instead. Only the opens themselves can
+   * missing one), else on a new process. A warm process that died before it took the session is
+   * replaced by a new process; any other failure of the bind is the open's failure. Only the opens themselves can
    * be interrupted, so a taken warm process is always bound or closed.
    */
   const openSession = (
@@ -323,11 +323,13 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       const config = sessionConfig(record, target, marker)
       const bound = yield* Effect.exit(restore(handle === null ? process.create(config) : process.resume(handle, config)))
       if (Exit.isSuccess(bound)) return { session: bound.value, marker, handOver: Option.some(handOver) }
+      // A provider that refused the session would refuse it on a new process too: only a warm
+      // process that died (before the reserve saw it go) is replaced by a new one.
+      const died = !process.running()
       yield* process.close
-      const error = Cause.findErrorOption(bound.cause)
-      if (Option.isNone(error) || error.value.refused !== true) return yield* Effect.failCause(bound.cause)
-      yield* Effect.logWarning("A warm process did not take the session; starting a new one").pipe(
-        Effect.annotateLogs({ agentId: record.agentId, provider: record.provider, error: error.value.message })
+      if (!died || Exit.hasInterrupts(bound)) return yield* Effect.failCause(bound.cause)
+      yield* Effect.logWarning("A warm process exited before it took the session; starting a new one").pipe(
+        Effect.annotateLogs({ agentId: record.agentId, provider: record.provider, error: Cause.pretty(bound.cause) })
       )
       target.early.length = 0
       return yield* cold
@@ -563,8 +565,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       lastActivityAt: now,
       closedAt: null
     }
-    return yield* inLane(agentId, Effect.gen(function*() {
-      const loaded = yield* load(draft, client, null)
+    // Only the provider's open can be interrupted: an agent whose runtime opened is saved, or taken down.
+    return yield* inLane(agentId, Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
+      const loaded = yield* loadSession(draft, client, null, restore)
       // Nothing half-created: a record that cannot be saved takes its runtime down with it.
       yield* store.put(loaded.record).pipe(
         Effect.tapError(() =>
@@ -583,7 +586,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
         )
       )
       return loaded.record
-    }))
+    })))
   })
 
   const requireKnown = (agentId: string) =>

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Layer, Option } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect/testing"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -36,6 +36,10 @@ class WarmProvider {
   failingStarts = 0
   /** How many of the next binds refuse the session. */
   refusingBinds = 0
+  /** How many of the next binds find their process dead. */
+  dyingBinds = 0
+  /** Held while set: every bind waits on it. */
+  bindGate: Effect.Effect<void> = Effect.void
   startAttempts = 0
   /** Sessions opened on a process of their own, without the reserve. */
   coldOpens = 0
@@ -62,18 +66,24 @@ class WarmProvider {
         const fake: FakeProcess = { pid: this.nextPid++, marker, exited: Deferred.makeUnsafe(), closed: false, boundTo: undefined }
         this.processes.push(fake)
         const bind = (config: SessionConfig) =>
-          Effect.suspend(() => {
+          Effect.andThen(this.bindGate, Effect.suspend(() => {
             assert.strictEqual(config.runtimeMarker, marker, "a warm process binds under its own marker")
+            if (this.dyingBinds > 0) {
+              this.dyingBinds--
+              Deferred.doneUnsafe(fake.exited, Exit.void)
+              return Effect.fail(new ProviderFailed({ provider: "warm", operation: "session.open", message: "exited", refused: true }))
+            }
             if (this.refusingBinds > 0) {
               this.refusingBinds--
               return Effect.fail(new ProviderFailed({ provider: "warm", operation: "session.open", message: "gone", refused: true }))
             }
             fake.boundTo = config
             return Effect.void
-          })
+          }))
         const process: WarmProcess = {
           pid: fake.pid,
           exited: Deferred.await(fake.exited),
+          running: () => !Deferred.isDoneUnsafe(fake.exited),
           create: (config) => Effect.andThen(bind(config), this.memory.client.create(config)),
           resume: (handle, config) => Effect.andThen(bind(config), this.memory.client.resume(handle, config)),
           close: Effect.sync(() => {
@@ -221,11 +231,16 @@ describe("WarmReserve (H4)", () => {
   it.effect("starts that fail together are one round of back-off", () =>
     Effect.gen(function*() {
       const warm = new WarmProvider()
-      warm.failingStarts = 3
+      warm.failingStarts = 6
       const reserve = yield* openedReserve(warm, { targets: { warm: 3 }, retryDelay: "1 second" })
       assert.strictEqual(warm.startAttempts, 3)
       assert.strictEqual((yield* reserve.reserves)[0]?.retryAt, 1000)
+      // The second round fails whole too: its wait is the second one (2 s), not the sixth.
       yield* TestClock.setTime(1000)
+      yield* settle
+      assert.strictEqual(warm.startAttempts, 6)
+      assert.strictEqual((yield* reserve.reserves)[0]?.retryAt, 3000)
+      yield* TestClock.setTime(3000)
       yield* settle
       assert.strictEqual((yield* reserve.reserves)[0]?.ready.length, 3)
     }))
@@ -356,17 +371,43 @@ describe("WarmReserve (H4)", () => {
       assert.strictEqual((yield* registry.get(cold.agentId)).resident, true)
     }))
 
-  it.effect("a warm process that refuses the session is closed and a process of its own takes it", () =>
+  it.effect("a warm process that died before it took the session is replaced by a process of its own", () =>
+    Effect.gen(function*() {
+      const warm = new WarmProvider()
+      const registry = yield* registryOver(warm)
+      yield* settle
+      warm.dyingBinds = 1
+      const created = yield* registry.create({ provider: "warm", cwd: existingCwd })
+      assert.isTrue((yield* registry.get(created.agentId)).resident)
+      assert.isUndefined(warm.processes[0]!.boundTo)
+      assert.strictEqual(warm.coldOpens, 1)
+    }))
+
+  it.effect("a session the provider refuses fails the create, on a warm process as on a new one", () =>
     Effect.gen(function*() {
       const warm = new WarmProvider()
       const registry = yield* registryOver(warm)
       yield* settle
       warm.refusingBinds = 1
-      const created = yield* registry.create({ provider: "warm", cwd: existingCwd })
-      assert.isTrue((yield* registry.get(created.agentId)).resident)
+      const refused = yield* Effect.flip(registry.create({ provider: "warm", cwd: existingCwd }))
+      assert.strictEqual(refused._tag, "ProviderFailed")
       assert.isTrue(warm.processes[0]!.closed)
-      assert.isUndefined(warm.processes[0]!.boundTo)
-      assert.strictEqual(warm.coldOpens, 1)
+      assert.strictEqual(warm.coldOpens, 0)
+      assert.deepStrictEqual(yield* registry.list, [])
+    }))
+
+  it.effect("a create interrupted while a warm process binds leaves no agent and no process", () =>
+    Effect.gen(function*() {
+      const warm = new WarmProvider()
+      const registry = yield* registryOver(warm)
+      yield* settle
+      const gate = yield* Deferred.make<void>()
+      warm.bindGate = Deferred.await(gate)
+      const creating = yield* Effect.forkChild(registry.create({ provider: "warm", cwd: existingCwd }), { startImmediately: true })
+      yield* settle
+      yield* Fiber.interrupt(creating)
+      assert.isTrue(warm.processes[0]!.closed)
+      assert.deepStrictEqual(yield* registry.list, [])
     }))
 
   it.effect("an agent whose cwd is gone is not given a warm process: its own start says what is wrong", () =>

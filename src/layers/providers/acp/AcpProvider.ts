@@ -417,9 +417,10 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
     })
 
   const open = (config: SessionConfig, resumeSessionId: string | null): Effect.Effect<AgentSession, ProviderFailed> =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resumeSessionId)))
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, terminate }) =>
+        restore(bind(config, resumeSessionId)).pipe(Effect.onInterrupt(() => terminate)))
     )
 
   const client: AgentClient = {
@@ -430,6 +431,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
       Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ agent, bind, terminate }): WarmProcess => ({
         pid: agent.pid,
         exited: Effect.asVoid(Deferred.await(agent.exited)),
+        running: () => !Deferred.isDoneUnsafe(agent.exited),
         create: (config) => bind(config, null),
         resume: (handle, config) => bind(config, handle.sessionId),
         close: terminate

@@ -443,9 +443,10 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
     })
 
   const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resume)))
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, shutdown }) =>
+        restore(bind(config, resume)).pipe(Effect.onInterrupt(() => shutdown)))
     )
 
   const client: AgentClient = {
@@ -456,6 +457,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, server, shutdown }): WarmProcess => ({
         pid: server.pid,
         exited: Effect.asVoid(Deferred.await(server.exited)),
+        running: () => !Deferred.isDoneUnsafe(server.exited),
         create: (config) => bind(config, null),
         resume: (handle, config) => bind(config, handle),
         close: shutdown

@@ -338,9 +338,10 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
     })
 
   const open = (config: SessionConfig, resumeSessionId: string | null) =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended by its bind.
+    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
     Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind }) => restore(bind(config, resumeSessionId)))
+      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, plugin }) =>
+        restore(bind(config, resumeSessionId)).pipe(Effect.onInterrupt(() => plugin.terminate(closeGrace))))
     )
 
   const client: AgentClient = {
@@ -351,6 +352,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, plugin }): WarmProcess => ({
         pid: plugin.pid,
         exited: Effect.asVoid(Deferred.await(plugin.exited)),
+        running: () => !Deferred.isDoneUnsafe(plugin.exited),
         create: (config) => bind(config, null),
         resume: (handle, config) => bind(config, handle.sessionId),
         close: plugin.terminate(closeGrace)
