@@ -140,6 +140,19 @@ describe("ACP provider (P6)", () => {
       yield* eventually(() => s.pids.every((pid) => !groupAlive(pid)), "every agent process group is gone")
     })), 30_000)
 
+  it.live("an agent process that dies on its own is released; the next prompt loads its session", () =>
+    withAcp((s) => Effect.gen(function*() {
+      const agent = yield* s.create
+      yield* s.promptAndFinish(agent.agentId, "hello")
+      process.kill(-s.pids[0]!, "SIGKILL")
+      for (let i = 0; i < 100 && (yield* s.registry.get(agent.agentId)).resident; i++) yield* Effect.sleep("50 millis")
+      assert.isFalse((yield* s.registry.get(agent.agentId)).resident, "the dead runtime is released")
+      const again = yield* s.promptAndFinish(agent.agentId, "after the crash")
+      assert.isTrue(again.receipt.resumed)
+      assert.strictEqual(again.receipt.sessionId, agent.persistence!.sessionId)
+      assert.strictEqual(again.outcome.lastReply, "echo: after the crash")
+    })), 30_000)
+
   it.live("an interrupt cancels a slow turn, which ends at once", () =>
     withAcp((s, home) => Effect.gen(function*() {
       const agent = yield* s.create

@@ -378,6 +378,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
 
         const agentSession: AgentSession = {
           pid: agent.pid,
+          // An agent that dies on its own is released, so the next prompt loads its session again.
+          exited: Effect.asVoid(Deferred.await(agent.exited)),
           persistence: Effect.succeed(handle),
           startTurn: (text) =>
             Effect.suspend(() => {
