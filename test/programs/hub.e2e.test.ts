@@ -23,6 +23,8 @@ import {
 import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
 import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
 
+const misbehavingPlugin = join(import.meta.dirname, "../fixtures/misbehavingPlugin.mjs")
+
 afterEach(cleanUpHubs)
 
 /** A hub home and one managed home named `work`, with the daemons' idle timeout. */
@@ -273,6 +275,32 @@ describe("the hub with real daemons", () => {
       other.stop()
     }
   }, 60_000)
+
+  it("a force stop waits out the daemon's own shutdown deadline before it kills, so a slow orderly shutdown ends in order", async () => {
+    const { dir, hubHome, root } = setUp()
+    // A runtime that neither answers its close nor heeds SIGTERM: closing it takes its 6 s close
+    // grace twice, longer than the hub's 10 s floor (the daemon's deadline is 2 x 6 s + 13 s = 25 s).
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, "config.json"), JSON.stringify({
+      providers: {
+        slow: { kind: "plugin", command: process.execPath, args: [misbehavingPlugin], env: { MISBEHAVING_SLOW_CLOSE: "1" }, closeGrace: "6s" }
+      }
+    }))
+    const hub = await startHub(hubHome)
+    const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "slow", cwd: root })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const daemon = daemonRecord(dir)!
+    expect(daemon.shutdownDeadlineMillis).toBe(25_000)
+    const identity = { pid: daemon.pid, startTime: daemon.startTime, instanceId: daemon.instanceId }
+    const began = Date.now()
+    const stopped = await hubApi(hub, "POST", "/v1/daemons/work/stop", { identity, confirm: `work:${daemon.pid}` })
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(200)
+    // Not killed: it released its runtime in order, after the close grace, and exited by itself.
+    expect(stopped.body).toMatchObject({ killed: false, exited: true })
+    expect(Date.now() - began).toBeGreaterThan(11_000)
+    expect(Date.now() - began).toBeLessThan(25_000)
+    expect(linesOf(join(hubHome, "logs", "work.log")).some((line) => line.includes("Shutdown released 1 runtime"))).toBe(true)
+  }, 90_000)
 
   it("force stop through the CLI: needs NAME:PID, then the home answers stopped until resumed; a stale identity is refused", async () => {
     const { dir, hubHome, root } = setUp()

@@ -79,7 +79,13 @@ export const hubApi = async (hub: Hub, method: string, route: string, body?: unk
 }
 
 /** The daemon's record in a home (and the pid noted for the clean-up), if one is there. */
-export const daemonRecord = (dir: string): { readonly pid: number; readonly startTime: number; readonly instanceId: string; readonly port: number } | undefined => {
+export const daemonRecord = (dir: string): {
+  readonly pid: number
+  readonly startTime: number
+  readonly instanceId: string
+  readonly port: number
+  readonly shutdownDeadlineMillis?: number
+} | undefined => {
   const file = join(dir, "daemon.json")
   if (!existsSync(file)) return undefined
   const record = JSON.parse(readFileSync(file, "utf8"))

@@ -92,7 +92,10 @@ export interface HubDaemonsOptions {
   readonly unavailableWait?: Duration.Input | undefined
   /** How long a daemon may take to become ready. Default 30 s. */
   readonly readyTimeout?: Duration.Input | undefined
-  /** How long a force stop waits after SIGTERM before it kills the daemon's group. Default 10 s. */
+  /**
+   * How long a force stop waits after SIGTERM before it kills the daemon's group, at least: a
+   * daemon whose record names a shutdown deadline gets that deadline and 5 s. Default 10 s.
+   */
   readonly stopGrace?: Duration.Input | undefined
 }
 
@@ -569,7 +572,10 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
             yield* markStopped(hubHome, name, current.pid)
             yield* Effect.logWarning(`Force-stopping the daemon of ${name}`).pipe(Effect.annotateLogs({ pid: current.pid }))
             signal(current.pid, "SIGTERM")
-            const graceEnds = Date.now() + stopGrace
+            // A daemon's record says how long its orderly shutdown may take: it gets that, and 5 s
+            // more (as quiesce stop waits), before its group is killed mid-shutdown.
+            const shutdownGrace = Math.max(stopGrace, (current.shutdownDeadlineMillis ?? 0) + 5_000)
+            const graceEnds = Date.now() + shutdownGrace
             while (recordedProcessAlive(current) && Date.now() < graceEnds) yield* Effect.sleep(poll)
             const killed = recordedProcessAlive(current)
             if (killed) {
