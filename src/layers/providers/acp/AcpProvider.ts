@@ -14,12 +14,12 @@
  */
 import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
-import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, SessionEvent, TurnEnd, WarmProcess } from "../../../domain/provider.ts"
+import type { AgentSession, SessionConfig, SessionEvent, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
 
@@ -415,31 +415,17 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         return agentSession
       }
 
-      return { agent, bind, terminate }
-    })
-
-  const open = (config: SessionConfig, resumeSessionId: string | null): Effect.Effect<AgentSession, ProviderFailed> =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, terminate }) =>
-        restore(bind(config, resumeSessionId)).pipe(Effect.onInterrupt(() => terminate)))
-    )
-
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle.sessionId),
-    startWarm: (runtimeMarker) =>
-      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ agent, bind, terminate }): WarmProcess => ({
+      const started: StartedProcess = {
         pid: agent.pid,
         exited: Effect.asVoid(Deferred.await(agent.exited)),
         running: () => !Deferred.isDoneUnsafe(agent.exited),
-        create: (config) => bind(config, null),
-        resume: (handle, config) => bind(config, handle.sessionId),
-        close: terminate
-      }))
-  }
-  return client
+        bind: (bound, handle) => bind(bound, handle?.sessionId ?? null),
+        end: terminate
+      }
+      return started
+    })
+
+  return startThenBindClient(provider, start, options.warmCwd)
 })
 
 /** Adds an ACP provider to the `ProviderRegistry`; its agent processes end with the layer. */

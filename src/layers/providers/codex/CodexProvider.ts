@@ -9,18 +9,15 @@
  * server only when all of that is clear.
  */
 import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
-import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type SessionEvent,
   stopPermitted,
   stopVetoed,
-  type TurnEnd,
-  type WarmProcess
+  type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import {
@@ -48,6 +45,7 @@ import {
 } from "./rpcTypes.ts"
 import { trackDetachedGroups } from "../process/detachedGroups.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
@@ -439,31 +437,17 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
         return agentSession
       })
 
-      return { server, shutdown, bind }
-    })
-
-  const open = (config: SessionConfig, resume: PersistenceHandle | null) =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, shutdown }) =>
-        restore(bind(config, resume)).pipe(Effect.onInterrupt(() => shutdown)))
-    )
-
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle),
-    startWarm: (runtimeMarker) =>
-      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, server, shutdown }): WarmProcess => ({
+      const started: StartedProcess = {
         pid: server.pid,
         exited: Effect.asVoid(Deferred.await(server.exited)),
         running: () => !Deferred.isDoneUnsafe(server.exited),
-        create: (config) => bind(config, null),
-        resume: (handle, config) => bind(config, handle),
-        close: shutdown
-      }))
-  }
-  return client
+        bind,
+        end: shutdown
+      }
+      return started
+    })
+
+  return startThenBindClient(provider, start, options.warmCwd)
 })
 
 /** Adds the Codex app-server provider to the `ProviderRegistry`; its processes end with the layer. */

@@ -1,5 +1,4 @@
 import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
-import { tmpdir } from "node:os"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { PluginProtocolError, ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -12,17 +11,16 @@ import {
   protocolVersions
 } from "../../../domain/pluginProtocol.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type SessionEvent,
   stopPermitted,
   stopVetoed,
-  type TurnEnd,
-  type WarmProcess
+  type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"
 
@@ -334,31 +332,17 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
             Effect.onError(() => plugin.terminate(closeGrace))
           )
         })
-      return { plugin, bind }
-    })
-
-  const open = (config: SessionConfig, resumeSessionId: string | null) =>
-    // Between the start and the bind nothing interrupts: a started process is bound, or ended.
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(start(config.runtimeMarker, config.cwd)), ({ bind, plugin }) =>
-        restore(bind(config, resumeSessionId)).pipe(Effect.onInterrupt(() => plugin.terminate(closeGrace))))
-    )
-
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle.sessionId),
-    startWarm: (runtimeMarker) =>
-      Effect.map(start(runtimeMarker, options.warmCwd ?? tmpdir()), ({ bind, plugin }): WarmProcess => ({
+      const started: StartedProcess = {
         pid: plugin.pid,
         exited: Effect.asVoid(Deferred.await(plugin.exited)),
         running: () => !Deferred.isDoneUnsafe(plugin.exited),
-        create: (config) => bind(config, null),
-        resume: (handle, config) => bind(config, handle.sessionId),
-        close: plugin.terminate(closeGrace)
-      }))
-  }
-  return client
+        bind: (bound, handle) => bind(bound, handle?.sessionId ?? null),
+        end: plugin.terminate(closeGrace)
+      }
+      return started
+    })
+
+  return startThenBindClient(provider, start, options.warmCwd)
 })
 
 /** Adds a plugin provider to the `ProviderRegistry`; its processes end with the layer. */
