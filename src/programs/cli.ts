@@ -549,7 +549,7 @@ const runtimes = Command.make(
         row.agentId,
         row.provider,
         row.pid === null ? "-" : String(row.pid),
-        row.rssBytes === null ? "-" : `${(row.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
+        mib(row.rssBytes),
         row.state,
         releaseIn(row.eligibleAt),
         whyResident(row).join(", ") || "-"
@@ -558,7 +558,7 @@ const runtimes = Command.make(
         "-",
         process.provider,
         String(process.pid),
-        process.rssBytes === null ? "-" : `${(process.rssBytes / 1024 / 1024).toFixed(1)} MiB`,
+        mib(process.rssBytes),
         "warm",
         "-",
         process.expiring ? "idle limit reached: replaced once its successor is ready" : "warm reserve"
@@ -844,7 +844,7 @@ const warmReserve = Command.make(
 /** The summed memory of processes, or "-" when none was measured. */
 const mebibytes = (processes: ReadonlyArray<{ readonly rssBytes: number | null }>) => {
   const measured = processes.filter((process) => process.rssBytes !== null)
-  return measured.length === 0 ? "-" : `${(measured.reduce((sum, process) => sum + (process.rssBytes ?? 0), 0) / 1024 / 1024).toFixed(1)} MiB`
+  return mib(measured.length === 0 ? null : measured.reduce((sum, process) => sum + (process.rssBytes ?? 0), 0))
 }
 
 // ---- the hub ----------------------------------------------------------------------------------
