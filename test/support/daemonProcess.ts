@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { liveProcesses } from "../../src/layers/providers/process/detachedGroups.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
 
@@ -30,6 +31,13 @@ export const until = async (condition: () => boolean | Promise<boolean>, what: s
   }
   throw new Error(`timed out waiting until ${what}`)
 }
+
+/**
+ * Whether any process of group `pgid` still runs, zombies excepted. An orphan that was ended is
+ * a zombie until the process that inherited it reaps it, and `kill(-pgid, 0)` counts zombies;
+ * use this where the processes' parent is gone.
+ */
+export const groupRuns = (pgid: number) => (liveProcesses() ?? []).some((stat) => stat.pgid === pgid)
 
 export const groupAlive = (pid: number) => {
   try {
