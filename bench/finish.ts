@@ -9,7 +9,7 @@ import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/me
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
 import * as SqliteClient from "../src/layers/store/SqliteClient.ts"
 import * as SqliteDatabase from "../src/layers/store/SqliteDatabase.ts"
-import * as SqliteFinishStore from "../src/layers/store/SqliteFinishStore.ts"
+import * as SqlFinishStore from "../src/layers/store/SqlFinishStore.ts"
 import { AgentRegistry } from "../src/services/AgentRegistry.ts"
 import { FinishStore } from "../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../src/services/FinishSubscriptions.ts"
@@ -107,7 +107,7 @@ const seedSubscriptions = (file: string, callerAgentId: string, count: number) =
   run(Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(SqliteClient.layer({ filename: file }))
     const sql = Context.get(context, SqlClient.SqlClient)
-    const store = yield* SqliteFinishStore.make.pipe(Effect.provideContext(context))
+    const store = yield* SqlFinishStore.make.pipe(Effect.provideContext(context))
     yield* sql.withTransaction(Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
       store.put({
         id: `finish-${i}`,

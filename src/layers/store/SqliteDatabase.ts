@@ -12,11 +12,11 @@ import type { AgentStore } from "../../services/AgentStore.ts"
 import type { FinishStore } from "../../services/FinishStore.ts"
 import type { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../../services/TurnJournal.ts"
-import * as SqliteAgentStore from "./SqliteAgentStore.ts"
+import * as SqlAgentStore from "./SqlAgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
-import * as SqliteFinishStore from "./SqliteFinishStore.ts"
+import * as SqlFinishStore from "./SqlFinishStore.ts"
 import * as SqliteRuntimeLedger from "./SqliteRuntimeLedger.ts"
-import * as SqliteTurnJournal from "./SqliteTurnJournal.ts"
+import * as SqlTurnJournal from "./SqlTurnJournal.ts"
 
 /**
  * A `SqlClient` on the SQLite file `filename`, created (with its parent directory) if
@@ -26,7 +26,7 @@ export const layer = (filename: string): Layer.Layer<SqlClient.SqlClient, AgentS
   Layer.effect(
     SqlClient.SqlClient,
     Effect.gen(function*() {
-      yield* SqliteAgentStore.ensureParentDirectory(filename)
+      yield* SqlAgentStore.ensureParentDirectory(filename)
       // Built in the layer's scope, so the connection lives exactly as long as this layer.
       const client = yield* Layer.build(SqliteClient.layer({ filename }))
       return Context.get(client, SqlClient.SqlClient)
@@ -43,9 +43,9 @@ export const storesFromClient: Layer.Layer<
   AgentStoreError | FinishStoreError,
   SqlClient.SqlClient
 > = Layer.mergeAll(
-  SqliteAgentStore.layerFromClient,
-  SqliteFinishStore.layerFromClient,
-  SqliteTurnJournal.layerFromClient,
+  SqlAgentStore.layerFromClient,
+  SqlFinishStore.layerFromClient,
+  SqlTurnJournal.layerFromClient,
   SqliteRuntimeLedger.layerFromClient
 )
 

@@ -6,7 +6,8 @@
  * until nothing waits.
  *
  * A write that fails fails alone: SQLite undoes only its statement (or its savepoint), and the
- * others commit. A commit that fails fails them all: none of them is durable, so none is told it
+ * others commit. PostgreSQL aborts the whole transaction on a failed statement, so there each
+ * write runs in a savepoint of its own (`isolate`). A commit that fails fails them all: none of them is durable, so none is told it
  * is. A caller that stops waiting does not stop its write.
  */
 import { Cause, Deferred, Effect, Exit, type Scope } from "effect"
@@ -24,9 +25,13 @@ export interface GroupCommit {
   readonly submit: <A, E>(write: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError>
 }
 
-/** Group commit over a client's transactions (`transaction` is `sql.withTransaction`, or a stand-in in tests). */
+/**
+ * Group commit over a client's transactions (`transaction` is `sql.withTransaction`, or a
+ * stand-in in tests). `isolate` wraps each write on its own inside the group's transaction.
+ */
 export const make = (
-  transaction: SqlClient.SqlClient["withTransaction"]
+  transaction: SqlClient.SqlClient["withTransaction"],
+  isolate: <A, E>(write: Effect.Effect<A, E>) => Effect.Effect<A, E | SqlError.SqlError> = (write) => write
 ): Effect.Effect<GroupCommit, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
@@ -58,7 +63,7 @@ export const make = (
         if (closed) return Effect.interrupt
         const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
         waiting.push({
-          run: Effect.map(Effect.exit(write), (exit) => () => Deferred.doneUnsafe(done, exit)),
+          run: Effect.map(Effect.exit(isolate(write)), (exit) => () => Deferred.doneUnsafe(done, exit)),
           abandon: (cause) => Deferred.doneUnsafe(done, Exit.failCause(cause))
         })
         if (writing) return Deferred.await(done)

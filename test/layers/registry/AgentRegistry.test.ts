@@ -9,7 +9,7 @@ import { AgentStoreError } from "../../../src/domain/errors.ts"
 import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
-import * as SqliteAgentStore from "../../../src/layers/store/SqliteAgentStore.ts"
+import * as SqlAgentStore from "../../../src/layers/store/SqlAgentStore.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
@@ -191,7 +191,7 @@ describe("AgentRegistry: exactly once, in order", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       const provider = new MemoryProvider("codex")
-      const store = SqliteAgentStore.layer(file)
+      const store = SqlAgentStore.layer(file)
       const agent = yield* Effect.scoped(Effect.gen(function*() {
         const h = yield* harness({ provider, store })
         const agent = yield* h.create()

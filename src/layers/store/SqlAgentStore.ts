@@ -15,6 +15,7 @@ import { AgentLifecycle, AgentRecord, Labels, PersistenceHandle } from "../../do
 import { AgentStoreError } from "../../domain/errors.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
+import { columnTypes, failureText, Int64 } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -26,9 +27,9 @@ export const AgentRow = Schema.Struct({
   labels: Schema.fromJsonString(Labels),
   persistence: Schema.NullOr(Schema.fromJsonString(PersistenceHandle)),
   lifecycle: AgentLifecycle,
-  created_at: Schema.Number,
-  last_activity_at: Schema.Number,
-  closed_at: Schema.NullOr(Schema.Number)
+  created_at: Int64,
+  last_activity_at: Int64,
+  closed_at: Schema.NullOr(Int64)
 })
 
 /** Decodes a raw `agents` row to an `AgentRecord`; encodes a record to the row to write. */
@@ -69,6 +70,7 @@ const encodeRecord = Schema.encodeEffect(AgentRecordFromRow)
 export const migrations = {
   "1_create_agents": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const { millis } = columnTypes(sql)
     yield* sql`CREATE TABLE agents (
       agent_id TEXT PRIMARY KEY NOT NULL,
       provider TEXT NOT NULL,
@@ -76,9 +78,9 @@ export const migrations = {
       labels TEXT NOT NULL,
       persistence TEXT,
       lifecycle TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      last_activity_at INTEGER NOT NULL,
-      closed_at INTEGER
+      created_at ${millis} NOT NULL,
+      last_activity_at ${millis} NOT NULL,
+      closed_at ${millis}
     )`
     // Serves `list`'s ORDER BY without a sort.
     yield* sql`CREATE INDEX agents_created_at_agent_id ON agents (created_at, agent_id)`
@@ -105,7 +107,7 @@ const sqlFailure = (operation: string, agentId: string | undefined) => (error: S
   new AgentStoreError({
     operation,
     ...(agentId === undefined ? {} : { agentId }),
-    message: `Agent store ${operation}${agentId === undefined ? "" : ` of ${agentId}`} failed: ${error.message}`
+    message: `Agent store ${operation}${agentId === undefined ? "" : ` of ${agentId}`} failed: ${failureText(error)}`
   })
 
 /** Decodes one row; a row that does not decode becomes an error naming its agent. */
@@ -128,7 +130,7 @@ export const make: Effect.Effect<
   const sql = yield* SqlClient.SqlClient
   yield* migrate
 
-  const put = Effect.fn("SqliteAgentStore.put")(function*(record: AgentRecord) {
+  const put = Effect.fn("SqlAgentStore.put")(function*(record: AgentRecord) {
     const row = yield* encodeRecord(record).pipe(Effect.mapError((error) =>
       new AgentStoreError({
         operation: "put",
@@ -148,7 +150,7 @@ export const make: Effect.Effect<
         closed_at = excluded.closed_at`.pipe(Effect.mapError(sqlFailure("put", record.agentId)))
   })
 
-  const get = Effect.fn("SqliteAgentStore.get")(function*(agentId: string) {
+  const get = Effect.fn("SqlAgentStore.get")(function*(agentId: string) {
     const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents WHERE agent_id = ${agentId}`.pipe(
       Effect.mapError(sqlFailure("get", agentId))
     )
@@ -162,9 +164,9 @@ export const make: Effect.Effect<
       Effect.mapError(sqlFailure("list", undefined))
     )
     return yield* Effect.forEach(rows, decodeStoredRow("list"))
-  }).pipe(Effect.withSpan("SqliteAgentStore.list"))
+  }).pipe(Effect.withSpan("SqlAgentStore.list"))
 
-  const remove = Effect.fn("SqliteAgentStore.remove")(function*(agentId: string) {
+  const remove = Effect.fn("SqlAgentStore.remove")(function*(agentId: string) {
     yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(Effect.mapError(sqlFailure("remove", agentId)))
   })
 
@@ -196,9 +198,9 @@ const openFailures = (subject: string) =>
 ): Effect.Effect<A, AgentStoreError, R> =>
   effect.pipe(Effect.catchTags({
     SqlError: (error) =>
-      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open ${subject}: ${error.message}` })),
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open ${subject}: ${failureText(error)}` })),
     MigrationError: (error) =>
-      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate ${subject}: ${error.message}` }))
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate ${subject}: ${failureText(error)}` }))
   }))
 
 /**

@@ -4,8 +4,9 @@
  * (see `SqliteDatabase.layerStores`).
  *
  * `(agent_id, client_message_id)` and `(recipient_id, message_id)` are unique indexes, and
- * `accept` reads and writes in one `BEGIN IMMEDIATE` transaction, so a client id is accepted once
- * even by two daemons racing on one file.
+ * `accept` reads and writes in one transaction (`BEGIN IMMEDIATE` on SQLite), and its insert
+ * gives way to a row that took the client id first, so a client id is accepted once even by two
+ * daemons racing on one SQLite file or by a cluster's runners on one PostgreSQL database.
  */
 import { Effect, Layer, Option, Predicate, Result, Schema, SchemaTransformation, type Scope } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
@@ -14,6 +15,7 @@ import { AgentStoreError } from "../../domain/errors.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
 import * as GroupCommit from "./groupCommit.ts"
+import { changedRows, columnTypes, failureText, Int64 } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -29,9 +31,9 @@ export const TurnRow = Schema.Struct({
   resumed: Schema.Literals([0, 1]),
   reply: Schema.NullOr(Schema.String),
   error: Schema.NullOr(Schema.fromJsonString(TurnError)),
-  accepted_at: Schema.Number,
-  dispatched_at: Schema.NullOr(Schema.Number),
-  ended_at: Schema.NullOr(Schema.Number)
+  accepted_at: Int64,
+  dispatched_at: Schema.NullOr(Int64),
+  ended_at: Schema.NullOr(Int64)
 })
 
 export const TurnRecordFromRow = TurnRow.pipe(Schema.decodeTo(
@@ -79,9 +81,10 @@ const encodeRecord = Schema.encodeEffect(TurnRecordFromRow)
 export const migrations = {
   "1_create_turns": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const { millis, serialKey } = columnTypes(sql)
     // `seq` is acceptance order: what a recovery dispatches first.
     yield* sql`CREATE TABLE turns (
-      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      seq ${serialKey},
       turn_id TEXT NOT NULL UNIQUE,
       agent_id TEXT NOT NULL,
       client_message_id TEXT,
@@ -92,9 +95,9 @@ export const migrations = {
       resumed INTEGER NOT NULL,
       reply TEXT,
       error TEXT,
-      accepted_at INTEGER NOT NULL,
-      dispatched_at INTEGER,
-      ended_at INTEGER
+      accepted_at ${millis} NOT NULL,
+      dispatched_at ${millis},
+      ended_at ${millis}
     )`
     yield* sql`CREATE UNIQUE INDEX turns_client_message ON turns (agent_id, client_message_id)
       WHERE client_message_id IS NOT NULL`
@@ -124,7 +127,7 @@ const failure = (operation: string, agentId: string | undefined) => (error: SqlE
   new AgentStoreError({
     operation: `journal.${operation}`,
     ...(agentId === undefined ? {} : { agentId }),
-    message: `Turn journal ${operation}${agentId === undefined ? "" : ` for ${agentId}`} failed: ${error.message}`
+    message: `Turn journal ${operation}${agentId === undefined ? "" : ` for ${agentId}`} failed: ${failureText(error)}`
   })
 
 const decodeStored = (operation: string, row: unknown): Result.Result<TurnRecord, AgentStoreError> =>
@@ -151,20 +154,37 @@ export const make: Effect.Effect<
   const sql = yield* SqlClient.SqlClient
   yield* migrate
   // Prompts accepted and turns recorded at about the same time share one commit.
-  const group = yield* GroupCommit.make((effect) => sql.withTransaction(effect))
+  const group = yield* GroupCommit.make(
+    (effect) => sql.withTransaction(effect),
+    sql.onDialectOrElse({ pg: () => (write) => sql.withTransaction(write), orElse: () => (write) => write })
+  )
 
   const byClientMessageId = (agentId: string, clientMessageId: string) =>
     sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId} AND client_message_id = ${clientMessageId}`
       .pipe(Effect.mapError(failure("lookup", agentId)), Effect.flatMap((rows) => first("lookup", rows)))
 
-  const accept = Effect.fn("SqliteTurnJournal.accept")(function*({ messageIds = [], record }: AcceptTurn) {
+  const accept = Effect.fn("SqlTurnJournal.accept")(function*({ messageIds = [], record }: AcceptTurn) {
     const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("accept", record.agentId)))
     return yield* Effect.gen(function*() {
       if (record.clientMessageId !== null) {
         const existing = yield* byClientMessageId(record.agentId, record.clientMessageId)
         if (Option.isSome(existing)) return { _tag: "Existing", record: existing.value } satisfies Acceptance
       }
-      yield* sql`INSERT INTO turns ${sql.insert(row)}`
+      // Another daemon (a cluster's runner) may accept the same id at the same moment: its row
+      // wins, and the one that finds it taken answers with it.
+      const inserted = yield* sql`INSERT INTO turns ${sql.insert(row)}
+        ON CONFLICT (agent_id, client_message_id) WHERE client_message_id IS NOT NULL DO NOTHING`.raw
+      if (changedRows(inserted) === 0) {
+        const winner = record.clientMessageId === null
+          ? Option.none()
+          : yield* byClientMessageId(record.agentId, record.clientMessageId)
+        if (Option.isSome(winner)) return { _tag: "Existing", record: winner.value } satisfies Acceptance
+        return yield* new AgentStoreError({
+          operation: "journal.accept",
+          agentId: record.agentId,
+          message: `Turn ${record.turnId} was not written, and no turn holds its client message id`
+        })
+      }
       // A message sent again (its earlier turn was cut by a stop) belongs to its newest turn.
       for (const messageId of messageIds) {
         yield* sql`INSERT INTO turn_messages ${
@@ -180,7 +200,7 @@ export const make: Effect.Effect<
     )
   })
 
-  const update = Effect.fn("SqliteTurnJournal.update")(function*(record: TurnRecord) {
+  const update = Effect.fn("SqlTurnJournal.update")(function*(record: TurnRecord) {
     const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("update", record.agentId)))
     yield* sql`UPDATE turns SET
         state = ${row.state},
@@ -193,7 +213,7 @@ export const make: Effect.Effect<
         ended_at = ${row.ended_at}
       WHERE turn_id = ${row.turn_id}`.raw.pipe(
       Effect.flatMap((result) =>
-        changes(result) === 1
+        changedRows(result) === 1
           ? Effect.void
           : Effect.fail(new AgentStoreError({
             operation: "journal.update",
@@ -246,7 +266,7 @@ export const make: Effect.Effect<
     return records
   })
 
-  const prune = Effect.fn("SqliteTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
+  const prune = Effect.fn("SqlTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
     return yield* group.submit(pruneNow(endedBefore, keepPerAgent))
   }, Effect.mapError(failure("prune", undefined)))
 
@@ -257,13 +277,13 @@ export const make: Effect.Effect<
         SELECT seq FROM (
           SELECT seq, ROW_NUMBER() OVER (PARTITION BY agent_id ORDER BY seq DESC) AS rank
           FROM turns WHERE ended_at IS NOT NULL
-        ) WHERE rank > ${keepPerAgent}
+        ) AS ranked WHERE rank > ${keepPerAgent}
       )`.raw
-    return changes(byAge) + changes(byCount)
+    return changedRows(byAge) + changedRows(byCount)
   })
 
-  const removeAgent = Effect.fn("SqliteTurnJournal.removeAgent")(function*(agentId: string) {
-    return yield* group.submit(Effect.map(sql`DELETE FROM turns WHERE agent_id = ${agentId}`.raw, changes)).pipe(
+  const removeAgent = Effect.fn("SqlTurnJournal.removeAgent")(function*(agentId: string) {
+    return yield* group.submit(Effect.map(sql`DELETE FROM turns WHERE agent_id = ${agentId}`.raw, changedRows)).pipe(
       Effect.mapError(failure("removeAgent", agentId))
     )
   })
@@ -271,17 +291,13 @@ export const make: Effect.Effect<
   return TurnJournal.of({ accept, update, get, recent, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
 })
 
-/** The `changes` count of a raw statement result (node:sqlite's `{ changes, lastInsertRowid }`). */
-const changes = (result: unknown): number =>
-  Predicate.hasProperty(result, "changes") && typeof result.changes === "number" ? result.changes : 0
-
 /** The journal on the database of the provided `SqlClient`, migrated when the layer is built. */
 export const layerFromClient: Layer.Layer<TurnJournal, AgentStoreError, SqlClient.SqlClient> = Layer.effect(
   TurnJournal,
   make.pipe(Effect.catchTags({
     SqlError: (error) =>
-      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open the turn journal: ${error.message}` })),
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot open the turn journal: ${failureText(error)}` })),
     MigrationError: (error) =>
-      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate the turn journal: ${error.message}` }))
+      Effect.fail(new AgentStoreError({ operation: "open", message: `Cannot migrate the turn journal: ${failureText(error)}` }))
   }))
 )

@@ -13,6 +13,7 @@ import type { SqlError } from "effect/sql"
 import { FinishStoreError } from "../../domain/errors.ts"
 import { FinishSubscription } from "../../domain/finish.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
+import { columnTypes, failureText, Int64 } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -23,7 +24,7 @@ export const FinishSubscriptionRow = Schema.Struct({
   target_agent_id: Schema.String,
   server_id: Schema.NullOr(Schema.String),
   state: FinishSubscription.fields.state,
-  created_at: Schema.Number,
+  created_at: Int64,
   notification: Schema.NullOr(Schema.String)
 })
 
@@ -63,13 +64,14 @@ const encodeSubscription = Schema.encodeEffect(FinishSubscriptionFromRow)
 export const migrations = {
   "1_create_finish_subscriptions": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const { millis } = columnTypes(sql)
     yield* sql`CREATE TABLE finish_subscriptions (
       id TEXT PRIMARY KEY NOT NULL,
       caller_agent_id TEXT NOT NULL,
       target_agent_id TEXT NOT NULL,
       server_id TEXT,
       state TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
+      created_at ${millis} NOT NULL,
       notification TEXT
     )`
     // Serves `list`'s ORDER BY without a sort.
@@ -96,7 +98,7 @@ const idOfRow = (row: unknown): string | undefined =>
 const sqlFailure = (operation: string, id: string | undefined) => (error: SqlError.SqlError) =>
   new FinishStoreError({
     operation,
-    message: `Finish store ${operation}${id === undefined ? "" : ` of subscription ${id}`} failed: ${error.message}`
+    message: `Finish store ${operation}${id === undefined ? "" : ` of subscription ${id}`} failed: ${failureText(error)}`
   })
 
 /** Decodes one row; a row that does not decode becomes an error naming its subscription. */
@@ -119,7 +121,7 @@ export const make: Effect.Effect<
   const sql = yield* SqlClient.SqlClient
   yield* migrate
 
-  const put = Effect.fn("SqliteFinishStore.put")(function*(subscription: FinishSubscription) {
+  const put = Effect.fn("SqlFinishStore.put")(function*(subscription: FinishSubscription) {
     const row = yield* encodeSubscription(subscription).pipe(Effect.mapError((error) =>
       new FinishStoreError({
         operation: "put",
@@ -136,7 +138,7 @@ export const make: Effect.Effect<
         notification = excluded.notification`.pipe(Effect.mapError(sqlFailure("put", subscription.id)))
   })
 
-  const remove = Effect.fn("SqliteFinishStore.remove")(function*(id: string) {
+  const remove = Effect.fn("SqlFinishStore.remove")(function*(id: string) {
     // Deleting a missing id deletes nothing, which is not an error.
     yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(Effect.mapError(sqlFailure("remove", id)))
   })
@@ -152,7 +154,7 @@ export const make: Effect.Effect<
       subscriptions.push(decoded.success)
     }
     return subscriptions
-  }).pipe(Effect.withSpan("SqliteFinishStore.list"))
+  }).pipe(Effect.withSpan("SqlFinishStore.list"))
 
   return FinishStore.of({ put, remove, list })
 })
@@ -165,8 +167,8 @@ export const layerFromClient: Layer.Layer<FinishStore, FinishStoreError, SqlClie
   FinishStore,
   make.pipe(Effect.catchTags({
     SqlError: (error) =>
-      Effect.fail(new FinishStoreError({ operation: "open", message: `Cannot open finish store: ${error.message}` })),
+      Effect.fail(new FinishStoreError({ operation: "open", message: `Cannot open finish store: ${failureText(error)}` })),
     MigrationError: (error) =>
-      Effect.fail(new FinishStoreError({ operation: "open", message: `Cannot migrate finish store: ${error.message}` }))
+      Effect.fail(new FinishStoreError({ operation: "open", message: `Cannot migrate finish store: ${failureText(error)}` }))
   }))
 )

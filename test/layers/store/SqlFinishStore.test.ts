@@ -11,9 +11,13 @@ import type { FinishSubscription } from "../../../src/domain/finish.ts"
 import * as FinishStoreMemory from "../../../src/layers/store/FinishStoreMemory.ts"
 import * as SqliteClient from "../../../src/layers/store/SqliteClient.ts"
 import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
-import * as SqliteFinishStore from "../../../src/layers/store/SqliteFinishStore.ts"
+import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts"
+import * as SqlFinishStore from "../../../src/layers/store/SqlFinishStore.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
+import { usePostgres } from "../../support/postgres.ts"
+
+const postgres = usePostgres()
 
 // --- fixtures ----------------------------------------------------------------
 
@@ -70,7 +74,7 @@ const storesOf = (filename: string) =>
 
 /** The SQLite finish store on `filename`, over its own database layer. */
 const sqliteLayer = (filename: string) =>
-  SqliteFinishStore.layerFromClient.pipe(Layer.provide(SqliteDatabase.layer(filename)))
+  SqlFinishStore.layerFromClient.pipe(Layer.provide(SqliteDatabase.layer(filename)))
 
 /** A plain SQL connection to the store's file, beside the store's own. */
 const withSql = <A, E>(filename: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
@@ -85,9 +89,13 @@ interface Backend {
 
 const backends: ReadonlyArray<Backend> = [
   {
-    name: "SqliteFinishStore",
+    name: "SqlFinishStore",
     // A nested path also checks that the database layer creates missing parent directories.
     layer: Effect.map(tempDir, (dir) => sqliteLayer(path.join(dir, "state", "nested", "quiesce.db")))
+  },
+  {
+    name: "SqlFinishStore on PostgreSQL",
+    layer: Effect.sync(() => SqlFinishStore.layerFromClient.pipe(Layer.provide(PostgresDatabase.layer(postgres.database("finishes")))))
   },
   { name: "FinishStoreMemory", layer: Effect.succeed(FinishStoreMemory.layer) }
 ]
@@ -150,7 +158,7 @@ for (const backend of backends) {
 
 // --- SQLite only --------------------------------------------------------------------
 
-describe("SqliteFinishStore file", () => {
+describe("SqlFinishStore file", () => {
   it.effect("subscriptions survive closing and reopening the file; migrations run once", () =>
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "quiesce.db")

@@ -8,9 +8,13 @@ import * as path from "node:path"
 import { type AgentRecord, parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import type { AgentStoreError } from "../../../src/domain/errors.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
-import * as SqliteAgentStore from "../../../src/layers/store/SqliteAgentStore.ts"
+import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts"
+import * as SqlAgentStore from "../../../src/layers/store/SqlAgentStore.ts"
 import * as SqliteClient from "../../../src/layers/store/SqliteClient.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
+import { usePostgres } from "../../support/postgres.ts"
+
+const postgres = usePostgres()
 
 // --- fixtures ----------------------------------------------------------------
 
@@ -81,9 +85,13 @@ interface Backend {
 
 const backends: ReadonlyArray<Backend> = [
   {
-    name: "SqliteAgentStore",
+    name: "SqlAgentStore",
     // A nested path also checks that the layer creates missing parent directories.
-    layer: Effect.map(tempDir, (dir) => SqliteAgentStore.layer(path.join(dir, "state", "nested", "agents.db")))
+    layer: Effect.map(tempDir, (dir) => SqlAgentStore.layer(path.join(dir, "state", "nested", "agents.db")))
+  },
+  {
+    name: "SqlAgentStore on PostgreSQL",
+    layer: Effect.sync(() => SqlAgentStore.layerFromClient.pipe(Layer.provide(PostgresDatabase.layer(postgres.database("agents")))))
   },
   { name: "AgentStoreMemory", layer: Effect.succeed(AgentStoreMemory.layer) }
 ]
@@ -142,11 +150,11 @@ for (const backend of backends) {
 
 // --- SQLite only --------------------------------------------------------------------
 
-describe("SqliteAgentStore file", () => {
+describe("SqlAgentStore file", () => {
   it.effect("records survive closing and reopening the file; migrations run once", () =>
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "agents.db")
-      const layer = SqliteAgentStore.layer(filename)
+      const layer = SqlAgentStore.layer(filename)
 
       yield* Effect.scoped(Effect.gen(function*() {
         const agents = yield* storeOf(layer)
@@ -189,7 +197,7 @@ describe("SqliteAgentStore file", () => {
     it.effect(`a row with ${corruption.kind} fails list and get with an error naming the agent`, () =>
       Effect.gen(function*() {
         const filename = path.join(yield* tempDir, "agents.db")
-        const agents = yield* storeOf(SqliteAgentStore.layer(filename))
+        const agents = yield* storeOf(SqlAgentStore.layer(filename))
         yield* agents.put(record("good", { createdAt: 1 }))
         yield* agents.put(record("broken", { createdAt: 2 }))
         yield* withSql(
@@ -219,7 +227,7 @@ describe("SqliteAgentStore file", () => {
   it.effect("maps SQL failures to AgentStoreError with the operation and agent id", () =>
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "agents.db")
-      const agents = yield* storeOf(SqliteAgentStore.layer(filename))
+      const agents = yield* storeOf(SqlAgentStore.layer(filename))
       yield* withSql(filename, Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DROP TABLE agents`))
 
       const putError = yield* Effect.flip(agents.put(nullPersistence))
@@ -236,7 +244,7 @@ describe("SqliteAgentStore file", () => {
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "agents.db")
       fs.writeFileSync(filename, "this is not a SQLite database, just some text that is long enough ".repeat(20))
-      const error = yield* Effect.flip(storeOf(SqliteAgentStore.layer(filename)))
+      const error = yield* Effect.flip(storeOf(SqlAgentStore.layer(filename)))
       assert.strictEqual(error._tag, "AgentStoreError")
       assert.strictEqual(error.operation, "open")
       assert.include(error.message, filename)
@@ -246,7 +254,7 @@ describe("SqliteAgentStore file", () => {
     Effect.gen(function*() {
       const blocker = path.join(yield* tempDir, "a-file")
       fs.writeFileSync(blocker, "")
-      const error = yield* Effect.flip(storeOf(SqliteAgentStore.layer(path.join(blocker, "agents.db"))))
+      const error = yield* Effect.flip(storeOf(SqlAgentStore.layer(path.join(blocker, "agents.db"))))
       assert.strictEqual(error.operation, "open")
       assert.include(error.message, "directory")
     }))

@@ -4,11 +4,15 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { TurnRecord } from "../../../src/domain/turn.ts"
+import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts"
 import * as SqliteClient from "../../../src/layers/store/SqliteClient.ts"
 import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
-import * as SqliteTurnJournal from "../../../src/layers/store/SqliteTurnJournal.ts"
+import * as SqlTurnJournal from "../../../src/layers/store/SqlTurnJournal.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
+import { usePostgres } from "../../support/postgres.ts"
+
+const postgres = usePostgres()
 
 const tempFile = Effect.acquireRelease(
   Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "quiesce-journal-"))),
@@ -35,12 +39,20 @@ const turn = (turnId: string, fields: Partial<TurnRecord> = {}): TurnRecord => (
 /** A journal on its own connection to `file`. */
 const sqliteJournal = (file: string) =>
   Effect.map(
-    Layer.build(SqliteTurnJournal.layerFromClient.pipe(Layer.provide(SqliteClient.layer({ filename: file })))),
+    Layer.build(SqlTurnJournal.layerFromClient.pipe(Layer.provide(SqliteClient.layer({ filename: file })))),
+    (context) => Context.get(context, TurnJournal)
+  )
+
+/** A journal on its own pool to the PostgreSQL database at `url`. */
+const postgresJournal = (url: string) =>
+  Effect.map(
+    Layer.build(SqlTurnJournal.layerFromClient.pipe(Layer.provide(PostgresDatabase.layer(url)))),
     (context) => Context.get(context, TurnJournal)
   )
 
 const journals = {
   sqlite: Effect.flatMap(tempFile, sqliteJournal),
+  postgres: Effect.suspend(() => postgresJournal(postgres.database("journal"))),
   memory: TurnJournalMemory.make
 }
 
@@ -140,11 +152,9 @@ for (const [name, make] of Object.entries(journals)) {
   })
 }
 
-describe("TurnJournal (SQLite file)", () => {
-  it.effect("two connections racing to accept one client id: exactly one wins, the other finds it", () =>
-    Effect.gen(function*() {
-      const file = yield* tempFile
-      const [left, right] = yield* Effect.all([sqliteJournal(file), sqliteJournal(file)])
+/** 40 accepts of one client id at once, alternating between two journals: one is accepted, every other finds it. */
+const raceForOneClientId = (left: TurnJournal["Service"], right: TurnJournal["Service"]) =>
+  Effect.gen(function*() {
       const outcomes = yield* Effect.forEach(
         Array.from({ length: 40 }, (_, i) => i),
         (i) => (i % 2 === 0 ? left : right).accept({ record: turn(`turn-${i}`, { clientMessageId: "contested" }) }),
@@ -154,6 +164,21 @@ describe("TurnJournal (SQLite file)", () => {
       assert.strictEqual(accepted.length, 1)
       const winner = accepted[0]!.record.turnId
       assert.isTrue(outcomes.every((outcome) => outcome.record.turnId === winner))
+  })
+
+describe("TurnJournal (SQLite file)", () => {
+  it.effect("two connections racing to accept one client id: exactly one wins, the other finds it", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const [left, right] = yield* Effect.all([sqliteJournal(file), sqliteJournal(file)])
+      yield* raceForOneClientId(left, right)
+    }))
+
+  it.effect("two pools racing to accept one client id on PostgreSQL: exactly one wins, the other finds it", () =>
+    Effect.gen(function*() {
+      const url = postgres.database("race")
+      const [left, right] = yield* Effect.all([postgresJournal(url), postgresJournal(url)])
+      yield* raceForOneClientId(left, right)
     }))
 
   it.effect("records survive reopening the file, beside the other stores", () =>
