@@ -1,4 +1,4 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, type Stream } from "effect"
 import type { AgentRecord, Labels } from "../domain/agent.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../domain/retirement.ts"
@@ -20,6 +20,11 @@ import type {
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
 export interface CreateAgent {
+  /**
+   * The new agent's id, when the caller picks it (a cluster routes by id before the agent
+   * exists). A create naming an id that is already an agent answers with that agent.
+   */
+  readonly agentId?: string | undefined
   readonly provider: string
   readonly cwd: string
   readonly labels?: Labels | undefined
@@ -100,6 +105,14 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly create: (
     input: CreateAgent
   ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown | DaemonRetiring>
+  /**
+   * Reads the agent's record from the store again unless its runtime is live here (another
+   * daemon on the same store may have hosted it since); an agent the store no longer has is
+   * forgotten.
+   */
+  readonly adopt: (agentId: string) => Effect.Effect<void, AgentStoreError>
+  /** Whether a live runtime holds the agent: now, then each time that changes. */
+  readonly residency: (agentId: string) => Stream.Stream<boolean>
   /**
    * Accepts a prompt durably (its turn is in the journal before anything else happens), then
    * delivers it exactly once: handled out of band by the adapter, steered into the running turn

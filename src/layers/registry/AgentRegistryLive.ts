@@ -1,4 +1,4 @@
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Queue, Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Scope, Semaphore, Stream } from "effect"
 import * as fs from "node:fs"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
@@ -16,7 +16,7 @@ import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domai
 import type { AgentClient, SessionConfig, SessionEvent } from "../../domain/provider.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../../domain/retirement.ts"
 import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
-import { AgentRegistry, type AgentView, type ResumeError } from "../../services/AgentRegistry.ts"
+import { AgentRegistry, type AgentView, type CreateAgent, type ResumeError } from "../../services/AgentRegistry.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
@@ -44,6 +44,12 @@ export interface AgentRegistryOptions {
    * subagents only).
    */
   readonly shutdownProbeTimeout?: Duration.Input | undefined
+  /**
+   * The store is shared with other daemons (a cluster's runners). The journal's unfinished turns
+   * are then taken over per agent, when `adopt` starts hosting it, not all at start: the other
+   * runners' turns are theirs.
+   */
+  readonly sharedStore?: boolean | undefined
 }
 
 
@@ -88,6 +94,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const records = new Map<string, AgentRecord>()
   for (const record of yield* store.list) records.set(record.agentId, record)
   const live = new Map<string, LiveAgent>()
+  /** Each runtime registered (true) or gone (false), for `residency`. */
+  const residencyChanges = yield* PubSub.unbounded<{ readonly agentId: string; readonly resident: boolean }>()
   const liveChildren = new Map<string, Set<string>>()
   const lanes = new Map<string, Lane>()
   const events = yield* Queue.unbounded<QueuedEvent>()
@@ -214,6 +222,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
 
   const register = (agent: LiveAgent) => {
     live.set(agent.agentId, agent)
+    PubSub.publishUnsafe(residencyChanges, { agentId: agent.agentId, resident: true })
     if (agent.parentAgentId !== undefined) {
       let siblings = liveChildren.get(agent.parentAgentId)
       if (siblings === undefined) liveChildren.set(agent.parentAgentId, siblings = new Set())
@@ -224,6 +233,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const unregister = (agent: LiveAgent) => {
     if (!isLive(agent)) return
     live.delete(agent.agentId)
+    PubSub.publishUnsafe(residencyChanges, { agentId: agent.agentId, resident: false })
     if (agent.parentAgentId !== undefined) {
       const siblings = liveChildren.get(agent.parentAgentId)
       siblings?.delete(agent.agentId)
@@ -534,11 +544,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
 
   // ---- lifecycle ---------------------------------------------------------------------------
 
-  const create = Effect.fn("AgentRegistry.create")(function*(input: {
-    readonly provider: string
-    readonly cwd: string
-    readonly labels?: Record<string, string> | undefined
-  }) {
+  const create = Effect.fn("AgentRegistry.create")(function*(input: CreateAgent) {
     if (shuttingDown) return yield* ShuttingDown.of("creating an agent")
     if (paused !== undefined) return yield* paused
     // Counted from admission on, so a retirement that begins meanwhile sees it.
@@ -546,13 +552,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     return yield* createAdmitted(input).pipe(Effect.ensuring(Effect.sync(() => creating--)))
   })
 
-  const createAdmitted = Effect.fnUntraced(function*(input: {
-    readonly provider: string
-    readonly cwd: string
-    readonly labels?: Record<string, string> | undefined
-  }) {
+  const createAdmitted = Effect.fnUntraced(function*(input: CreateAgent) {
     const client = yield* providers.get(input.provider)
-    const agentId = yield* randomId("agent")
+    const agentId = input.agentId ?? (yield* randomId("agent"))
     const now = yield* Clock.currentTimeMillis
     const draft: AgentRecord = {
       agentId,
@@ -567,6 +569,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }
     // Only the provider's open can be interrupted: an agent whose runtime opened is saved, or taken down.
     return yield* inLane(agentId, Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
+      if (input.agentId !== undefined) {
+        // A create that names its id is carried out once: a repeat (a retried cluster message) gets the agent made first.
+        const made = yield* refreshRecord(agentId).pipe(Effect.andThen(Effect.sync(() => records.get(agentId))))
+        if (made !== undefined) return made
+      }
       const loaded = yield* loadSession(draft, client, null, restore)
       // Nothing half-created: a record that cannot be saved takes its runtime down with it.
       yield* store.put(loaded.record).pipe(
@@ -588,6 +595,38 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       return loaded.record
     })))
   })
+
+  /**
+   * Reads the agent's record from the store again, unless its runtime is live here: another
+   * daemon on the same store (a cluster's runner) may have hosted it since this one last looked.
+   */
+  const adopt = Effect.fn("AgentRegistry.adopt")(function*(agentId: string) {
+    yield* inLane(agentId, refreshRecord(agentId))
+    // On a shared store, the agent's unfinished turns are this daemon's to take over once it hosts the agent.
+    if (options.sharedStore === true) yield* prompts.recover(agentId)
+  })
+
+  /** `adopt` for a caller that holds the agent's lane. */
+  const refreshRecord = (agentId: string) =>
+    Effect.gen(function*() {
+      if (live.has(agentId)) return
+      const stored = yield* store.get(agentId)
+      if (Option.isSome(stored)) records.set(agentId, stored.value)
+      else records.delete(agentId)
+    })
+
+  const residency = (agentId: string): Stream.Stream<boolean> =>
+    Stream.unwrap(Effect.gen(function*() {
+      // Subscribed before the current state is read, so no change falls between the two.
+      const subscription = yield* PubSub.subscribe(residencyChanges)
+      return Stream.concat(
+        Stream.succeed(live.has(agentId)),
+        Stream.fromSubscription(subscription).pipe(
+          Stream.filter((change) => change.agentId === agentId),
+          Stream.map((change) => change.resident)
+        )
+      )
+    }))
 
   const requireKnown = (agentId: string) =>
     records.has(agentId) ? Effect.void : Effect.fail(AgentNotFound.of(agentId))
@@ -788,7 +827,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   // Before anything is admitted: what a previous daemon's runtimes left running is ended, and its
   // journal is taken over.
   yield* runtimeRecords.endPrevious
-  yield* prompts.recover
+  if (options.sharedStore !== true) yield* prompts.recover()
 
   // Ended turns are kept for the retention, and at most so many per agent.
   const retention = Duration.toMillis(Duration.fromInputUnsafe(options.turnRetention ?? Duration.hours(168)))
@@ -890,6 +929,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
 
   return AgentRegistry.of({
     create,
+    adopt,
+    residency,
     prompt: prompts.prompt,
     turn: prompts.turn,
     turns: prompts.turns,

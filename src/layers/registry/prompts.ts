@@ -555,10 +555,13 @@ export const makePrompts = (host: PromptHost) => {
   /**
    * Takes over the journal a previous process left: a turn that was `running` had reached its
    * provider, which is gone now — it is recorded interrupted and never run again; an `accepted`
-   * turn had not, and is dispatched now, in acceptance order.
+   * turn had not, and is dispatched now, in acceptance order. `agentId` limits it to one agent's
+   * turns (a cluster's runner takes over an agent when it starts hosting it, not at its start).
    */
-  const recover = Effect.gen(function*() {
-    const unfinished = yield* host.journal.unfinished
+  const recover = Effect.fnUntraced(function*(agentId?: string) {
+    const unfinished = (yield* host.journal.unfinished).filter((record) =>
+      (agentId === undefined || record.agentId === agentId) && !handles.has(record.turnId)
+    )
     let interrupted = 0
     let redispatched = 0
     for (const record of unfinished) {
@@ -585,7 +588,9 @@ export const makePrompts = (host: PromptHost) => {
       }
     }
     if (interrupted + redispatched > 0) {
-      yield* Effect.logInfo("Recovered the turn journal").pipe(Effect.annotateLogs({ interrupted, redispatched }))
+      yield* Effect.logInfo("Recovered the turn journal").pipe(
+        Effect.annotateLogs({ interrupted, redispatched, ...(agentId === undefined ? {} : { agentId }) })
+      )
     }
   })
 

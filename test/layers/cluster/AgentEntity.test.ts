@@ -1,0 +1,185 @@
+/**
+ * The Agent entity (X6) over `TestRunner.layer` (sharding, in-memory message and runner storage,
+ * one runner) under TestClock, with the real registry and collector over the in-memory provider.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { Sharding, TestRunner } from "effect/cluster"
+import { TestClock } from "effect/testing"
+import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
+import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
+import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
+import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
+import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
+import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import type { AgentStore } from "../../../src/services/AgentStore.ts"
+import { TurnJournal } from "../../../src/services/TurnJournal.ts"
+import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
+import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+
+/** The stores the runners of one cluster share. */
+const sharedStores = Layer.build(Layer.mergeAll(AgentStoreMemory.layer, TurnJournalMemory.layer))
+
+/**
+ * The registry and collector of one runner over `stores`, in the test's scope (they outlive the
+ * cluster layer).
+ */
+const runnerServices = Effect.fnUntraced(function*(
+  provider: MemoryProvider,
+  stores: Context.Context<AgentStore | TurnJournal>
+) {
+  const registry = AgentRegistryLive.layerWith({ sharedStore: true }).pipe(
+    Layer.provide([
+      Layer.succeedContext(stores),
+      RuntimeLedgerMemory.layer,
+      provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))
+    ])
+  )
+  // No scheduled sweeps: releases happen where a test says.
+  const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+    Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
+  )
+  return yield* Layer.build(collector.pipe(Layer.provideMerge(registry)))
+})
+
+/** The entity and a test cluster over `services`, built in `scope`. */
+const clusterIn = (services: Context.Context<AgentRegistry | RuntimeCollector>, scope: Scope.Scope) =>
+  Layer.buildWithScope(
+    AgentEntity.layer.pipe(Layer.provideMerge(TestRunner.layer), Layer.provide(Layer.succeedContext(services))),
+    scope
+  )
+
+/** Sharding starts on timers: a call is forked and the clock moved until it answers. */
+const drive = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(effect)
+    yield* TestClock.adjust("5 seconds")
+    return yield* Fiber.join(fiber)
+  })
+
+const setup = Effect.fnUntraced(function*(
+  provider: MemoryProvider = new MemoryProvider("memory"),
+  stores?: Context.Context<AgentStore | TurnJournal>
+) {
+  const services = yield* runnerServices(provider, stores ?? (yield* sharedStores))
+  const scope = yield* Scope.fork(yield* Effect.scope)
+  const cluster = yield* clusterIn(services, scope)
+  const agents = yield* AgentEntity.AgentEntity.client.pipe(Effect.provide(cluster))
+  const sharding = Context.get(cluster, Sharding.Sharding)
+  return {
+    provider,
+    registry: Context.get(services, AgentRegistry),
+    collector: Context.get(services, RuntimeCollector),
+    agent: agents,
+    activeEntities: sharding.activeEntityCount,
+    /** Ends the runner's cluster side (as a shutdown or a lost shard ends its entities). */
+    stopCluster: Scope.close(scope, Exit.void)
+  }
+})
+
+describe("the Agent entity", () => {
+  it.effect("holds keep-alive while the runtime is resident; only the collector releases it, and then the reaper removes an empty shell", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      const agent = t.agent("agent-kept")
+      const record = yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      assert.strictEqual(record.agentId, "agent-kept")
+      // Ten minutes idle, far past the cluster's one-minute passivation: the entity and its runtime stay.
+      yield* TestClock.adjust("10 minutes")
+      assert.strictEqual(yield* t.activeEntities, 1)
+      assert.isTrue((yield* t.registry.get("agent-kept")).resident)
+      assert.strictEqual(t.provider.closes, 0)
+
+      const outcome = yield* t.collector.collectNow("agent-kept")
+      assert.strictEqual(outcome._tag, "Collected")
+      yield* TestClock.adjust("2 minutes")
+      assert.strictEqual(yield* t.activeEntities, 0)
+      assert.strictEqual(t.provider.closes, 1)
+
+      // The next prompt activates the entity again and resumes the saved session.
+      const receipt = yield* drive(agent.Prompt({ text: "again", clientMessageId: "m-1", wait: true }))
+      assert.isTrue(receipt.resumed)
+      assert.strictEqual(receipt.state, "completed")
+      assert.strictEqual(t.provider.resumes, 1)
+      yield* TestClock.adjust("10 minutes")
+      assert.strictEqual(yield* t.activeEntities, 1)
+    }))
+
+  it.effect("a create and a prompt sent again get the first answer: one agent, one turn", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      const agent = t.agent("agent-once")
+      const first = yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      const again = yield* drive(agent.Create({ provider: "memory", cwd: "/elsewhere" }))
+      assert.deepStrictEqual(again, first)
+      assert.strictEqual(t.provider.creates, 1)
+
+      const receipts = yield* drive(Effect.all(
+        Array.from({ length: 5 }, () => agent.Prompt({ text: "once", clientMessageId: "same-id", wait: true })),
+        { concurrency: "unbounded" }
+      ))
+      const later = yield* drive(agent.Prompt({ text: "once", clientMessageId: "same-id", wait: true }))
+      assert.strictEqual(new Set([...receipts, later].map((receipt) => receipt.turnId)).size, 1)
+      assert.strictEqual(t.provider.deliveries.filter((delivery) => delivery.prompt === "once").length, 1)
+      assert.strictEqual((yield* t.registry.turns("agent-once", 10)).length, 1)
+    }))
+
+  it.effect("when the entity ends (the runner stops serving its shard), an idle runtime is released resumably through the collector", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      yield* drive(t.agent("agent-moved").Create({ provider: "memory", cwd: "/work" }))
+      yield* t.stopCluster
+      const view = yield* t.registry.get("agent-moved")
+      assert.isFalse(view.resident)
+      assert.isNotNull(view.record.persistence)
+      assert.strictEqual(t.provider.closes, 1)
+    }))
+
+  it.effect("when the entity ends during a turn, the runtime is closed all the same and the turn ends interrupted, never left running", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      const agent = t.agent("agent-busy")
+      yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      const gate = yield* Deferred.make<void>()
+      t.provider.turnGate = Deferred.await(gate)
+      const receipt = yield* drive(agent.Prompt({ text: "long", clientMessageId: "m-busy", wait: false }))
+      assert.strictEqual(receipt.state, "running")
+      yield* t.stopCluster
+      assert.isFalse((yield* t.registry.get("agent-busy")).resident)
+      const turn = yield* t.registry.turn("agent-busy", receipt.turnId)
+      assert.strictEqual(turn.state, "interrupted")
+    }))
+
+  it.effect("a runner that starts hosting an agent takes over its unfinished turns: one left running is recorded interrupted, one only accepted runs", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      const stores = yield* sharedStores
+      const journal = Context.get(stores, TurnJournal)
+      const first = yield* setup(provider, stores)
+      yield* drive(first.agent("agent-taken").Create({ provider: "memory", cwd: "/work" }))
+      yield* first.stopCluster
+      // What a runner that died left in the shared journal.
+      const left = (turnId: string, state: "accepted" | "running") => ({
+        turnId, agentId: "agent-taken", clientMessageId: turnId, text: `left ${state}`, state,
+        disposition: null, joinedTurnId: null, resumed: false, reply: null, error: null,
+        acceptedAt: 0, dispatchedAt: state === "running" ? 0 : null, endedAt: null
+      })
+      yield* journal.accept({ record: left("turn-running", "running") })
+      yield* journal.accept({ record: left("turn-accepted", "accepted") })
+
+      // Another runner on the same stores: nothing is taken over until it hosts the agent.
+      const second = yield* setup(provider, stores)
+      assert.strictEqual((yield* journal.unfinished).length, 2)
+      // The first message activates the entity: the left turns are taken over, and the accepted one resumes the agent.
+      const explained = yield* drive(second.agent("agent-taken").Explain())
+      assert.strictEqual(explained.agentId, "agent-taken")
+      yield* TestClock.adjust("5 seconds")
+      const running = Option.getOrThrow(yield* journal.get("agent-taken", "turn-running"))
+      assert.strictEqual(running.state, "interrupted")
+      const accepted = yield* second.registry.turn("agent-taken", "turn-accepted")
+      assert.strictEqual(accepted.state, "completed")
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["left accepted"])
+    }))
+})
