@@ -1,0 +1,227 @@
+/**
+ * Runners of one cluster (X6) over a real PostgreSQL server, with real sockets between them and
+ * real shell plugin processes: each runner is a daemon's services (the shared stores on
+ * PostgreSQL, its own SQLite ledger) plus `ClusterRunner.layer`, in a runtime of its own. Time is
+ * real, so every wait polls with a bound.
+ *
+ * Covered here: agents spread over three runners; a prompt sent from any runner reaches its
+ * agent once; a fourth runner joining takes shards and every agent still answers with its own
+ * session; a runner that stops hands its runtimes off, and the next prompt resumes each agent
+ * on a runner that still serves. The collector releases an idle agent on its host only.
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { EntityId, Sharding } from "effect/cluster"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import * as ClusterRunner from "../../../src/layers/cluster/ClusterRunner.ts"
+import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
+import * as ProcessInspectionProcfs from "../../../src/layers/host/ProcessInspectionProcfs.ts"
+import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
+import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts"
+import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
+import * as SqliteRuntimeLedger from "../../../src/layers/store/SqliteRuntimeLedger.ts"
+import { daemonServices } from "../../../src/programs/daemon.ts"
+import { shellPluginPath } from "../../../src/programs/shellPlugin.ts"
+import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
+import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+import { freePort, groupAlive, until } from "../../support/daemonProcess.ts"
+import { identityWith, noTimer } from "../../support/memoryDaemon.ts"
+import { usePostgres } from "../../support/postgres.ts"
+
+const postgres = usePostgres()
+
+const folders: Array<string> = []
+const runners: Array<Runner> = []
+
+afterEach(async () => {
+  for (const runner of runners.splice(0).reverse()) await runner.stop()
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
+})
+
+const tempFolder = (prefix: string) => {
+  const folder = mkdtempSync(join(tmpdir(), prefix))
+  folders.push(folder)
+  return folder
+}
+
+const shardsPerGroup = 12
+
+/** One runner: a daemon's services over the cluster's database, and its side of the cluster. */
+const runnerLayer = (url: string, pluginHome: string, port: number) => {
+  // One pool per runner, for its stores and its cluster storage alike (the same layer, built once).
+  const database = PostgresDatabase.layer(url)
+  const ledger = SqliteRuntimeLedger.layerFromClient.pipe(Layer.provide(SqliteDatabase.layer(join(tempFolder("quiesce-runner-"), "state.db"))))
+  const services = daemonServices({
+    stores: Layer.mergeAll(PostgresDatabase.sharedStoresFromClient.pipe(Layer.provide(database)), ledger),
+    providers: PluginProvider.layer({
+      provider: "shell",
+      plugin: { command: process.execPath, args: [shellPluginPath] },
+      // The runners of this test share one machine, so they share the shell's transcripts.
+      home: pluginHome
+    }).pipe(Layer.provideMerge(ProviderRegistry.layer)),
+    inspection: ProcessInspectionProcfs.layer(),
+    collector: { tickInterval: "3650 days" },
+    registry: { sharedStore: true },
+    identity: identityWith(noTimer)
+  })
+  return ClusterRunner.layer({
+    host: "127.0.0.1",
+    port,
+    shardsPerGroup,
+    shardLockRefreshInterval: "1 second",
+    shardLockExpiration: "5 seconds"
+  }).pipe(Layer.provideMerge(services), Layer.provideMerge(database))
+}
+
+interface Runner {
+  readonly port: number
+  readonly run: <A, E>(effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding>) => Promise<A>
+  readonly stop: () => Promise<void>
+}
+
+const startRunner = async (url: string, pluginHome: string): Promise<Runner> => {
+  const port = await freePort()
+  const runtime = ManagedRuntime.make(runnerLayer(url, pluginHome, port))
+  await runtime.runPromise(Effect.void)
+  let stopped = false
+  const runner: Runner = {
+    port,
+    run: (effect) => runtime.runPromise(effect),
+    stop: async () => {
+      if (stopped) return
+      stopped = true
+      await runtime.dispose()
+    }
+  }
+  runners.push(runner)
+  return runner
+}
+
+const withRegistry = <A, E>(f: (registry: AgentRegistry["Service"]) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    return yield* f(yield* AgentRegistry)
+  })
+
+const agentClient = (agentId: string) => Effect.map(AgentEntity.AgentEntity.client, (clientFor) => clientFor(agentId))
+
+const create = (agentId: string, cwd: string) =>
+  Effect.flatMap(agentClient(agentId), (agent) => agent.Create({ provider: "shell", cwd }))
+
+const prompt = (agentId: string, text: string, clientMessageId: string) =>
+  Effect.flatMap(agentClient(agentId), (agent) => agent.Prompt({ text, clientMessageId, wait: true }))
+
+/** The runner whose registry holds the agent's live runtime, if any. */
+const hostOf = async (all: ReadonlyArray<Runner>, agentId: string): Promise<Runner | undefined> => {
+  for (const runner of all) {
+    const resident = await runner.run(withRegistry((registry) =>
+      registry.get(agentId).pipe(Effect.map((view) => view.resident), Effect.orElseSucceed(() => false))
+    ))
+    if (resident) return runner
+  }
+  return undefined
+}
+
+/** Waits until every shard is held by exactly one of `all`, and each of them holds some. */
+const settled = async (all: ReadonlyArray<Runner>) => {
+  const ids = Array.from({ length: 60 }, (_, i) => `probe-${i}`)
+  await until(async () => {
+    const holdings = await Promise.all(all.map((runner) =>
+      runner.run(Effect.gen(function*() {
+        const sharding = yield* Sharding.Sharding
+        return ids.map((id) => sharding.hasShardId(sharding.getShardId(EntityId.make(id), "default")))
+      }))
+    ))
+    const eachOnce = ids.every((_, i) => holdings.filter((held) => held[i]).length === 1)
+    return eachOnce && holdings.every((held) => held.some(Boolean))
+  }, `the shards are spread over ${all.length} runners`, 60_000)
+}
+
+describe("cluster runners on PostgreSQL", () => {
+  it("spread agents over three runners, answer each prompt once from any runner, and move shards to a fourth without losing an agent", async () => {
+    const url = postgres.database("cluster")
+    const pluginHome = tempFolder("quiesce-shell-")
+    const three = [await startRunner(url, pluginHome), await startRunner(url, pluginHome), await startRunner(url, pluginHome)]
+    await settled(three)
+
+    const cwd = tempFolder("quiesce-work-")
+    const agentIds = Array.from({ length: 9 }, (_, i) => `agent-${i}`)
+    // Each agent is created from one runner and prompted from another.
+    const sessions = new Map<string, string | null>()
+    for (const [i, agentId] of agentIds.entries()) {
+      await three[i % 3]!.run(create(agentId, cwd))
+      const receipt = await three[(i + 1) % 3]!.run(prompt(agentId, `echo set-${i}`, `${agentId}-set`))
+      expect(receipt.output?.trim()).toBe(`set-${i}`)
+      expect(receipt.sessionId).not.toBeNull()
+      sessions.set(agentId, receipt.sessionId)
+    }
+    const hosts = await Promise.all(agentIds.map((agentId) => hostOf(three, agentId)))
+    expect(hosts.every((host) => host !== undefined)).toBe(true)
+    expect(new Set(hosts.map((host) => host?.port)).size).toBeGreaterThan(1)
+
+    // The same client id from every runner at once: one turn, run once.
+    const counted = await Promise.all(three.map((runner) => runner.run(prompt("agent-0", "echo once >> once.txt; wc -l < once.txt", "agent-0-once"))))
+    expect(new Set(counted.map((receipt) => receipt.turnId)).size).toBe(1)
+    expect(counted[0]!.output?.trim()).toBe("1")
+
+    // A fourth runner joins: it takes shards, and every agent answers with its own session.
+    const fourth = await startRunner(url, pluginHome)
+    const four = [...three, fourth]
+    await settled(four)
+    for (const [i, agentId] of agentIds.entries()) {
+      const receipt = await four[i % 4]!.run(prompt(agentId, `echo again-${i}`, `${agentId}-after-join`))
+      expect(receipt.output?.trim()).toBe(`again-${i}`)
+      expect(receipt.sessionId).toBe(sessions.get(agentId))
+    }
+    const after = await Promise.all(agentIds.map((agentId) => hostOf(four, agentId)))
+    expect(after.every((host) => host !== undefined)).toBe(true)
+    expect(after.some((host) => host === fourth)).toBe(true)
+  }, 240_000)
+
+  it("a runner that stops hands its runtimes off: each agent resumes its session on a runner that serves, and none is left running", async () => {
+    const url = postgres.database("handoff")
+    const pluginHome = tempFolder("quiesce-shell-")
+    const two = [await startRunner(url, pluginHome), await startRunner(url, pluginHome)]
+    await settled(two)
+    const cwd = tempFolder("quiesce-work-")
+    const agentIds = Array.from({ length: 6 }, (_, i) => `moved-${i}`)
+    const sessions = new Map<string, string | null>()
+    for (const agentId of agentIds) {
+      await two[0]!.run(create(agentId, cwd))
+      sessions.set(agentId, (await two[0]!.run(prompt(agentId, "echo set", `${agentId}-set`))).sessionId)
+    }
+    const leaving = two[1]!
+    const moved: Array<string> = []
+    const pids: Array<number> = []
+    for (const agentId of agentIds) {
+      if ((await hostOf(two, agentId)) !== leaving) continue
+      moved.push(agentId)
+      pids.push(await leaving.run(withRegistry((registry) =>
+        Effect.map(Effect.orDie(registry.get(agentId)), (view) => view.pid ?? 0)
+      )))
+    }
+    expect(moved.length).toBeGreaterThan(0)
+    await leaving.stop()
+    for (const pid of pids) expect(groupAlive(pid)).toBe(false)
+
+    const staying = two[0]!
+    for (const agentId of moved) {
+      const receipt = await staying.run(prompt(agentId, `echo ${agentId}`, `${agentId}-after-stop`))
+      expect(receipt.resumed).toBe(true)
+      expect(receipt.output?.trim()).toBe(agentId)
+      expect(receipt.sessionId).toBe(sessions.get(agentId))
+      expect(await hostOf([staying], agentId)).toBe(staying)
+    }
+
+    // The collector releases an idle agent on the runner that hosts it, and that runner only.
+    const agentId = moved[0]!
+    const outcome = await staying.run(Effect.gen(function*() {
+      return yield* (yield* RuntimeCollector).collectNow(agentId)
+    }))
+    expect(outcome._tag).toBe("Collected")
+    expect(await hostOf([staying], agentId)).toBeUndefined()
+  }, 240_000)
+})
+
