@@ -149,11 +149,47 @@ const Providers = Schema.Record(Schema.String, ProviderConfig).check(
   })
 )
 
+/**
+ * `cluster` in `<home>/config.json` (X6): this daemon is one runner of a cluster whose runners
+ * share one PostgreSQL database. Without it the daemon is alone, on its SQLite file.
+ */
+export const ClusterConfig = Schema.Struct({
+  storage: Schema.Struct({
+    kind: Schema.Literal("postgres"),
+    url: Schema.String.check(Schema.isPattern(/^postgres(ql)?:\/\/./)).pipe(Schema.annotate({
+      description:
+        "The shared database, e.g. \"postgres://quiesce@db.internal:5432/quiesce\". Agent records, turns and finish subscriptions live there, beside the cluster's own tables."
+    }))
+  }).pipe(Schema.annotate({ description: "Where the runners keep what they share." })),
+  runner: Schema.Struct({
+    host: Schema.NonEmptyString.pipe(Schema.annotate({ description: "The address the other runners reach this one at." })),
+    port: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })).pipe(
+      Schema.annotate({ description: "The port this runner serves the other runners on (not the HTTP API's)." })
+    )
+  }),
+  shardsPerGroup: PositiveInt.pipe(
+    Schema.annotate({ description: "Shards the agents are spread over; every runner must say the same. Default 300." }),
+    Schema.withDecodingDefaultKey(Effect.succeed(300))
+  ),
+  shardLockExpiration: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
+    description: "How long a runner that died keeps its agents' shards before another runner takes them, e.g. \"35s\" (the default)."
+  }))),
+  shardLockRefreshInterval: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
+    description: "How often a runner renews its shard locks, well below the expiration. Default \"10s\"."
+  }))),
+  pluginHome: Schema.optionalKey(Schema.NonEmptyString.pipe(Schema.annotate({
+    description:
+      "The folder the shell and plugin providers keep their sessions in, instead of the home's plugins/. Runners that share it (on one machine, or on a shared file system) can resume each other's agents of those providers."
+  })))
+}).pipe(Schema.annotate({ title: "Cluster runner", description: "This daemon is one runner of a cluster on one PostgreSQL database (docs/cluster.md)." }))
+export type ClusterConfig = typeof ClusterConfig.Type
+
 /** The whole configuration file. Unknown keys are errors, so a typo never goes unnoticed. */
 export const QuiesceConfig = Schema.Struct({
   $schema: Schema.optionalKey(Schema.String.pipe(Schema.annotate({ description: "The JSON Schema this file follows, for editors." }))),
   agents: AgentsConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
   daemon: DaemonConfig.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
+  cluster: Schema.optionalKey(ClusterConfig),
   providers: Providers.pipe(
     Schema.annotate({
       description:

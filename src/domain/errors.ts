@@ -266,3 +266,21 @@ export class InvalidWarmReserveSize extends Schema.TaggedError<InvalidWarmReserv
   provider: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * A cluster's runner could not hand a request to the runner that hosts the agent (X6): the
+ * cluster's storage failed, the agent's mailbox is full, or its shard is moving. Nothing was
+ * done; a prompt repeated with the same client message id is still one turn.
+ */
+export class ClusterUnavailable extends Schema.TaggedError<ClusterUnavailable>()("ClusterUnavailable", {
+  agentId: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (agentId: string, reason: string) =>
+    new ClusterUnavailable({ agentId, message: `The cluster could not reach agent ${agentId}'s runner: ${reason}; try again` })
+}
+
+/** A cluster's runner could not start its side of the cluster (its port, or the shared database). */
+export class ClusterJoinFailed extends Schema.TaggedError<ClusterJoinFailed>()("ClusterJoinFailed", {
+  message: Schema.String
+}) {}

@@ -1,6 +1,7 @@
 import { Duration, Effect, Layer } from "effect"
 import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
 import type { ProviderRegistrationRefused } from "../domain/errors.ts"
+import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
@@ -65,9 +66,11 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
     Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer]),
     Layer.provideMerge(finish)
   )
-  return DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
+  const lifecycle = DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
     Layer.provideMerge(collector)
   )
+  // The API's operations on one agent are this registry's; a cluster's runner replaces them.
+  return AgentOperationsLive.localLayer.pipe(Layer.provideMerge(lifecycle))
 }
 
 /** Every service of a daemon over one home, as configured, over its stores (the home's SQLite file's, opened and migrated). */
@@ -88,7 +91,7 @@ export const servicesLayer = <E>(
       probeTimeout: config.agents.probeTimeout,
       probeConcurrency: config.agents.probeConcurrency
     },
-    registry: { turnRetention: config.agents.turnRetention },
+    registry: { turnRetention: config.agents.turnRetention, sharedStore: config.cluster !== undefined },
     warmReserve: { targets: warmReserveTargets(config) },
     // Within the shutdown deadline's margin (retirement.ts).
     delivery: { closeTimeout: deliveryCloseTimeout },

@@ -12,11 +12,11 @@ import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
 import type { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { shellPluginPath } from "./shellPlugin.ts"
 
-/** The adapter layer that serves one configured provider id. */
+/** The adapter layer that serves one configured provider id; shell and plugin providers keep their sessions under `pluginHome`. */
 export const providerLayer = (
   provider: string,
   config: ProviderConfig,
-  home: Home["Service"]
+  pluginHome: string
 ): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> => {
   switch (config.kind) {
     case "shell":
@@ -24,13 +24,13 @@ export const providerLayer = (
       return PluginProvider.layer({
         provider,
         plugin: { command: process.execPath, args: [shellPluginPath] },
-        home: home.pluginHome
+        home: pluginHome
       })
     case "plugin":
       return PluginProvider.layer({
         provider,
         plugin: { command: config.command, args: config.args ?? [], env: config.env },
-        home: join(home.pluginHome, provider),
+        home: join(pluginHome, provider),
         closeGrace: config.closeGrace,
         requestTimeout: config.requestTimeout
       })
@@ -50,4 +50,10 @@ export const providerLayer = (
 
 /** Every configured provider, each registered under its id. */
 export const providersLayer = (config: QuiesceConfig, home: Home["Service"]): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
-  Layer.mergeAll(Layer.empty, ...Object.entries(config.providers).map(([id, entry]) => providerLayer(id, entry, home)))
+  Layer.mergeAll(
+    Layer.empty,
+    ...Object.entries(config.providers).map(([id, entry]) =>
+      // A cluster's runners may share where these providers keep their sessions.
+      providerLayer(id, entry, config.cluster?.pluginHome ?? home.pluginHome)
+    )
+  )

@@ -16,13 +16,14 @@ import { Cause, Console, Context, Duration, Effect, Layer, Logger } from "effect
 import { HttpServer } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
-import { decodeConfig, largestCloseGrace, type QuiesceConfig } from "../domain/config.ts"
+import { type ClusterConfig, decodeConfig, largestCloseGrace, type QuiesceConfig } from "../domain/config.ts"
 import {
   daemonProtocolVersion,
   type DaemonIdentity,
   launchedByHubVariable,
   shutdownDeadlineMillis
 } from "../domain/retirement.ts"
+import { ClusterJoinFailed } from "../domain/errors.ts"
 import { packageVersion } from "../domain/version.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
@@ -36,6 +37,14 @@ import { ListenFailed } from "../layers/http/listenFailed.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
+import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
+import * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
+import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
+import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
+import { AgentOperations } from "../services/AgentOperations.ts"
+import type { AgentRegistry } from "../services/AgentRegistry.ts"
+import type { RuntimeCollector } from "../services/RuntimeCollector.ts"
+import type { SqlClient } from "effect/sql"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import { WarmReserve } from "../services/WarmReserve.ts"
 import { makeConfigReload } from "../layers/reserve/configReload.ts"
@@ -156,6 +165,28 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
   }))
 })
 
+/** This daemon's side of the cluster, over its services and the shared database. */
+const joinCluster = Effect.fnUntraced(function*(
+  cluster: ClusterConfig,
+  services: Context.Context<AgentRegistry | RuntimeCollector>,
+  shared: Context.Context<SqlClient.SqlClient>
+) {
+  const runner = yield* Layer.build(
+    ClusterRunner.layer({
+      host: cluster.runner.host,
+      port: cluster.runner.port,
+      shardsPerGroup: cluster.shardsPerGroup,
+      shardLockExpiration: cluster.shardLockExpiration,
+      shardLockRefreshInterval: cluster.shardLockRefreshInterval
+    }).pipe(Layer.provide(Layer.succeedContext(Context.merge(services, shared))))
+  ).pipe(Effect.mapError((error) => new ClusterJoinFailed({ message: `Cannot join the cluster as ${cluster.runner.host}:${cluster.runner.port}: ${error.message}` })))
+  const operations = yield* Layer.build(AgentOperationsLive.clusterLayer.pipe(Layer.provide(Layer.succeedContext(runner))))
+  yield* Effect.logInfo("Joined the cluster").pipe(
+    Effect.annotateLogs({ runner: `${cluster.runner.host}:${cluster.runner.port}`, storage: PostgresDatabase.describeUrl(cluster.storage.url) })
+  )
+  return Context.get(operations, AgentOperations)
+})
+
 interface Opening {
   readonly root: string
   readonly config: QuiesceConfig
@@ -184,13 +215,26 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     shutdownDeadlineMillis: deadlineMillis
   }
   const database = yield* Layer.build(SqliteDatabase.layer(home.databaseFile))
+  // A cluster's runner keeps what the runners share on PostgreSQL; its process ledger stays local.
+  const shared = config.cluster === undefined ? undefined : yield* Layer.build(PostgresDatabase.layer(config.cluster.storage.url))
   yield* stageDone(observer, "storage")
-  const stores = yield* Layer.build(SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database))))
+  const stores = yield* Layer.build(
+    shared === undefined
+      ? SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database)))
+      : Layer.mergeAll(
+        PostgresDatabase.sharedStoresFromClient.pipe(Layer.provide(Layer.succeedContext(shared))),
+        SqliteRuntimeLedger.layerFromClient.pipe(Layer.provide(Layer.succeedContext(database)))
+      )
+  )
   yield* stageDone(observer, "migrations")
   // A provider whose command is missing serves nothing, but the others do: said, not fatal.
   yield* Effect.forEach(missingProviderCommands(config), (problem) =>
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
-  const services = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
+  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
+  // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
+  const services = config.cluster === undefined || shared === undefined
+    ? local
+    : Context.add(local, AgentOperations, yield* joinCluster(config.cluster, local, shared))
   yield* stageDone(observer, "providers")
   const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(
     Effect.provideService(WarmReserve, Context.get(services, WarmReserve))

@@ -111,6 +111,12 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * forgotten.
    */
   readonly adopt: (agentId: string) => Effect.Effect<void, AgentStoreError>
+  /**
+   * This daemon stops hosting the agent (a cluster moved it elsewhere): from now on nothing
+   * resumes it here, and its prompts that have not reached the provider are left `accepted` for
+   * its new host. The live runtime, if any, is the caller's to release. `adopt` undoes it.
+   */
+  readonly relinquish: (agentId: string) => Effect.Effect<void>
   /** Whether a live runtime holds the agent: now, then each time that changes. */
   readonly residency: (agentId: string) => Stream.Stream<boolean>
   /**

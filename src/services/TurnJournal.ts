@@ -27,6 +27,12 @@ export class TurnJournal extends Context.Service<TurnJournal, {
   readonly accept: (input: AcceptTurn) => Effect.Effect<Acceptance, AgentStoreError>
   /** Writes the record's state, disposition, reply, error and times (by turn id). */
   readonly update: (record: TurnRecord) => Effect.Effect<void, AgentStoreError>
+  /**
+   * `update` for the step that hands a turn to its provider: written only while the stored turn
+   * is still `accepted`. False when it is not: another process (a cluster's runner, or a second
+   * path in this one) took the turn first, so it must not run here.
+   */
+  readonly claim: (record: TurnRecord) => Effect.Effect<boolean, AgentStoreError>
   readonly get: (agentId: string, turnId: string) => Effect.Effect<Option.Option<TurnRecord>, AgentStoreError>
   /** The agent's newest records, newest accepted first, at most `limit`. */
   readonly recent: (agentId: string, limit: number) => Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError>

@@ -8,20 +8,22 @@
  *   entity holds `Entity.keepAlive(true)`, so the cluster's idle reaper never passivates it. Only
  *   Quiesce's collector (every C-rule, in the agent's lane) releases the runtime; the entity then
  *   drops keep-alive and the reaper removes an empty shell.
- * - **Hand-off.** When the entity ends for another reason (its shard moves to another runner, or
- *   this runner shuts down), the runtime is released resumably: through the collector when that
- *   is safe, and otherwise by a forced close that interrupts the running turn, logged with what
- *   kept it (see docs/cluster.md). The next message resumes the saved session on the new owner.
- * - **Exactly once.** `Create` and `Prompt` are persisted; a prompt's primary key is its client
- *   message id, so the cluster answers a repeat with the stored reply (or joins the running
- *   request), and the registry's turn journal, shared by every runner, gives one turn per id even
- *   when a runner dies mid-handler and the message runs again elsewhere.
+ * - **Hand-off.** When the entity ends because its shard left this runner (moved to another
+ *   runner, or this runner shuts down), the registry stops hosting the agent and the runtime is
+ *   released resumably: through the collector when that is safe, and otherwise by a forced close
+ *   that interrupts the running turn, logged with what kept it (see docs/cluster.md). The next
+ *   message resumes the saved session on the new owner. An entity that ends while the shard
+ *   stays (a handler rebuilt after a defect) never forces a close.
+ * - **Exactly once.** The registry's turn journal, shared by every runner, gives one turn per
+ *   client message id however often, and from wherever, the prompt is sent, and a turn runs only
+ *   where it was claimed (`TurnJournal.claim`).
  */
-import { Effect, Schema, Stream } from "effect"
-import { ClusterSchema, Entity } from "effect/cluster"
+import { Effect, Schedule, Schema, Stream } from "effect"
+import { Entity, Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
 import {
+  AgentBusy,
   AgentNotFound,
   AgentNotResumable,
   AgentStoreError,
@@ -32,11 +34,12 @@ import {
   RuntimeCloseFailed,
   RuntimeNotFound,
   RuntimePersistFailed,
-  ShuttingDown
+  ShuttingDown,
+  TurnNotFound
 } from "../../domain/errors.ts"
 import { DaemonRetiring } from "../../domain/retirement.ts"
 import { Residency } from "../../domain/sweep.ts"
-import { Disposition, TurnError, TurnState } from "../../domain/turn.ts"
+import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 import { AgentRegistry, type PromptReceipt as PromptReceiptType } from "../../services/AgentRegistry.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 
@@ -56,13 +59,14 @@ export const PromptReceipt = Schema.Struct({
 // The schema carries every receipt the registry gives.
 const receiptFits = (receipt: PromptReceiptType): typeof PromptReceipt.Type => receipt
 
+// Create and Prompt are not persisted: the cluster would answer a repeat with a stored failure
+// (a provider that was down, a store that failed) for ever. The registry answers repeats
+// itself: a create by id once, a prompt once per client message id (the shared turn journal).
 export const Create = Rpc.make("Create", {
   payload: { provider: Schema.String, cwd: Schema.String, labels: Schema.optional(Labels) },
   success: AgentRecord,
-  error: Schema.Union([ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring]),
-  // One create per agent: a retried create is answered with the first one's agent.
-  primaryKey: () => "create"
-}).annotate(ClusterSchema.Persisted, true)
+  error: Schema.Union([ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring])
+})
 
 export const Prompt = Rpc.make("Prompt", {
   payload: { text: Schema.String, clientMessageId: Schema.String, wait: Schema.Boolean },
@@ -75,9 +79,8 @@ export const Prompt = Rpc.make("Prompt", {
     AgentStoreError,
     ShuttingDown,
     DaemonRetiring
-  ]),
-  primaryKey: (payload) => payload.clientMessageId
-}).annotate(ClusterSchema.Persisted, true)
+  ])
+})
 
 export const Interrupt = Rpc.make("Interrupt", {
   error: Schema.Union([AgentNotFound, ProviderFailed])
@@ -97,16 +100,59 @@ export const Explain = Rpc.make("Explain", {
   error: RuntimeNotFound
 })
 
-export const AgentEntity = Entity.make("Agent", [Create, Prompt, Interrupt, RespondToPermission, Close, Explain])
+export const Delete = Rpc.make("Delete", {
+  error: Schema.Union([AgentNotFound, AgentBusy, AgentStoreError, RuntimeCloseFailed, RuntimePersistFailed])
+})
+
+/** The registry's `AgentView`, as it crosses between runners. */
+export const AgentView = Schema.Struct({
+  record: AgentRecord,
+  resident: Schema.Boolean,
+  pid: Schema.NullOr(Schema.Number),
+  pendingPermissions: Schema.Array(Schema.String),
+  providerAvailable: Schema.Boolean
+})
+
+export const View = Rpc.make("View", { success: AgentView, error: AgentNotFound })
+
+export const Turn = Rpc.make("Turn", {
+  payload: { turnId: Schema.String },
+  success: TurnRecord,
+  error: Schema.Union([AgentNotFound, TurnNotFound, AgentStoreError])
+})
+
+export const Turns = Rpc.make("Turns", {
+  payload: { limit: Schema.Number },
+  success: Schema.Array(TurnRecord),
+  error: Schema.Union([AgentNotFound, AgentStoreError])
+})
+
+export const AgentEntity = Entity.make("Agent", [
+  Create,
+  Prompt,
+  Interrupt,
+  RespondToPermission,
+  Close,
+  Explain,
+  Delete,
+  View,
+  Turn,
+  Turns
+])
 
 /**
- * Releases the runtime of an agent whose entity ends here: the collector's release when it is
- * safe, otherwise a forced close, logged with what it interrupts.
+ * What happens to the runtime when the agent's entity ends here. While this runner still holds
+ * the shard (the reaper removed an entity with no runtime, or its handlers are rebuilt after a
+ * defect) nothing: the runtime is the collector's to release. When the shard has left (moved, or
+ * this runner stops): nothing resumes the agent here any more, and its runtime is released, by
+ * the collector when that is safe, otherwise by a forced close, logged with what it interrupts.
  */
-const handOff = (agentId: string) =>
+const entityEnded = (agentId: string, stillHosted: boolean) =>
   Effect.gen(function*() {
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
+    if (stillHosted) return
+    yield* registry.relinquish(agentId)
     if (!(yield* registry.get(agentId).pipe(Effect.map((view) => view.resident), Effect.orElseSucceed(() => false)))) return
     const outcome = yield* collector.collectNow(agentId).pipe(Effect.option)
     if (outcome._tag === "Some" && outcome.value._tag === "Collected") {
@@ -139,15 +185,22 @@ export const layer = AgentEntity.toLayer(
   Effect.gen(function*() {
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
-    const agentId = (yield* Entity.CurrentAddress).entityId
+    const sharding = yield* Sharding.Sharding
+    const address = yield* Entity.CurrentAddress
+    const agentId = address.entityId
     // The record may have changed on the runner that hosted it before.
     yield* registry.adopt(agentId).pipe(Effect.orDie)
     yield* registry.residency(agentId).pipe(
       Stream.changes,
       Stream.runForEach((resident) => Entity.keepAlive(resident)),
+      // Keep-alive writes to the cluster's storage; a failure is said, and the watch starts over.
+      Effect.tapCause((cause) => Effect.logWarning("Keeping an agent's entity alive failed; retrying", cause).pipe(Effect.annotateLogs({ agentId }))),
+      Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )
-    yield* Effect.addFinalizer(() => handOff(agentId))
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => entityEnded(agentId, sharding.hasShardId(address.shardId)))
+    )
     return AgentEntity.of({
       Create: ({ payload }) =>
         registry.create({ agentId, provider: payload.provider, cwd: payload.cwd, labels: payload.labels }),
@@ -158,7 +211,11 @@ export const layer = AgentEntity.toLayer(
       Interrupt: () => registry.interrupt(agentId),
       RespondToPermission: ({ payload }) => registry.respondToPermission(agentId, payload.permissionId, payload.allow),
       Close: () => registry.close(agentId),
-      Explain: () => collector.explain(agentId)
+      Explain: () => collector.explain(agentId),
+      Delete: () => registry.delete(agentId),
+      View: () => registry.get(agentId),
+      Turn: ({ payload }) => registry.turn(agentId, payload.turnId),
+      Turns: ({ payload }) => registry.turns(agentId, payload.limit)
     })
   }),
   { concurrency: "unbounded" }

@@ -24,6 +24,7 @@ import {
   AgentNotFound,
   AgentNotResumable,
   AgentStoreError,
+  ClusterUnavailable,
   PermissionNotPending,
   PromptTooLarge,
   ProviderFailed,
@@ -98,6 +99,7 @@ export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(500))
 export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(502))
 export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(500))
 export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(413))
+export const ClusterUnavailableError = ClusterUnavailable.pipe(asProblem(503))
 /** Retryable: the daemon is deciding whether to retire (a `Retry-After` header says when to try again). */
 export const DaemonRetiringError = DaemonRetiring.pipe(asProblem(503))
 export const RetirementRefusedError = RetirementRefused.pipe(asProblem(409))
@@ -394,20 +396,21 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         ProviderFailedError,
         AgentStoreFailedError,
         ShuttingDownError,
-        DaemonRetiringError
+        DaemonRetiringError,
+        ClusterUnavailableError
       ]
     }).middleware(AdmissionGate),
     HttpApiEndpoint.get("list", "/v1/agents", { success: Schema.Array(AgentSummary) }),
     HttpApiEndpoint.get("get", "/v1/agents/:id", {
       params: AgentId,
       success: AgentSummary,
-      error: AgentNotFoundError
+      error: [AgentNotFoundError, ClusterUnavailableError]
     }),
     /** Ends the agent's runtime and forgets the agent and its turns; 409 while one of its turns has not ended. */
     HttpApiEndpoint.delete("delete", "/v1/agents/:id", {
       params: AgentId,
       success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, AgentBusyError, AgentStoreFailedError, RuntimeCloseFailedError, RuntimePersistFailedError]
+      error: [AgentNotFoundError, AgentBusyError, AgentStoreFailedError, RuntimeCloseFailedError, RuntimePersistFailedError, ClusterUnavailableError]
     }).middleware(AdmissionGate),
     // No admission gate: the journal answers a repeated client message id even during a shutdown;
     // the registry refuses new prompts itself.
@@ -422,36 +425,37 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
         PromptTooLargeError,
         AgentStoreFailedError,
         ShuttingDownError,
-        DaemonRetiringError
+        DaemonRetiringError,
+        ClusterUnavailableError
       ]
     }),
     HttpApiEndpoint.get("turn", "/v1/agents/:id/turns/:turnId", {
       params: { id: Schema.String, turnId: Schema.String },
       success: TurnView,
-      error: [AgentNotFoundError, TurnNotFoundError, AgentStoreFailedError]
+      error: [AgentNotFoundError, TurnNotFoundError, AgentStoreFailedError, ClusterUnavailableError]
     }),
     /** The agent's recent turns, newest accepted first: `?limit=` 1..100, default {@link defaultTurnsLimit}. */
     HttpApiEndpoint.get("turns", "/v1/agents/:id/turns", {
       params: AgentId,
       query: { limit: Schema.optionalKey(TurnsLimit) },
       success: Schema.Array(TurnView),
-      error: [AgentNotFoundError, AgentStoreFailedError]
+      error: [AgentNotFoundError, AgentStoreFailedError, ClusterUnavailableError]
     }),
     HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
       params: AgentId,
       success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, RuntimeCloseFailedError, RuntimePersistFailedError]
+      error: [AgentNotFoundError, RuntimeCloseFailedError, RuntimePersistFailedError, ClusterUnavailableError]
     }).middleware(AdmissionGate),
     HttpApiEndpoint.post("interrupt", "/v1/agents/:id/interrupt", {
       params: AgentId,
       success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, ProviderFailedError]
+      error: [AgentNotFoundError, ProviderFailedError, ClusterUnavailableError]
     }).middleware(AdmissionGate),
     HttpApiEndpoint.post("answerPermission", "/v1/agents/:id/permissions/:permissionId", {
       params: { id: Schema.String, permissionId: Schema.String },
       payload: PermissionAnswer,
       success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, PermissionNotPendingError, ProviderFailedError]
+      error: [AgentNotFoundError, PermissionNotPendingError, ProviderFailedError, ClusterUnavailableError]
     }).middleware(AdmissionGate)
   )
   .middleware(Authorization)

@@ -28,6 +28,7 @@ import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from ".
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
+import { AgentOperations } from "../../services/AgentOperations.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
@@ -331,6 +332,8 @@ const agentsHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "agents",
   Effect.fn(function*(handlers) {
+    // On a cluster's runner, each of these goes to the runner that hosts the agent.
+    const agents = yield* AgentOperations
     const registry = yield* AgentRegistry
     return handlers
       .handle("create", ({ payload }) =>
@@ -338,26 +341,26 @@ const agentsHandlers = HttpApiBuilder.group(
           yield* checkDirectory(payload.cwd)
           const parent = payload.parentAgentId
           // A parent that does not exist would leave the child's family unknown to the collector.
-          if (parent !== undefined) yield* registry.get(parent)
+          if (parent !== undefined) yield* agents.get(parent)
           const labels = parent === undefined ? payload.labels : { ...payload.labels, [parentAgentIdLabel]: parent }
-          const record = yield* registry.create({ provider: payload.provider, cwd: payload.cwd, labels })
+          const record = yield* agents.create({ provider: payload.provider, cwd: payload.cwd, labels })
           return { agentId: record.agentId, provider: record.provider, sessionId: record.persistence?.sessionId ?? null }
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
-      .handle("get", ({ params }) => Effect.map(registry.get(params.id), agentSummary))
-      .handle("close", ({ params }) => registry.close(params.id))
-      .handle("delete", ({ params }) => registry.delete(params.id))
-      .handle("interrupt", ({ params }) => registry.interrupt(params.id))
+      .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
+      .handle("close", ({ params }) => agents.close(params.id))
+      .handle("delete", ({ params }) => agents.delete(params.id))
+      .handle("interrupt", ({ params }) => agents.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>
-        registry.respondToPermission(params.id, params.permissionId, payload.allow))
+        agents.respondToPermission(params.id, params.permissionId, payload.allow))
       .handle("prompt", ({ params, payload }) =>
-        registry.prompt(params.id, payload.text, {
+        agents.prompt(params.id, payload.text, {
           clientMessageId: payload.clientMessageId,
           wait: payload.wait
         }).pipe(Effect.map(promptResult)))
-      .handle("turn", ({ params }) => Effect.map(registry.turn(params.id, params.turnId), turnView))
+      .handle("turn", ({ params }) => Effect.map(agents.turn(params.id, params.turnId), turnView))
       .handle("turns", ({ params, query }) =>
-        Effect.map(registry.turns(params.id, query.limit ?? defaultTurnsLimit), (records) => records.map(turnView)))
+        Effect.map(agents.turns(params.id, query.limit ?? defaultTurnsLimit), (records) => records.map(turnView)))
   })
 )
 
@@ -500,6 +503,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   never,
   never,
   | AgentRegistry
+  | AgentOperations
   | RuntimeCollector
   | ProcessInspection
   | DaemonLifecycle
@@ -549,7 +553,7 @@ export const layer = (
 ): Layer.Layer<
   Admission | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createServer, {
@@ -574,7 +578,7 @@ const testServer = HttpServer.layerTestClient.pipe(
 export const layerTest = (options: RouteOptions, admission: "opening" | "open" = "open"): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
     Layer.provideMerge(testServer),

@@ -94,6 +94,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const records = new Map<string, AgentRecord>()
   for (const record of yield* store.list) records.set(record.agentId, record)
   const live = new Map<string, LiveAgent>()
+  /** Agents this daemon stopped hosting (`relinquish`), until `adopt` hosts them here again. */
+  const departed = new Set<string>()
   /** Each runtime registered (true) or gone (false), for `residency`. */
   const residencyChanges = yield* PubSub.unbounded<{ readonly agentId: string; readonly resident: boolean }>()
   const liveChildren = new Map<string, Set<string>>()
@@ -507,6 +509,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       Effect.suspend((): Effect.Effect<void, ResumeError> =>
         shuttingDown
           ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}`))
+          : departed.has(agentId)
+          ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}, which this daemon no longer hosts,`))
           : live.has(agentId)
           ? Effect.void
           : Effect.asVoid(resume(agentId))
@@ -522,6 +526,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes,
     recordOf: (agentId) => records.get(agentId),
     isDeleting: (agentId) => deleting.has(agentId),
+    hasDeparted: (agentId) => departed.has(agentId),
     liveOf: (agentId) => live.get(agentId),
     isLive,
     isShuttingDown: () => shuttingDown,
@@ -601,7 +606,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
    * daemon on the same store (a cluster's runner) may have hosted it since this one last looked.
    */
   const adopt = Effect.fn("AgentRegistry.adopt")(function*(agentId: string) {
-    yield* inLane(agentId, refreshRecord(agentId))
+    yield* inLane(agentId, Effect.andThen(Effect.sync(() => departed.delete(agentId)), refreshRecord(agentId)))
     // On a shared store, the agent's unfinished turns are this daemon's to take over once it hosts the agent.
     if (options.sharedStore === true) yield* prompts.recover(agentId)
   })
@@ -930,6 +935,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   return AgentRegistry.of({
     create,
     adopt,
+    relinquish: (agentId) => Effect.sync(() => void departed.add(agentId)),
     residency,
     prompt: prompts.prompt,
     turn: prompts.turn,

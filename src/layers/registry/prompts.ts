@@ -54,6 +54,8 @@ export interface PromptHost {
   readonly admit: (agentId: string, now: number) => LiveAgent | undefined
   /** Waits for any release in progress, then resumes the runtime unless someone already did. */
   readonly ensureResident: (agentId: string) => Effect.Effect<void, unknown>
+  /** This process no longer hosts the agent (a cluster moved it): nothing resumes it here. */
+  readonly hasDeparted: (agentId: string) => boolean
   readonly touch: (agent: LiveAgent, now: number) => void
   /** After a turn's end, before anyone hears of it: the events it reported are applied. */
   readonly afterTurn: (agent: LiveAgent) => Effect.Effect<void>
@@ -188,13 +190,37 @@ export const makePrompts = (host: PromptHost) => {
   const markRunning = (handle: TurnHandle, disposition: Disposition, joinedTurnId: string | null, resumed: boolean) =>
     Effect.gen(function*() {
       const record: TurnRecord = { ...handle.record, state: "running", disposition, joinedTurnId, resumed, dispatchedAt: null }
-      const written = yield* Effect.exit(journal.update(record))
-      if (Exit.isFailure(written)) {
-        yield* settle(handle, { state: "failed", reply: null, error: causeError(written.cause) }, "refused")
+      const claimed = yield* Effect.exit(journal.claim(record))
+      if (Exit.isFailure(claimed)) {
+        yield* settle(handle, { state: "failed", reply: null, error: causeError(claimed.cause) }, "refused")
+        return false
+      }
+      if (!claimed.value) {
+        yield* letGo(handle)
         return false
       }
       handle.record = record
       return true
+    })
+
+  /**
+   * A turn another process claimed first, or that waits for a host this process no longer is: it
+   * runs there, never here. Its callers are answered with the journal's record of it, and nothing
+   * is written.
+   */
+  const letGo = (handle: TurnHandle) =>
+    Effect.gen(function*() {
+      const stored = yield* host.journal.get(handle.record.agentId, handle.record.turnId).pipe(Effect.orElseSucceed(Option.none))
+      if (Option.isSome(stored)) handle.record = stored.value
+      taken.delete(handle)
+      handles.delete(handle.record.turnId)
+      if (handle.record.clientMessageId !== null && byClient.get(clientKey(handle.record.agentId, handle.record.clientMessageId)) === handle) {
+        byClient.delete(clientKey(handle.record.agentId, handle.record.clientMessageId))
+      }
+      yield* Effect.logWarning("This turn runs elsewhere (another process took it, or its agent moved); not run here").pipe(
+        Effect.annotateLogs({ agentId: handle.record.agentId, turnId: handle.record.turnId, state: handle.record.state })
+      )
+      announce(handle)
     })
 
   /**
@@ -380,12 +406,15 @@ export const makePrompts = (host: PromptHost) => {
       const agentId = handle.record.agentId
       let resumed = false
       while (true) {
+        // Moved to another host: the prompt stays `accepted` for it, never run here.
+        if (host.hasDeparted(agentId)) return yield* letGo(handle)
         const agent = host.admit(agentId, yield* Clock.currentTimeMillis)
         if (agent !== undefined && (yield* dispatch(agent, handle, resumed))) {
           // Answered once the dispatch is over (its foreground mutation ended), not before.
           Deferred.doneUnsafe(handle.dispatched, Exit.succeed(receiptOf(handle.record)))
           return
         }
+        if (host.hasDeparted(agentId)) return yield* letGo(handle)
         const resident = yield* Effect.exit(host.ensureResident(agentId))
         if (Exit.isFailure(resident)) {
           const error = causeError(resident.cause)

@@ -226,6 +226,32 @@ export const make: Effect.Effect<
     )
   })
 
+  const claim = Effect.fn("SqlTurnJournal.claim")(function*(record: TurnRecord) {
+    const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("claim", record.agentId)))
+    return yield* sql`UPDATE turns SET
+        state = ${row.state},
+        disposition = ${row.disposition},
+        joined_turn_id = ${row.joined_turn_id},
+        resumed = ${row.resumed},
+        dispatched_at = ${row.dispatched_at}
+      WHERE turn_id = ${row.turn_id} AND state = 'accepted'`.raw.pipe(
+      Effect.flatMap((result) =>
+        changedRows(result) === 1
+          ? Effect.succeed(true)
+          : Effect.flatMap(sql`SELECT 1 FROM turns WHERE turn_id = ${row.turn_id}`, (rows) =>
+            rows.length === 1
+              ? Effect.succeed(false)
+              : Effect.fail(new AgentStoreError({
+                operation: "journal.claim",
+                agentId: record.agentId,
+                message: `Turn ${record.turnId} is not in the journal (pruned?)`
+              })))
+      ),
+      group.submit,
+      Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("claim", record.agentId)(error))
+    )
+  })
+
   const get = (agentId: string, turnId: string) =>
     sql`SELECT ${sql.literal(columns)} FROM turns WHERE turn_id = ${turnId} AND agent_id = ${agentId}`.pipe(
       Effect.mapError(failure("get", agentId)),
@@ -288,7 +314,7 @@ export const make: Effect.Effect<
     )
   })
 
-  return TurnJournal.of({ accept, update, get, recent, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
+  return TurnJournal.of({ accept, update, claim, get, recent, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
 })
 
 /** The journal on the database of the provided `SqlClient`, migrated when the layer is built. */

@@ -46,6 +46,22 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
             message: `Turn ${record.turnId} is not in the journal (pruned?)`
           })
         ),
+    claim: (record) =>
+      Effect.suspend(() => {
+        const stored = records.get(record.turnId)
+        if (stored === undefined) {
+          return Effect.fail(
+            new AgentStoreError({
+              operation: "journal.claim",
+              agentId: record.agentId,
+              message: `Turn ${record.turnId} is not in the journal (pruned?)`
+            })
+          )
+        }
+        if (stored.state !== "accepted") return Effect.succeed(false)
+        records.set(record.turnId, record)
+        return Effect.succeed(true)
+      }),
     get: (agentId, turnId) =>
       Effect.sync(() => Option.filter(find(turnId), (record) => record.agentId === agentId)),
     // As SQLite orders them: by `acceptedAt`, newest first; a tie, the later accepted (inserted) first.

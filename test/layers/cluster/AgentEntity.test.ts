@@ -182,4 +182,54 @@ describe("the Agent entity", () => {
       assert.strictEqual(accepted.state, "completed")
       assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["left accepted"])
     }))
+
+  it.effect("a prompt queued behind the running turn when the shard leaves is not run here: the runtime is not resumed, and the prompt stays accepted for the next host", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      provider.steers = false
+      const t = yield* setup(provider)
+      const agent = t.agent("agent-queued")
+      yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      const gate = yield* Deferred.make<void>()
+      provider.turnGate = Deferred.await(gate)
+      yield* drive(agent.Prompt({ text: "long", clientMessageId: "m-long", wait: false }))
+      const queued = yield* Effect.forkChild(t.registry.prompt("agent-queued", "queued", { clientMessageId: "m-queued", wait: true }))
+      yield* TestClock.adjust("1 second")
+      yield* t.stopCluster
+      const receipt = yield* Fiber.join(queued)
+      assert.strictEqual(receipt.state, "accepted")
+      yield* TestClock.adjust("1 minute")
+      assert.isFalse((yield* t.registry.get("agent-queued")).resident)
+      assert.strictEqual(provider.resumes, 0)
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["long"])
+      assert.strictEqual((yield* t.registry.turn("agent-queued", receipt.turnId)).state, "accepted")
+    }))
+
+  it.effect("two runners that both take over one agent (a split brain) run its accepted turn once: the journal lets one claim it", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      const stores = yield* sharedStores
+      const journal = Context.get(stores, TurnJournal)
+      const first = yield* setup(provider, stores)
+      yield* drive(first.agent("agent-split").Create({ provider: "memory", cwd: "/work" }))
+      yield* first.stopCluster
+      yield* journal.accept({
+        record: {
+          turnId: "turn-left", agentId: "agent-split", clientMessageId: "left", text: "left accepted", state: "accepted",
+          disposition: null, joinedTurnId: null, resumed: false, reply: null, error: null,
+          acceptedAt: 0, dispatchedAt: null, endedAt: null
+        }
+      })
+      const second = yield* setup(provider, stores)
+      const third = yield* setup(provider, stores)
+      // Both take the turn over and resume the agent before either hands the turn to its runtime.
+      const resuming = yield* Deferred.make<void>()
+      let waiting = 0
+      provider.resumeGate = Effect.suspend(() => (++waiting === 2 ? Deferred.succeed(resuming, undefined) : Deferred.await(resuming)))
+      yield* Effect.all([second.registry.adopt("agent-split"), third.registry.adopt("agent-split")], { concurrency: "unbounded" })
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(provider.resumes, 2)
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["left accepted"])
+      assert.strictEqual(Option.getOrThrow(yield* journal.get("agent-split", "turn-left")).state, "completed")
+    }))
 })

@@ -67,7 +67,9 @@ const updatesFailingWhile = (journal: TurnJournal["Service"], failing: () => boo
   TurnJournal.of({
     ...journal,
     update: (record) =>
-      failing() ? Effect.fail(new AgentStoreError({ operation: "journal.update", message: "disk full" })) : journal.update(record)
+      failing() ? Effect.fail(new AgentStoreError({ operation: "journal.update", message: "disk full" })) : journal.update(record),
+    claim: (record) =>
+      failing() ? Effect.fail(new AgentStoreError({ operation: "journal.claim", message: "disk full" })) : journal.claim(record)
   })
 
 /** A provider whose first safety query waits for `answer` (announcing itself on `probing`); later ones permit. */
@@ -319,6 +321,12 @@ describe("store writes (R2)", () => {
             if (failNext === 0) return inner.update(record)
             failNext--
             return Effect.fail(new AgentStoreError({ operation: "journal.update", message: "busy" }))
+          }),
+        claim: (record) =>
+          Effect.suspend(() => {
+            if (failNext === 0) return inner.claim(record)
+            failNext--
+            return Effect.fail(new AgentStoreError({ operation: "journal.claim", message: "busy" }))
           })
       })
       const d = yield* daemon({ idleTimeout: noTimer, stores: storesWith(journal) })

@@ -58,6 +58,21 @@ const journals = {
 
 for (const [name, make] of Object.entries(journals)) {
   describe(`TurnJournal (${name})`, () => {
+    it.effect("claims a turn only while it is accepted: once, and never one that runs or ended", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        yield* journal.accept({ record: turn("turn-claimed") })
+        const running = turn("turn-claimed", { state: "running", disposition: "turn" })
+        assert.isTrue(yield* journal.claim(running))
+        assert.isFalse(yield* journal.claim(running))
+        assert.deepStrictEqual(yield* journal.get("agent-1", "turn-claimed"), Option.some(running))
+        yield* journal.update({ ...running, state: "completed", endedAt: 2_000 })
+        assert.isFalse(yield* journal.claim(running))
+        assert.strictEqual(Option.getOrThrow(yield* journal.get("agent-1", "turn-claimed")).state, "completed")
+        const missing = yield* Effect.flip(journal.claim(turn("turn-never")))
+        assert.strictEqual(missing._tag, "AgentStoreError")
+      }))
+
     it.effect("accepts a client message id once; the repeat finds the first record", () =>
       Effect.gen(function*() {
         const journal = yield* make

@@ -39,6 +39,8 @@ export class MemoryProvider {
   createGate: Effect.Effect<void> = Effect.void
   /** Runs before a prompt is accepted (turn, steer or command): holds dispatch acknowledgement. */
   dispatchGate: Effect.Effect<void> = Effect.void
+  /** Runs at the start of every resume, before the session opens. */
+  resumeGate: Effect.Effect<void> = Effect.void
   /** How many of the next turn starts are refused (provider unavailable): they never run. */
   failingTurnStarts = 0
   /**
@@ -77,7 +79,7 @@ export class MemoryProvider {
           })
         ),
       resume: (handle, config) =>
-        Effect.suspend(() => {
+        Effect.andThen(Effect.suspend(() => this.resumeGate), () => {
           if (!this.transcripts.has(handle.sessionId)) {
             return Effect.fail(
               new ProviderFailed({ provider, operation: "resume", message: `unknown session ${handle.sessionId}` })

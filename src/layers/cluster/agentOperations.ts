@@ -1,0 +1,78 @@
+/**
+ * The two ways the HTTP API's operations on one agent are carried out: by this daemon's own
+ * registry (a lone daemon), or by the runner that hosts the agent (a cluster's runner, X6),
+ * through the Agent entity's client. A failure to reach that runner is `ClusterUnavailable`;
+ * the operation's own errors come back as they are.
+ */
+import { Effect, Layer } from "effect"
+import type { Sharding } from "effect/cluster"
+import { ClusterUnavailable } from "../../domain/errors.ts"
+import { AgentOperations } from "../../services/AgentOperations.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { randomId } from "../registry/ids.ts"
+import { AgentEntity } from "./AgentEntity.ts"
+
+/** Every operation on this daemon's registry. */
+export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.effect(
+  AgentOperations,
+  Effect.gen(function*() {
+    const registry = yield* AgentRegistry
+    return AgentOperations.of({
+      create: registry.create,
+      prompt: registry.prompt,
+      interrupt: registry.interrupt,
+      respondToPermission: registry.respondToPermission,
+      close: registry.close,
+      delete: registry.delete,
+      get: registry.get,
+      turn: registry.turn,
+      turns: registry.turns
+    })
+  })
+)
+
+/** What the cluster itself may fail with, as the one error the API knows. */
+const routed = (agentId: string) =>
+<A, E, R>(
+  effect: Effect.Effect<
+    A,
+    E | { readonly _tag: "MailboxFull" | "AlreadyProcessingMessage" | "PersistenceError" | "EntityNotAssignedToRunner" },
+    R
+  >
+) =>
+  Effect.catchTags(effect, {
+    MailboxFull: () => Effect.fail(ClusterUnavailable.of(agentId, "its mailbox is full")),
+    AlreadyProcessingMessage: () => Effect.fail(ClusterUnavailable.of(agentId, "it is already processing this message")),
+    PersistenceError: () => Effect.fail(ClusterUnavailable.of(agentId, "the cluster's storage failed")),
+    EntityNotAssignedToRunner: () => Effect.fail(ClusterUnavailable.of(agentId, "its shard is moving"))
+  })
+
+/** Every operation sent to the runner that hosts the agent. */
+export const clusterLayer: Layer.Layer<AgentOperations, never, Sharding.Sharding> = Layer.effect(
+  AgentOperations,
+  Effect.gen(function*() {
+    const clientFor = yield* AgentEntity.client
+    return AgentOperations.of({
+      // The id comes first: it decides which runner creates the agent.
+      create: (input) =>
+        Effect.gen(function*() {
+          const agentId = input.agentId ?? (yield* randomId("agent"))
+          return yield* routed(agentId)(clientFor(agentId).Create({ provider: input.provider, cwd: input.cwd, labels: input.labels }))
+        }),
+      prompt: (agentId, text, options) =>
+        Effect.gen(function*() {
+          // The cluster deduplicates by this id; a prompt without one gets one of its own.
+          const clientMessageId = options?.clientMessageId ?? (yield* randomId("message"))
+          return yield* routed(agentId)(clientFor(agentId).Prompt({ text, clientMessageId, wait: options?.wait ?? false }))
+        }),
+      interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
+      respondToPermission: (agentId, permissionId, allow) =>
+        routed(agentId)(clientFor(agentId).RespondToPermission({ permissionId, allow })),
+      close: (agentId) => routed(agentId)(clientFor(agentId).Close()),
+      delete: (agentId) => routed(agentId)(clientFor(agentId).Delete()),
+      get: (agentId) => routed(agentId)(clientFor(agentId).View()),
+      turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
+      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit }))
+    })
+  })
+)

@@ -1,0 +1,187 @@
+/**
+ * A cluster (X6) as a user runs it: daemon processes configured as runners of one cluster on a
+ * real PostgreSQL server the suite starts, each with its own home, reached over their HTTP APIs.
+ * They share where the shell provider keeps its sessions (one machine). Time is real: every wait
+ * polls with a bound.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { readStat } from "../../src/layers/host/ProcessInspectionProcfs.ts"
+import {
+  api,
+  cleanUpDaemons,
+  type Daemon,
+  exited,
+  freePort,
+  groupRuns,
+  newHome,
+  prompt,
+  ready,
+  startDaemon,
+  until
+} from "../support/daemonProcess.ts"
+import { usePostgres } from "../support/postgres.ts"
+
+const postgres = usePostgres()
+afterEach(cleanUpDaemons)
+
+const pluginHome = mkdtempSync(join(tmpdir(), "quiesce-cluster-sessions-"))
+afterAll(() => rmSync(pluginHome, { recursive: true, force: true }))
+
+interface Runner {
+  readonly daemon: Daemon
+  readonly home: string
+}
+
+const startRunner = async (url: string, home = newHome()): Promise<Runner> => {
+  writeFileSync(join(home, "config.json"), JSON.stringify({
+    cluster: {
+      storage: { kind: "postgres", url },
+      runner: { host: "127.0.0.1", port: await freePort() },
+      shardsPerGroup: 12,
+      shardLockExpiration: "5s",
+      shardLockRefreshInterval: "1s",
+      pluginHome
+    }
+  }))
+  const daemon = startDaemon(home, await freePort())
+  await ready(daemon)
+  return { daemon, home }
+}
+
+const createAgent = async (runner: Runner, cwd: string): Promise<string> => {
+  const created = await api(runner.daemon, "POST", "/v1/agents", { provider: "shell", cwd })
+  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
+  return created.body.agentId
+}
+
+const ask = async (runner: Runner, agentId: string, text: string, clientMessageId?: string) => {
+  const answer = await prompt(runner.daemon, agentId, { text, wait: true, ...(clientMessageId === undefined ? {} : { clientMessageId }) })
+  if (answer.status !== 200) throw new Error(`prompt answered ${answer.status}: ${JSON.stringify(answer.body)}`)
+  return answer.body
+}
+
+/** The runner whose process is the parent of the agent's runtime, asked through `via`. */
+const hostOf = async (runners: ReadonlyArray<Runner>, via: Runner, agentId: string): Promise<Runner | undefined> => {
+  const view = await api(via.daemon, "GET", `/v1/agents/${agentId}`)
+  if (view.status !== 200 || view.body.pid === null) return undefined
+  const parent = readStat(view.body.pid)?.ppid
+  return runners.find((runner) => runner.daemon.process.pid === parent)
+}
+
+/** Creates agents until they are hosted by every runner; their ids. */
+const spreadAgents = async (runners: ReadonlyArray<Runner>, cwd: string): Promise<ReadonlyArray<string>> => {
+  const agents: Array<string> = []
+  await until(async () => {
+    agents.push(await createAgent(runners[agents.length % runners.length]!, cwd))
+    const hosts = await Promise.all(agents.map((agentId) => hostOf(runners, runners[0]!, agentId)))
+    return runners.every((runner) => hosts.includes(runner))
+  }, `agents are hosted by all ${runners.length} runners`, 60_000)
+  return agents
+}
+
+describe("a cluster of daemons on PostgreSQL (X6)", () => {
+  it("spreads agents over three runners; a prompt sent to any runner reaches its agent once; a fourth runner takes shards and loses no agent", async () => {
+    const url = postgres.database("e2e_spread")
+    const runners = [await startRunner(url), await startRunner(url), await startRunner(url)]
+    const cwd = newHome()
+    const agents = await spreadAgents(runners, cwd)
+    const sessions = new Map<string, string>()
+    for (const [i, agentId] of agents.entries()) {
+      const receipt = await ask(runners[(i + 1) % 3]!, agentId, `echo hello-${i}`)
+      expect(receipt.output.trim()).toBe(`hello-${i}`)
+      sessions.set(agentId, receipt.sessionId)
+    }
+
+    // One client id from all three runners at once, seven times each: one turn, run once.
+    const target = agents[0]!
+    const answers = await Promise.all(Array.from({ length: 21 }, (_, i) =>
+      ask(runners[i % 3]!, target, "echo ran >> ran.txt; wc -l < ran.txt", "only-once")
+    ))
+    expect(new Set(answers.map((answer) => answer.turnId)).size).toBe(1)
+    expect(answers.every((answer) => answer.output.trim() === "1")).toBe(true)
+    const turns = await api(runners[2]!.daemon, "GET", `/v1/agents/${target}/turns`)
+    expect(turns.body.filter((turn: { clientMessageId: string | null }) => turn.clientMessageId === "only-once")).toHaveLength(1)
+
+    // A fourth runner joins: once it hosts agents, every agent still answers in its own session.
+    const fourth = await startRunner(url)
+    const all = [...runners, fourth]
+    await until(async () => {
+      for (const agentId of agents) await ask(all[3]!, agentId, "true")
+      const hosts = await Promise.all(agents.map((agentId) => hostOf(all, fourth, agentId)))
+      return hosts.includes(fourth)
+    }, "the fourth runner hosts agents", 60_000)
+    for (const [i, agentId] of agents.entries()) {
+      const receipt = await ask(all[i % 4]!, agentId, `echo again-${i}`)
+      expect(receipt.output.trim()).toBe(`again-${i}`)
+      expect(receipt.sessionId).toBe(sessions.get(agentId))
+    }
+  }, 240_000)
+
+  it("a runner SIGKILLed mid-turn: its agents resume on another runner in the same session, and the cut prompt's client id is one turn", async () => {
+    const url = postgres.database("e2e_kill")
+    const runners = [await startRunner(url), await startRunner(url), await startRunner(url)]
+    const cwd = newHome()
+    const agents = await spreadAgents(runners, cwd)
+    const victim = runners[1]!
+    const survivor = runners[0]!
+    const hosted: Array<string> = []
+    for (const agentId of agents) if ((await hostOf(runners, survivor, agentId)) === victim) hosted.push(agentId)
+    const cut = hosted[0]!
+    const session = (await ask(survivor, cut, "echo before")).sessionId
+    const cutPid: number = (await api(survivor.daemon, "GET", `/v1/agents/${cut}`)).body.pid
+
+    // A long turn through another runner; the agent's runner dies while it runs.
+    const inFlight = prompt(survivor.daemon, cut, { text: "sleep 30; echo finished", wait: true, clientMessageId: "cut-turn" })
+    await until(async () => {
+      const turns = await api(survivor.daemon, "GET", `/v1/agents/${cut}/turns`)
+      return turns.body.some((turn: { clientMessageId: string | null; state: string }) => turn.clientMessageId === "cut-turn" && turn.state === "running")
+    }, "the long turn runs")
+    process.kill(victim.daemon.process.pid!, "SIGKILL")
+    await exited(victim.daemon.process)
+
+    // Its shards are taken once its locks expire; the cut turn is recorded interrupted, never run again.
+    // The caller still waiting is answered by the agent's new runner: the turn, interrupted.
+    const first = await inFlight
+    expect(first.status).toBe(200)
+    expect(first.body.state).toBe("interrupted")
+    expect(first.body.error._tag).toBe("DaemonStopped")
+    const again = await ask(survivor, cut, "sleep 30; echo finished", "cut-turn")
+    expect(again.state).toBe("interrupted")
+    expect(again.turnId).toBe(first.body.turnId)
+    const turns = await api(survivor.daemon, "GET", `/v1/agents/${cut}/turns`)
+    expect(turns.body.filter((turn: { clientMessageId: string | null }) => turn.clientMessageId === "cut-turn")).toHaveLength(1)
+
+    // Every agent the dead runner hosted answers in its own session, on a runner that serves.
+    const after = await ask(runners[2]!, cut, "echo after")
+    expect(after.output.trim()).toBe("after")
+    expect(after.sessionId).toBe(session)
+    expect(after.resumed).toBe(true)
+    for (const agentId of hosted) expect((await ask(survivor, agentId, "echo alive")).output.trim()).toBe("alive")
+
+    // What the dead runner's runtime left is its machine's to end (the plugin may have ended it
+    // already, once its daemon's pipe closed); once started again, nothing of it runs.
+    const restarted = startDaemon(victim.home, await freePort())
+    await ready(restarted)
+    await until(() => !groupRuns(cutPid), "nothing of the dead runner's runtime runs")
+  }, 240_000)
+
+  it("the collector releases an idle agent on the runner that hosts it, and never one with a background job", async () => {
+    const url = postgres.database("e2e_collect")
+    const runners = [await startRunner(url), await startRunner(url)]
+    const cwd = newHome()
+    const agents = await spreadAgents(runners, cwd)
+    const [idle, busy] = agents
+    await ask(runners[0]!, idle!, "echo idle")
+    await ask(runners[0]!, busy!, "sleep 600 &")
+    for (const [agentId, expected] of [[idle!, "collected"], [busy!, "retained"]] as const) {
+      const host = (await hostOf(runners, runners[0]!, agentId))!
+      const outcome = await api(host.daemon, "POST", `/v1/runtimes/${agentId}/collect`)
+      expect(outcome.body.outcome).toBe(expected)
+    }
+    expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${idle}`)).body.resident).toBe(false)
+    expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+  }, 240_000)
+})
