@@ -117,6 +117,12 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * its new host. The live runtime, if any, is the caller's to release. `adopt` undoes it.
    */
   readonly relinquish: (agentId: string) => Effect.Effect<void>
+  /**
+   * Releases the live runtime now, whatever it is doing (a running turn ends interrupted), and
+   * keeps the agent resumable. Unlike `close`, it announces no finish: the agent was moved, not
+   * closed.
+   */
+  readonly release: (agentId: string) => Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed>
   /** Whether a live runtime holds the agent: now, then each time that changes. */
   readonly residency: (agentId: string) => Stream.Stream<boolean>
   /**

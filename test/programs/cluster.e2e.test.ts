@@ -88,6 +88,14 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const runners = [await startRunner(url), await startRunner(url), await startRunner(url)]
     const cwd = newHome()
     const agents = await spreadAgents(runners, cwd)
+    // Any runner lists every agent, wherever it was made; `resident` is what that runner hosts.
+    for (const runner of runners) {
+      const listed = await api(runner.daemon, "GET", "/v1/agents")
+      expect(listed.body.map((agent: { agentId: string }) => agent.agentId).sort()).toEqual([...agents].sort())
+      for (const agent of listed.body) {
+        expect(agent.resident).toBe((await hostOf(runners, runner, agent.agentId)) === runner)
+      }
+    }
     const sessions = new Map<string, string>()
     for (const [i, agentId] of agents.entries()) {
       const receipt = await ask(runners[(i + 1) % 3]!, agentId, `echo hello-${i}`)

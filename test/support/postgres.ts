@@ -64,7 +64,12 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   const folder = mkdtempSync(join(tmpdir(), "quiesce-pg-"))
   if (asRoot) chownSync(folder, nobody, nobody)
   const data = join(folder, "data")
-  run(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync"], "initdb")
+  try {
+    run(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync"], "initdb")
+  } catch (error) {
+    rmSync(folder, { recursive: true, force: true })
+    throw error
+  }
   const port = await freePort()
   const [file, argv] = owned(join(bin, "postgres"), [
     "-D", data, "-k", folder, "-h", "127.0.0.1", "-p", String(port),
@@ -81,14 +86,27 @@ export const startPostgres = async (): Promise<PostgresServer> => {
     exited = true
     resolve()
   }))
+  const signal = (target: number, name: NodeJS.Signals) => {
+    try {
+      process.kill(target, name)
+    } catch {
+      // Gone already.
+    }
+  }
+  // A test process that ends without stopping it (a failed hook, an exit) still takes it down.
+  const onExit = () => {
+    if (!exited && server.pid !== undefined) signal(-server.pid, "SIGKILL")
+  }
+  process.once("exit", onExit)
   const psql = (database: string, statement: string) =>
     run(join(bin, "psql"), ["-h", "127.0.0.1", "-p", String(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-qAtc", statement], "psql")
   const stop = async () => {
+    process.removeListener("exit", onExit)
     if (!exited && server.pid !== undefined) {
       // SIGINT is PostgreSQL's fast shutdown: it ends its backends and exits.
-      process.kill(server.pid, "SIGINT")
+      signal(server.pid, "SIGINT")
       await Promise.race([gone, new Promise((resolve) => setTimeout(resolve, 10_000))])
-      if (!exited) process.kill(-server.pid, "SIGKILL")
+      if (!exited) signal(-server.pid, "SIGKILL")
       await gone
     }
     rmSync(folder, { recursive: true, force: true })

@@ -162,7 +162,7 @@ const entityEnded = (agentId: string, stillHosted: boolean) =>
     const kept = outcome._tag === "Some" && outcome.value._tag === "Retained"
       ? outcome.value.residency.blockers.map((blocker) => blocker.kind).join(", ") || outcome.value.residency.state
       : "the release failed"
-    yield* registry.close(agentId).pipe(
+    yield* registry.release(agentId).pipe(
       Effect.tap(() =>
         Effect.logWarning("An agent left this runner while its runtime was busy: closed it, interrupting its work").pipe(
           Effect.annotateLogs({ agentId, kept })

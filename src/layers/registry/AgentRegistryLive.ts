@@ -614,7 +614,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   /** `adopt` for a caller that holds the agent's lane. */
   const refreshRecord = (agentId: string) =>
     Effect.gen(function*() {
-      if (live.has(agentId)) return
+      // Live here, or newer here than in the store (it refused the last save): this copy is the truth.
+      if (live.has(agentId) || unsaved.has(agentId)) return
       const stored = yield* store.get(agentId)
       if (Option.isSome(stored)) records.set(agentId, stored.value)
       else records.delete(agentId)
@@ -746,6 +747,23 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       const configured = new Set(ids)
       return of.map((record) => view(record, configured))
     })
+  /**
+   * On a shared store, every agent the store has (another daemon may have made it), as this
+   * daemon sees it: the record it holds for an agent it hosts, the stored one otherwise. A store
+   * that cannot be read leaves the agents this daemon knows.
+   */
+  const sharedList = Effect.gen(function*() {
+    const stored = yield* store.list.pipe(
+      Effect.tapError((error) =>
+        Effect.logWarning("Listing the shared store's agents failed; listing the ones this daemon knows").pipe(
+          Effect.annotateLogs({ error: error.message })
+        )
+      ),
+      Effect.orElseSucceed(() => [...records.values()])
+    )
+    return yield* viewsOf(stored.map((record) => (live.has(record.agentId) ? records.get(record.agentId) : undefined) ?? record))
+  })
+
   const view = (record: AgentRecord, configuredProviders: ReadonlySet<string>): AgentView => {
     const agent = live.get(record.agentId)
     return {
@@ -936,6 +954,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     create,
     adopt,
     relinquish: (agentId) => Effect.sync(() => void departed.add(agentId)),
+    release: (agentId) =>
+      inLane(agentId, Effect.gen(function*() {
+        const agent = live.get(agentId)
+        if (agent !== undefined) yield* takeDown(agent)
+      })),
     residency,
     prompt: prompts.prompt,
     turn: prompts.turn,
@@ -980,7 +1003,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
           ? Effect.fail(AgentNotFound.of(agentId))
           : Effect.map(providers.providers, (ids) => view(record, new Set(ids)))
       }),
-    list: Effect.suspend(() => viewsOf([...records.values()])),
+    list: options.sharedStore === true ? sharedList : Effect.suspend(() => viewsOf([...records.values()])),
     candidates
   })
 })

@@ -41,12 +41,17 @@ export const changedRows = (result: unknown): number => {
 }
 
 /**
- * A failure's message with its cause's, when that says more: a PostgreSQL failure's message is
+ * A failure's message with those of its causes that say more: a PostgreSQL failure's message is
  * only "Query failed", and the server's own words (a violated constraint, a refused connection)
- * are in its cause.
+ * are a cause or two below it.
  */
 export const failureText = (error: { readonly message: string; readonly cause?: unknown }): string => {
-  const cause = error.cause
-  const detail = Predicate.hasProperty(cause, "message") && typeof cause.message === "string" ? cause.message : ""
-  return detail === "" || error.message.includes(detail) ? error.message : `${error.message}: ${detail}`
+  let text = error.message
+  let cause = error.cause
+  for (let depth = 0; depth < 4 && cause !== undefined; depth++) {
+    const detail = Predicate.hasProperty(cause, "message") && typeof cause.message === "string" ? cause.message : ""
+    if (detail !== "" && !text.includes(detail)) text = `${text}: ${detail}`
+    cause = Predicate.hasProperty(cause, "cause") ? cause.cause : undefined
+  }
+  return text
 }

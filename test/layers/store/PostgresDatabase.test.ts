@@ -51,6 +51,8 @@ describe("PostgresDatabase", () => {
       assert.strictEqual(error._tag, "AgentStoreError")
       assert.strictEqual(error.operation, "open")
       assert.include(error.message, `127.0.0.1:${port}/nowhere`)
+      // The driver's own words, not only "Failed to connect".
+      assert.include(error.message, "ECONNREFUSED")
       assert.notInclude(error.message, "secret-word")
     }))
 })
