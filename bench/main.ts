@@ -1,4 +1,5 @@
 import { cliBench } from "./cli.ts"
+import { clusterBench } from "./cluster.ts"
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
@@ -19,5 +20,6 @@ printTable([
   ...(await turnsBench()),
   ...(await retirementBench(100, 10)),
   ...(await hubBench(20, 500)),
-  ...(await cliBench(20))
+  ...(await cliBench(20)),
+  ...(await clusterBench())
 ])

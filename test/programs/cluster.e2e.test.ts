@@ -22,7 +22,7 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
-import { usePostgres } from "../support/postgres.ts"
+import { usePostgres } from "../support/usePostgres.ts"
 
 const postgres = usePostgres()
 afterEach(cleanUpDaemons)

@@ -10,7 +10,6 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { chownSync, existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { afterAll, beforeAll } from "vitest"
 import { freePort, until } from "./daemonProcess.ts"
 
 export interface PostgresServer {
@@ -132,26 +131,3 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   }
 }
 
-/**
- * One server for the test file that calls this (started before its tests, stopped after them),
- * and a fresh database per call of `database`.
- */
-export const usePostgres = () => {
-  let server: PostgresServer | undefined
-  let databases = 0
-  beforeAll(async () => {
-    server = await startPostgres()
-  }, 60_000)
-  afterAll(async () => {
-    await server?.stop()
-  })
-  const current = () => {
-    if (server === undefined) throw new Error("the PostgreSQL server has not started")
-    return server
-  }
-  return {
-    server: current,
-    /** A new, empty database; its URL. */
-    database: (prefix = "test") => current().createDatabase(`${prefix}_${++databases}`)
-  }
-}

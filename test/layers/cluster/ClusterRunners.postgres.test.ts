@@ -29,7 +29,7 @@ import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
 import { freePort, groupAlive, until } from "../../support/daemonProcess.ts"
 import { identityWith, noTimer } from "../../support/memoryDaemon.ts"
-import { usePostgres } from "../../support/postgres.ts"
+import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
 

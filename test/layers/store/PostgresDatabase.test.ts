@@ -5,7 +5,7 @@ import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
 import { freePort } from "../../support/daemonProcess.ts"
-import { usePostgres } from "../../support/postgres.ts"
+import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
 

@@ -12,7 +12,7 @@ import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts
 import * as SqlAgentStore from "../../../src/layers/store/SqlAgentStore.ts"
 import * as SqliteClient from "../../../src/layers/store/SqliteClient.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
-import { usePostgres } from "../../support/postgres.ts"
+import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
 

@@ -15,7 +15,7 @@ import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts
 import * as SqlFinishStore from "../../../src/layers/store/SqlFinishStore.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
-import { usePostgres } from "../../support/postgres.ts"
+import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
 

@@ -10,7 +10,7 @@ import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
 import * as SqlTurnJournal from "../../../src/layers/store/SqlTurnJournal.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
-import { usePostgres } from "../../support/postgres.ts"
+import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
 
