@@ -177,9 +177,9 @@ export const ClusterConfig = Schema.Struct({
   shardLockRefreshInterval: Schema.optionalKey(PositiveGoDuration.pipe(Schema.annotate({
     description: "How often a runner renews its shard locks, well below the expiration. Default \"10s\"."
   }))),
-  pluginHome: Schema.optionalKey(Schema.NonEmptyString.pipe(Schema.annotate({
+  pluginHome: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\//)).pipe(Schema.annotate({
     description:
-      "The folder the shell and plugin providers keep their sessions in, instead of the home's plugins/. Runners that share it (on one machine, or on a shared file system) can resume each other's agents of those providers."
+      "An absolute path: the folder the shell and plugin providers keep their sessions in, instead of the home's plugins/ (created, private to the user, if missing). Runners that share it (on one machine, or on a shared file system) can resume each other's agents of those providers."
   })))
 }).pipe(Schema.annotate({ title: "Cluster runner", description: "This daemon is one runner of a cluster on one PostgreSQL database (docs/cluster.md)." }))
 export type ClusterConfig = typeof ClusterConfig.Type

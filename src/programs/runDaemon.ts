@@ -15,6 +15,7 @@
 import { Cause, Console, Context, Duration, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { type ClusterConfig, decodeConfig, largestCloseGrace, type QuiesceConfig } from "../domain/config.ts"
 import {
@@ -42,8 +43,11 @@ import * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
+import { AgentPlacement } from "../services/AgentPlacement.ts"
+import { EntityId, Sharding } from "effect/cluster"
 import type { AgentRegistry } from "../services/AgentRegistry.ts"
 import type { RuntimeCollector } from "../services/RuntimeCollector.ts"
+import type { TurnJournal } from "../services/TurnJournal.ts"
 import type { SqlClient } from "effect/sql"
 import { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import { WarmReserve } from "../services/WarmReserve.ts"
@@ -168,7 +172,7 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
 /** This daemon's side of the cluster, over its services and the shared database. */
 const joinCluster = Effect.fnUntraced(function*(
   cluster: ClusterConfig,
-  services: Context.Context<AgentRegistry | RuntimeCollector>,
+  services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal>,
   shared: Context.Context<SqlClient.SqlClient>
 ) {
   const runner = yield* Layer.build(
@@ -184,7 +188,11 @@ const joinCluster = Effect.fnUntraced(function*(
   yield* Effect.logInfo("Joined the cluster").pipe(
     Effect.annotateLogs({ runner: `${cluster.runner.host}:${cluster.runner.port}`, storage: PostgresDatabase.describeUrl(cluster.storage.url) })
   )
-  return Context.get(operations, AgentOperations)
+  const sharding = Context.get(runner, Sharding.Sharding)
+  return {
+    operations: Context.get(operations, AgentOperations),
+    hostsHere: (agentId: string) => sharding.hasShardId(sharding.getShardId(EntityId.make(agentId), "default"))
+  }
 })
 
 interface Opening {
@@ -215,6 +223,13 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     shutdownDeadlineMillis: deadlineMillis
   }
   const database = yield* Layer.build(SqliteDatabase.layer(home.databaseFile))
+  const pluginHome = config.cluster?.pluginHome
+  if (pluginHome !== undefined) {
+    yield* Effect.try({
+      try: () => fs.mkdirSync(pluginHome, { recursive: true, mode: 0o700 }),
+      catch: (error) => new ClusterJoinFailed({ message: `Cannot create cluster.pluginHome ${pluginHome}: ${String(error)}` })
+    })
+  }
   // A cluster's runner keeps what the runners share on PostgreSQL; its process ledger stays local.
   const shared = config.cluster === undefined ? undefined : yield* Layer.build(PostgresDatabase.layer(config.cluster.storage.url))
   yield* stageDone(observer, "storage")
@@ -230,11 +245,18 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   // A provider whose command is missing serves nothing, but the others do: said, not fatal.
   yield* Effect.forEach(missingProviderCommands(config), (problem) =>
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
-  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores)))
+  // A runner hosts the agents of the shards it holds: none until it has joined.
+  let hostsHere: (agentId: string) => boolean = config.cluster === undefined ? () => true : () => false
+  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores))).pipe(
+    Effect.provideService(AgentPlacement, { hostsHere: (agentId) => hostsHere(agentId) })
+  )
   // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
-  const services = config.cluster === undefined || shared === undefined
-    ? local
-    : Context.add(local, AgentOperations, yield* joinCluster(config.cluster, local, shared))
+  let services = local
+  if (config.cluster !== undefined && shared !== undefined) {
+    const joined = yield* joinCluster(config.cluster, local, shared)
+    hostsHere = joined.hostsHere
+    services = Context.add(local, AgentOperations, joined.operations)
+  }
   yield* stageDone(observer, "providers")
   const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(
     Effect.provideService(WarmReserve, Context.get(services, WarmReserve))

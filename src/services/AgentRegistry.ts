@@ -118,11 +118,12 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    */
   readonly relinquish: (agentId: string) => Effect.Effect<void>
   /**
-   * Releases the live runtime now, whatever it is doing (a running turn ends interrupted), and
-   * keeps the agent resumable. Unlike `close`, it announces no finish: the agent was moved, not
-   * closed.
+   * Releases the live runtime now, after whatever holds the agent's lane (a resume) is done,
+   * whatever the runtime is doing (a running turn ends interrupted), and keeps the agent
+   * resumable; true when there was one. Unlike `close`, it announces no finish: the agent was
+   * moved, not closed.
    */
-  readonly release: (agentId: string) => Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed>
+  readonly release: (agentId: string) => Effect.Effect<boolean, RuntimeCloseFailed | RuntimePersistFailed>
   /** Whether a live runtime holds the agent: now, then each time that changes. */
   readonly residency: (agentId: string) => Stream.Stream<boolean>
   /**

@@ -113,13 +113,13 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const turns = await api(runners[2]!.daemon, "GET", `/v1/agents/${target}/turns`)
     expect(turns.body.filter((turn: { clientMessageId: string | null }) => turn.clientMessageId === "only-once")).toHaveLength(1)
 
-    // A fourth runner joins: once it hosts agents, every agent still answers in its own session.
+    // A fourth runner joins and takes shards: a new agent soon lands on it, and every agent
+    // (those whose shards moved to it included) still answers in its own session.
     const fourth = await startRunner(url)
     const all = [...runners, fourth]
     await until(async () => {
-      for (const agentId of agents) await ask(all[3]!, agentId, "true")
-      const hosts = await Promise.all(agents.map((agentId) => hostOf(all, fourth, agentId)))
-      return hosts.includes(fourth)
+      const probe = await createAgent(all[0]!, cwd)
+      return (await hostOf(all, fourth, probe)) === fourth
     }, "the fourth runner hosts agents", 60_000)
     for (const [i, agentId] of agents.entries()) {
       const receipt = await ask(all[i % 4]!, agentId, `echo again-${i}`)

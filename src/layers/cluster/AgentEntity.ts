@@ -149,11 +149,11 @@ export const AgentEntity = Entity.make("Agent", [
  */
 const entityEnded = (agentId: string, stillHosted: boolean) =>
   Effect.gen(function*() {
+    if (stillHosted) return
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
-    if (stillHosted) return
+    // First: nothing resumes the agent here from now on.
     yield* registry.relinquish(agentId)
-    if (!(yield* registry.get(agentId).pipe(Effect.map((view) => view.resident), Effect.orElseSucceed(() => false)))) return
     const outcome = yield* collector.collectNow(agentId).pipe(Effect.option)
     if (outcome._tag === "Some" && outcome.value._tag === "Collected") {
       yield* Effect.logInfo("Released the runtime of an agent that left this runner").pipe(Effect.annotateLogs({ agentId }))
@@ -161,12 +161,15 @@ const entityEnded = (agentId: string, stillHosted: boolean) =>
     }
     const kept = outcome._tag === "Some" && outcome.value._tag === "Retained"
       ? outcome.value.residency.blockers.map((blocker) => blocker.kind).join(", ") || outcome.value.residency.state
-      : "the release failed"
+      : "no runtime was resident yet"
+    // In the agent's lane: a resume still under way finishes first, and is released too.
     yield* registry.release(agentId).pipe(
-      Effect.tap(() =>
-        Effect.logWarning("An agent left this runner while its runtime was busy: closed it, interrupting its work").pipe(
-          Effect.annotateLogs({ agentId, kept })
-        )
+      Effect.tap((released) =>
+        released
+          ? Effect.logWarning("An agent left this runner while its runtime was busy: closed it, interrupting its work").pipe(
+            Effect.annotateLogs({ agentId, kept })
+          )
+          : Effect.void
       ),
       Effect.catch((error) =>
         Effect.logError("Closing the runtime of an agent that left this runner failed").pipe(
@@ -189,12 +192,19 @@ export const layer = AgentEntity.toLayer(
     const address = yield* Entity.CurrentAddress
     const agentId = address.entityId
     // The record may have changed on the runner that hosted it before.
-    yield* registry.adopt(agentId).pipe(Effect.orDie)
+    // A store that cannot be read now fails the handlers' own reads; the entity still starts.
+    yield* registry.adopt(agentId).pipe(
+      Effect.catch((error) =>
+        Effect.logWarning("Reading an agent's record before hosting it failed").pipe(Effect.annotateLogs({ agentId, error: error.message }))
+      )
+    )
     yield* registry.residency(agentId).pipe(
       Stream.changes,
       Stream.runForEach((resident) => Entity.keepAlive(resident)),
-      // Keep-alive writes to the cluster's storage; a failure is said, and the watch starts over.
-      Effect.tapCause((cause) => Effect.logWarning("Keeping an agent's entity alive failed; retrying", cause).pipe(Effect.annotateLogs({ agentId }))),
+      // Keep-alive writes to the cluster's storage, and dies when that fails: said, and the watch
+      // starts over (it begins with the current residency).
+      Effect.sandbox,
+      Effect.tapError((cause) => Effect.logWarning("Keeping an agent's entity alive failed; retrying", cause).pipe(Effect.annotateLogs({ agentId }))),
       Effect.retry(Schedule.spaced("1 second")),
       Effect.forkScoped
     )

@@ -10,11 +10,12 @@
  * first), and one that dies loses them once its locks expire (`shardLockExpiration`).
  */
 import { NodeClusterSocket } from "@effect/platform-node"
-import { type Duration, Layer, Option } from "effect"
-import { RunnerAddress } from "effect/cluster"
+import { type Duration, Effect, Layer, Option, Schedule } from "effect"
+import { EntityId, RunnerAddress, Sharding } from "effect/cluster"
 import type { SqlClient } from "effect/sql"
-import type { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import type { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
 
 export interface ClusterRunnerOptions {
@@ -29,14 +30,38 @@ export interface ClusterRunnerOptions {
   readonly shardLockRefreshInterval?: Duration.Input | undefined
   /** How long an agent's entity stays without messages and without a resident runtime (default 1 min). */
   readonly entityMaxIdleTime?: Duration.Input | undefined
+  /** How often turns left for this runner's agents are looked for (default 10 s). */
+  readonly takeOverInterval?: Duration.Input | undefined
 }
+
+/**
+ * Every `interval`, the unfinished turns of the agents whose shards this runner holds are taken
+ * over (`AgentRegistry.adopt`): a prompt left `accepted` for this runner (it reached a runner
+ * that did not host its agent, or waited during a hand-off) runs without waiting for the agent's
+ * next message. Turns this runner carries already are left as they are.
+ */
+export const takeOverLeftTurns = (interval: Duration.Input = "10 seconds") =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const journal = yield* TurnJournal
+    const registry = yield* AgentRegistry
+    const sharding = yield* Sharding.Sharding
+    const sweep = Effect.gen(function*() {
+      const agents = new Set((yield* journal.unfinished).map((record) => record.agentId))
+      for (const agentId of agents) {
+        if (sharding.hasShardId(sharding.getShardId(EntityId.make(agentId), "default"))) yield* registry.adopt(agentId)
+      }
+    }).pipe(Effect.catch((error) =>
+      Effect.logWarning("Taking over the turns left for this runner's agents failed").pipe(Effect.annotateLogs({ error: error.message }))
+    ))
+    yield* sweep.pipe(Effect.schedule(Schedule.spaced(interval)), Effect.forkScoped)
+  }))
 
 /**
  * Sharding over the `SqlClient` given (the cluster's PostgreSQL database) with the Agent entity
  * registered, served by the `AgentRegistry` and `RuntimeCollector` given.
  */
 export const layer = (options: ClusterRunnerOptions) =>
-  AgentEntity.layer.pipe(
+  Layer.mergeAll(AgentEntity.layer, takeOverLeftTurns(options.takeOverInterval)).pipe(
     Layer.provideMerge(NodeClusterSocket.layer({
       storage: "sql",
       shardingConfig: {
@@ -50,4 +75,4 @@ export const layer = (options: ClusterRunnerOptions) =>
   )
 
 /** What a runner needs from its host: the cluster's database and its own registry and collector. */
-export type ClusterRunnerRequirements = SqlClient.SqlClient | AgentRegistry | RuntimeCollector
+export type ClusterRunnerRequirements = SqlClient.SqlClient | AgentRegistry | RuntimeCollector | TurnJournal

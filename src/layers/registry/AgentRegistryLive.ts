@@ -25,6 +25,7 @@ import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
+import { AgentPlacement } from "../../services/AgentPlacement.ts"
 import { randomId } from "./ids.ts"
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
 import { makePrompts } from "./prompts.ts"
@@ -96,6 +97,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const live = new Map<string, LiveAgent>()
   /** Agents this daemon stopped hosting (`relinquish`), until `adopt` hosts them here again. */
   const departed = new Set<string>()
+  const placement = yield* AgentPlacement
+  /** Whether nothing may resume the agent here: it moved away, or lives on another runner. */
+  const hostedElsewhere = (agentId: string) => departed.has(agentId) || !placement.hostsHere(agentId)
   /** Each runtime registered (true) or gone (false), for `residency`. */
   const residencyChanges = yield* PubSub.unbounded<{ readonly agentId: string; readonly resident: boolean }>()
   const liveChildren = new Map<string, Set<string>>()
@@ -509,8 +513,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       Effect.suspend((): Effect.Effect<void, ResumeError> =>
         shuttingDown
           ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}`))
-          : departed.has(agentId)
-          ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}, which this daemon no longer hosts,`))
+          : hostedElsewhere(agentId)
+          ? Effect.fail(ShuttingDown.of(`resuming agent ${agentId}, which this daemon does not host,`))
           : live.has(agentId)
           ? Effect.void
           : Effect.asVoid(resume(agentId))
@@ -526,7 +530,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes,
     recordOf: (agentId) => records.get(agentId),
     isDeleting: (agentId) => deleting.has(agentId),
-    hasDeparted: (agentId) => departed.has(agentId),
+    hasDeparted: hostedElsewhere,
     liveOf: (agentId) => live.get(agentId),
     isLive,
     isShuttingDown: () => shuttingDown,
@@ -957,7 +961,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     release: (agentId) =>
       inLane(agentId, Effect.gen(function*() {
         const agent = live.get(agentId)
-        if (agent !== undefined) yield* takeDown(agent)
+        if (agent === undefined) return false
+        yield* takeDown(agent)
+        return true
       })),
     residency,
     prompt: prompts.prompt,

@@ -126,6 +126,11 @@ export const makePrompts = (host: PromptHost) => {
   const byClient = new Map<string, TurnHandle>()
   /** Turns a provider has taken and not yet ended: the shutdown waits for their outcome. */
   const taken = new Set<TurnHandle>()
+  /**
+   * Turns this process claimed and has not ended: their next hand-over is written, not claimed
+   * again (a write back to `accepted` the store refused would otherwise read as another's claim).
+   */
+  const claimedHere = new Set<string>()
   /** Client ids being looked up or accepted right now: a concurrent repeat waits for the same answer. */
   const resolving = new Map<string, Deferred.Deferred<Resolution, PromptError>>()
   /** Completed when the shutdown begins: every waiting caller is answered then. */
@@ -165,6 +170,7 @@ export const makePrompts = (host: PromptHost) => {
       }
       handle.record = final
       taken.delete(handle)
+      claimedHere.delete(final.turnId)
       // Durable first: a repeat that no longer finds the handle reads this from the journal.
       yield* journal.update(final).pipe(Effect.catch((error) => logWriteFailure(final, error)))
       handles.delete(final.turnId)
@@ -190,7 +196,9 @@ export const makePrompts = (host: PromptHost) => {
   const markRunning = (handle: TurnHandle, disposition: Disposition, joinedTurnId: string | null, resumed: boolean) =>
     Effect.gen(function*() {
       const record: TurnRecord = { ...handle.record, state: "running", disposition, joinedTurnId, resumed, dispatchedAt: null }
-      const claimed = yield* Effect.exit(journal.claim(record))
+      const claimed = yield* Effect.exit(
+        claimedHere.has(record.turnId) ? Effect.as(journal.update(record), true) : journal.claim(record)
+      )
       if (Exit.isFailure(claimed)) {
         yield* settle(handle, { state: "failed", reply: null, error: causeError(claimed.cause) }, "refused")
         return false
@@ -199,6 +207,7 @@ export const makePrompts = (host: PromptHost) => {
         yield* letGo(handle)
         return false
       }
+      claimedHere.add(record.turnId)
       handle.record = record
       return true
     })
@@ -213,7 +222,8 @@ export const makePrompts = (host: PromptHost) => {
       const stored = yield* host.journal.get(handle.record.agentId, handle.record.turnId).pipe(Effect.orElseSucceed(Option.none))
       if (Option.isSome(stored)) handle.record = stored.value
       taken.delete(handle)
-      handles.delete(handle.record.turnId)
+      // Only this handle's entry: a second handle of the same turn in this process keeps its own.
+      if (handles.get(handle.record.turnId) === handle) handles.delete(handle.record.turnId)
       if (handle.record.clientMessageId !== null && byClient.get(clientKey(handle.record.agentId, handle.record.clientMessageId)) === handle) {
         byClient.delete(clientKey(handle.record.agentId, handle.record.clientMessageId))
       }
@@ -417,6 +427,8 @@ export const makePrompts = (host: PromptHost) => {
         if (host.hasDeparted(agentId)) return yield* letGo(handle)
         const resident = yield* Effect.exit(host.ensureResident(agentId))
         if (Exit.isFailure(resident)) {
+          // It moved away while this waited for its lane: left `accepted` for its host.
+          if (host.hasDeparted(agentId)) return yield* letGo(handle)
           const error = causeError(resident.cause)
           // Left `accepted` in the journal: the next start dispatches it.
           if (error._tag === "ShuttingDown") return

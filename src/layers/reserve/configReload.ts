@@ -40,6 +40,13 @@ export const restartChanges = (running: QuiesceConfig, next: QuiesceConfig): Rea
       if (!Equal.equals(Reflect.get(running[section], key), Reflect.get(next[section], key))) changes.push(`${section}.${key}`)
     }
   }
+  const clusterKeys = new Set([...Object.keys(running.cluster ?? {}), ...Object.keys(next.cluster ?? {})])
+  if ((running.cluster === undefined) !== (next.cluster === undefined)) changes.push("cluster")
+  else {
+    for (const key of [...clusterKeys].sort()) {
+      if (!Equal.equals(Reflect.get(running.cluster ?? {}, key), Reflect.get(next.cluster ?? {}, key))) changes.push(`cluster.${key}`)
+    }
+  }
   const ids = new Set([...Object.keys(running.providers), ...Object.keys(next.providers)])
   for (const id of [...ids].sort()) {
     const before = running.providers[id]

@@ -13,6 +13,7 @@ import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { AgentPlacement } from "../../../src/services/AgentPlacement.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import type { AgentStore } from "../../../src/services/AgentStore.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
@@ -231,5 +232,53 @@ describe("the Agent entity", () => {
       assert.strictEqual(provider.resumes, 2)
       assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["left accepted"])
       assert.strictEqual(Option.getOrThrow(yield* journal.get("agent-split", "turn-left")).state, "completed")
+    }))
+
+  it.effect("a path that prompts the registry itself (a finish notification, a delivered message) never resumes an agent this runner does not host", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      const stores = yield* sharedStores
+      const host = yield* setup(provider, stores)
+      yield* drive(host.agent("agent-remote").Create({ provider: "memory", cwd: "/work" }))
+      yield* host.collector.collectNow("agent-remote")
+      // Another runner on the same stores, which does not hold the agent's shard.
+      const other = yield* setup(provider, stores).pipe(
+        Effect.provideService(AgentPlacement, { hostsHere: (agentId) => agentId !== "agent-remote" })
+      )
+      yield* other.registry.adopt("agent-remote")
+      const receipt = yield* other.registry.prompt("agent-remote", "from a local path", { clientMessageId: "local", wait: true })
+      assert.strictEqual(receipt.state, "accepted")
+      assert.strictEqual(provider.resumes, 0)
+      assert.isFalse((yield* other.registry.get("agent-remote")).resident)
+      // The host runs it once it takes the agent's turns over.
+      yield* host.registry.adopt("agent-remote")
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* host.registry.turn("agent-remote", receipt.turnId)).state, "completed")
+      assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["from a local path"])
+    }))
+
+  it.effect("a hand-off while a resume is under way releases what the resume brings up, and answers every waiting prompt", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      const t = yield* setup(provider)
+      yield* drive(t.agent("agent-resuming").Create({ provider: "memory", cwd: "/work" }))
+      assert.strictEqual((yield* t.collector.collectNow("agent-resuming"))._tag, "Collected")
+      const resumeGate = yield* Deferred.make<void>()
+      provider.resumeGate = Deferred.await(resumeGate)
+      const prompts = yield* Effect.forkChild(Effect.all([
+        t.registry.prompt("agent-resuming", "one", { clientMessageId: "c1", wait: true }),
+        t.registry.prompt("agent-resuming", "two", { clientMessageId: "c2", wait: true })
+      ], { concurrency: "unbounded" }))
+      yield* TestClock.adjust("10 millis")
+      const stopping = yield* Effect.forkChild(t.stopCluster)
+      yield* TestClock.adjust("10 millis")
+      yield* Deferred.succeed(resumeGate, undefined)
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(stopping)
+      const receipts = yield* Fiber.join(prompts)
+      assert.deepStrictEqual(receipts.map((receipt) => receipt.state), ["accepted", "accepted"])
+      assert.isFalse((yield* t.registry.get("agent-resuming")).resident)
+      assert.deepStrictEqual(provider.deliveries, [])
+      assert.deepStrictEqual(yield* t.registry.retirementBlockers, [])
     }))
 })
