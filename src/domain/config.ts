@@ -167,6 +167,17 @@ export const ClusterConfig = Schema.Struct({
       Schema.annotate({ description: "The port this runner serves the other runners on (not the HTTP API's)." })
     )
   }),
+  group: Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9]{0,31}$/)).pipe(
+    Schema.annotate({
+      description:
+        "The shard group this runner hosts: the agents created through it belong to it, and only runners of the same group host them (pin a group to the machines that have its working directories and session files). Lower-case letters and digits. Default \"default\"."
+    }),
+    Schema.withDecodingDefaultKey(Effect.succeed("default"))
+  ),
+  groups: Schema.Array(Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9]{0,31}$/))).pipe(
+    Schema.annotate({ description: "Every shard group of the cluster; the same list on every runner. Default [\"default\"]." }),
+    Schema.withDecodingDefaultKey(Effect.succeed(["default"]))
+  ),
   shardsPerGroup: PositiveInt.pipe(
     Schema.annotate({ description: "Shards the agents are spread over; every runner must say the same. Default 300." }),
     Schema.withDecodingDefaultKey(Effect.succeed(300))
@@ -181,7 +192,9 @@ export const ClusterConfig = Schema.Struct({
     description:
       "An absolute path: the folder the shell and plugin providers keep their sessions in, instead of the home's plugins/ (created, private to the user, if missing). Runners that share it (on one machine, or on a shared file system) can resume each other's agents of those providers."
   })))
-}).pipe(Schema.annotate({ title: "Cluster runner", description: "This daemon is one runner of a cluster on one PostgreSQL database (docs/cluster.md)." }))
+}).check(Schema.makeFilter((cluster) =>
+  cluster.groups.includes(cluster.group) || `cluster.group "${cluster.group}" must be one of cluster.groups (${cluster.groups.join(", ")})`
+)).pipe(Schema.annotate({ title: "Cluster runner", description: "This daemon is one runner of a cluster on one PostgreSQL database (docs/cluster.md)." }))
 export type ClusterConfig = typeof ClusterConfig.Type
 
 /** The whole configuration file. Unknown keys are errors, so a typo never goes unnoticed. */

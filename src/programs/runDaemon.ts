@@ -44,7 +44,7 @@ import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
 import { AgentPlacement } from "../services/AgentPlacement.ts"
-import { EntityId, Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import type { AgentRegistry } from "../services/AgentRegistry.ts"
 import type { RuntimeCollector } from "../services/RuntimeCollector.ts"
 import type { TurnJournal } from "../services/TurnJournal.ts"
@@ -180,18 +180,24 @@ const joinCluster = Effect.fnUntraced(function*(
       host: cluster.runner.host,
       port: cluster.runner.port,
       shardsPerGroup: cluster.shardsPerGroup,
+      shardGroup: cluster.group,
+      shardGroups: cluster.groups,
       shardLockExpiration: cluster.shardLockExpiration,
       shardLockRefreshInterval: cluster.shardLockRefreshInterval
     }).pipe(Layer.provide(Layer.succeedContext(Context.merge(services, shared))))
   ).pipe(Effect.mapError((error) => new ClusterJoinFailed({ message: `Cannot join the cluster as ${cluster.runner.host}:${cluster.runner.port}: ${error.message}` })))
-  const operations = yield* Layer.build(AgentOperationsLive.clusterLayer.pipe(Layer.provide(Layer.succeedContext(runner))))
+  const operations = yield* Layer.build(AgentOperationsLive.clusterLayer(cluster.group).pipe(Layer.provide(Layer.succeedContext(runner))))
   yield* Effect.logInfo("Joined the cluster").pipe(
-    Effect.annotateLogs({ runner: `${cluster.runner.host}:${cluster.runner.port}`, storage: PostgresDatabase.describeUrl(cluster.storage.url) })
+    Effect.annotateLogs({
+      runner: `${cluster.runner.host}:${cluster.runner.port}`,
+      group: cluster.group,
+      storage: PostgresDatabase.describeUrl(cluster.storage.url)
+    })
   )
   const sharding = Context.get(runner, Sharding.Sharding)
   return {
     operations: Context.get(operations, AgentOperations),
-    hostsHere: (agentId: string) => sharding.hasShardId(sharding.getShardId(EntityId.make(agentId), "default"))
+    hostsHere: (agentId: string) => ClusterRunner.hostsAgent(sharding, agentId)
   }
 })
 

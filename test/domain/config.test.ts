@@ -16,6 +16,27 @@ describe("configuration file", () => {
       assert.deepStrictEqual(config.providers, { shell: { kind: "shell" } }, "only the reference provider")
     }))
 
+  it.effect("reads a cluster section, with its defaults, and refuses what a runner could not serve", () =>
+    Effect.gen(function*() {
+      const runner = { storage: { kind: "postgres", url: "postgres://quiesce@db:5432/q" }, runner: { host: "10.0.0.5", port: 7400 } }
+      const config = yield* decodeConfigJson(JSON.stringify({ cluster: runner }))
+      assert.strictEqual(config.cluster?.group, "default")
+      assert.deepStrictEqual(config.cluster?.groups, ["default"])
+      assert.strictEqual(config.cluster?.shardsPerGroup, 300)
+      const pinned = yield* decodeConfigJson(JSON.stringify({ cluster: { ...runner, group: "east", groups: ["east", "west"] } }))
+      assert.strictEqual(pinned.cluster?.group, "east")
+      for (const [bad, says] of [
+        [{ ...runner, group: "north", groups: ["east", "west"] }, "must be one of cluster.groups"],
+        [{ ...runner, group: "East-1" }, "group"],
+        [{ ...runner, storage: { kind: "postgres", url: "mysql://db/q" } }, "url"],
+        [{ ...runner, pluginHome: "relative/sessions" }, "pluginHome"],
+        [{ ...runner, runner: { host: "10.0.0.5", port: 0 } }, "port"]
+      ] as const) {
+        const error = yield* Effect.flip(decodeConfigJson(JSON.stringify({ cluster: bad })))
+        assert.include(error.message, says)
+      }
+    }))
+
   it.effect("reads providers by id: native adapters default their command, ACP and plugins name theirs", () =>
     Effect.gen(function*() {
       const config = yield* decodeConfigJson(JSON.stringify({

@@ -35,7 +35,7 @@ interface Runner {
   readonly home: string
 }
 
-const startRunner = async (url: string, home = newHome()): Promise<Runner> => {
+const startRunner = async (url: string, home = newHome(), groups?: { readonly group: string; readonly groups: ReadonlyArray<string> }): Promise<Runner> => {
   writeFileSync(join(home, "config.json"), JSON.stringify({
     cluster: {
       storage: { kind: "postgres", url },
@@ -43,7 +43,8 @@ const startRunner = async (url: string, home = newHome()): Promise<Runner> => {
       shardsPerGroup: 12,
       shardLockExpiration: "5s",
       shardLockRefreshInterval: "1s",
-      pluginHome
+      pluginHome,
+      ...groups
     }
   }))
   const daemon = startDaemon(home, await freePort())
@@ -191,5 +192,35 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     }
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${idle}`)).body.resident).toBe(false)
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+  }, 240_000)
+
+  it("pins agents to their shard group: an agent created through a runner stays on that group's runners, and a runner of another group joining takes none of them", async () => {
+    const url = postgres.database("e2e_groups")
+    const groups = ["east", "west"]
+    const east = [await startRunner(url, newHome(), { group: "east", groups }), await startRunner(url, newHome(), { group: "east", groups })]
+    const west = await startRunner(url, newHome(), { group: "west", groups })
+    const all = [...east, west]
+    const cwd = newHome()
+    // Until both east runners hold east shards (created through them, so in their group).
+    const eastAgents = await spreadAgents(east, cwd)
+    const westAgents = await Promise.all(Array.from({ length: 4 }, () => createAgent(west, cwd)))
+    for (const agentId of eastAgents) expect(agentId).toMatch(/^agent-east-/)
+    for (const agentId of westAgents) expect(agentId).toMatch(/^agent-west-/)
+    // Prompted through any runner, each runs on a runner of its own group.
+    for (const [i, agentId] of [...eastAgents, ...westAgents].entries()) await ask(all[i % 3]!, agentId, "echo here")
+    for (const agentId of eastAgents) expect(east).toContain(await hostOf(all, west, agentId))
+    for (const agentId of westAgents) expect(await hostOf(all, east[0]!, agentId)).toBe(west)
+
+    // A second west runner joins: east agents never move to it.
+    const westToo = await startRunner(url, newHome(), { group: "west", groups })
+    const four = [...all, westToo]
+    await until(async () => {
+      const probe = await createAgent(westToo, cwd)
+      return (await hostOf(four, west, probe)) === westToo
+    }, "the second west runner hosts west agents", 60_000)
+    for (const agentId of eastAgents) {
+      expect((await ask(westToo, agentId, "echo still east")).output.trim()).toBe("still east")
+      expect(east).toContain(await hostOf(four, westToo, agentId))
+    }
   }, 240_000)
 })

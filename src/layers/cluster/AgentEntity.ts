@@ -19,7 +19,7 @@
  *   where it was claimed (`TurnJournal.claim`).
  */
 import { Effect, Schedule, Schema, Stream } from "effect"
-import { Entity, Sharding } from "effect/cluster"
+import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
 import {
@@ -42,6 +42,7 @@ import { Residency } from "../../domain/sweep.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 import { AgentRegistry, type PromptReceipt as PromptReceiptType } from "../../services/AgentRegistry.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import { shardGroupOf } from "./shardGroups.ts"
 
 /** The registry's `PromptReceipt`, as it crosses between runners. */
 export const PromptReceipt = Schema.Struct({
@@ -127,6 +128,7 @@ export const Turns = Rpc.make("Turns", {
   error: Schema.Union([AgentNotFound, AgentStoreError])
 })
 
+/** The entity; its shard group comes from the agent's id, so agents stay on their group's runners. */
 export const AgentEntity = Entity.make("Agent", [
   Create,
   Prompt,
@@ -138,7 +140,7 @@ export const AgentEntity = Entity.make("Agent", [
   View,
   Turn,
   Turns
-])
+]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 /**
  * What happens to the runtime when the agent's entity ends here. While this runner still holds

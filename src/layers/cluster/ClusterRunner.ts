@@ -17,6 +17,7 @@ import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import type { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
+import { defaultShardGroup, shardGroupOf } from "./shardGroups.ts"
 
 export interface ClusterRunnerOptions {
   /** Where the other runners reach this one. */
@@ -32,7 +33,15 @@ export interface ClusterRunnerOptions {
   readonly entityMaxIdleTime?: Duration.Input | undefined
   /** How often turns left for this runner's agents are looked for (default 10 s). */
   readonly takeOverInterval?: Duration.Input | undefined
+  /** The shard group whose agents this runner hosts, and where the agents created through it go (default `default`). */
+  readonly shardGroup?: string | undefined
+  /** Every shard group of the cluster; the same on every runner (default: `default` only). */
+  readonly shardGroups?: ReadonlyArray<string> | undefined
 }
+
+/** Whether this runner holds the shard of the agent now. */
+export const hostsAgent = (sharding: Sharding.Sharding["Service"], agentId: string): boolean =>
+  sharding.hasShardId(sharding.getShardId(EntityId.make(agentId), shardGroupOf(agentId)))
 
 /**
  * Every `interval`, the unfinished turns of the agents whose shards this runner holds are taken
@@ -48,7 +57,7 @@ export const takeOverLeftTurns = (interval: Duration.Input = "10 seconds") =>
     const sweep = Effect.gen(function*() {
       const agents = new Set((yield* journal.unfinished).map((record) => record.agentId))
       for (const agentId of agents) {
-        if (sharding.hasShardId(sharding.getShardId(EntityId.make(agentId), "default"))) yield* registry.adopt(agentId)
+        if (hostsAgent(sharding, agentId)) yield* registry.adopt(agentId)
       }
     }).pipe(Effect.catch((error) =>
       Effect.logWarning("Taking over the turns left for this runner's agents failed").pipe(Effect.annotateLogs({ error: error.message }))
@@ -66,6 +75,8 @@ export const layer = (options: ClusterRunnerOptions) =>
       storage: "sql",
       shardingConfig: {
         runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
+        availableShardGroups: options.shardGroups ?? [defaultShardGroup],
+        assignedShardGroups: [options.shardGroup ?? defaultShardGroup],
         ...(options.shardsPerGroup === undefined ? {} : { shardsPerGroup: options.shardsPerGroup }),
         ...(options.shardLockExpiration === undefined ? {} : { shardLockExpiration: options.shardLockExpiration }),
         ...(options.shardLockRefreshInterval === undefined ? {} : { shardLockRefreshInterval: options.shardLockRefreshInterval }),

@@ -11,6 +11,7 @@ import { AgentOperations } from "../../services/AgentOperations.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { randomId } from "../registry/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
+import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
 
 /** Every operation on this daemon's registry. */
 export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.effect(
@@ -47,8 +48,11 @@ const routed = (agentId: string) =>
     EntityNotAssignedToRunner: () => Effect.fail(ClusterUnavailable.of(agentId, "its shard is moving"))
   })
 
-/** Every operation sent to the runner that hosts the agent. */
-export const clusterLayer: Layer.Layer<AgentOperations, never, Sharding.Sharding> = Layer.effect(
+/**
+ * Every operation sent to the runner that hosts the agent; an agent created here belongs to
+ * `group` (this runner's shard group), so it stays on that group's runners.
+ */
+export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<AgentOperations, never, Sharding.Sharding> => Layer.effect(
   AgentOperations,
   Effect.gen(function*() {
     const clientFor = yield* AgentEntity.client
@@ -56,7 +60,7 @@ export const clusterLayer: Layer.Layer<AgentOperations, never, Sharding.Sharding
       // The id comes first: it decides which runner creates the agent.
       create: (input) =>
         Effect.gen(function*() {
-          const agentId = input.agentId ?? (yield* randomId("agent"))
+          const agentId = input.agentId ?? (yield* agentIdIn(group))
           return yield* routed(agentId)(clientFor(agentId).Create({ provider: input.provider, cwd: input.cwd, labels: input.labels }))
         }),
       prompt: (agentId, text, options) =>
