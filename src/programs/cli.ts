@@ -529,11 +529,17 @@ const answerPermission = (name: "permit" | "deny") =>
 
 const runtimes = Command.make(
   "runtimes",
-  { json: jsonFlag("the runtimes") },
-  Effect.fn(function*({ json }) {
+  {
+    json: jsonFlag("the runtimes"),
+    cluster: Flag.Boolean("cluster").pipe(
+      Flag.withDescription("On a cluster's runner: every runner's runtimes, as each last reported them"),
+      Flag.withDefault(false)
+    )
+  },
+  Effect.fn(function*({ cluster, json }) {
     const api = yield* client
     const [rows, reserves] = yield* Effect.all([
-      api.runtimes.list(),
+      api.runtimes.list({ query: cluster ? { scope: "cluster" } : {} }),
       // A daemon older than the warm reserve has no such route: it keeps no warm processes.
       api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([])))
     ], { concurrency: 2 })

@@ -42,6 +42,8 @@ import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
 import * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
+import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
+import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
 import { AgentPlacement } from "../services/AgentPlacement.ts"
 import { Sharding } from "effect/cluster"
@@ -172,7 +174,7 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
 /** This daemon's side of the cluster, over its services and the shared database. */
 const joinCluster = Effect.fnUntraced(function*(
   cluster: ClusterConfig,
-  services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal>,
+  services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal | ProcessInspection>,
   shared: Context.Context<SqlClient.SqlClient>
 ) {
   const runner = yield* Layer.build(
@@ -187,6 +189,12 @@ const joinCluster = Effect.fnUntraced(function*(
     }).pipe(Layer.provide(Layer.succeedContext(Context.merge(services, shared))))
   ).pipe(Effect.mapError((error) => new ClusterJoinFailed({ message: `Cannot join the cluster as ${cluster.runner.host}:${cluster.runner.port}: ${error.message}` })))
   const operations = yield* Layer.build(AgentOperationsLive.clusterLayer(cluster.group).pipe(Layer.provide(Layer.succeedContext(runner))))
+  // This runner's runtimes, reported to the shared database for `GET /v1/runtimes?scope=cluster` on any runner.
+  const runtimes = yield* Layer.build(
+    ClusterRuntimesLive.layer(`${cluster.runner.host}:${cluster.runner.port}`).pipe(
+      Layer.provide(Layer.succeedContext(Context.merge(services, shared)))
+    )
+  ).pipe(Effect.mapError((error) => new ClusterJoinFailed({ message: `Cannot report this runner's runtimes to the cluster: ${error.message}` })))
   yield* Effect.logInfo("Joined the cluster").pipe(
     Effect.annotateLogs({
       runner: `${cluster.runner.host}:${cluster.runner.port}`,
@@ -197,6 +205,7 @@ const joinCluster = Effect.fnUntraced(function*(
   const sharding = Context.get(runner, Sharding.Sharding)
   return {
     operations: Context.get(operations, AgentOperations),
+    runtimes: Context.get(runtimes, ClusterRuntimesLive.ClusterRuntimes),
     hostsHere: (agentId: string) => ClusterRunner.hostsAgent(sharding, agentId)
   }
 })
@@ -261,7 +270,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   if (config.cluster !== undefined && shared !== undefined) {
     const joined = yield* joinCluster(config.cluster, local, shared)
     hostsHere = joined.hostsHere
-    services = Context.add(local, AgentOperations, joined.operations)
+    services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimesLive.ClusterRuntimes, joined.runtimes)
   }
   yield* stageDone(observer, "providers")
   const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(

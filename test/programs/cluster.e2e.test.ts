@@ -33,13 +33,16 @@ afterAll(() => rmSync(pluginHome, { recursive: true, force: true }))
 interface Runner {
   readonly daemon: Daemon
   readonly home: string
+  /** Its `cluster.runner` address, as `host:port`. */
+  readonly address: string
 }
 
 const startRunner = async (url: string, home = newHome(), groups?: { readonly group: string; readonly groups: ReadonlyArray<string> }): Promise<Runner> => {
+  const runnerPort = await freePort()
   writeFileSync(join(home, "config.json"), JSON.stringify({
     cluster: {
       storage: { kind: "postgres", url },
-      runner: { host: "127.0.0.1", port: await freePort() },
+      runner: { host: "127.0.0.1", port: runnerPort },
       shardsPerGroup: 12,
       shardLockExpiration: "5s",
       shardLockRefreshInterval: "1s",
@@ -49,7 +52,7 @@ const startRunner = async (url: string, home = newHome(), groups?: { readonly gr
   }))
   const daemon = startDaemon(home, await freePort())
   await ready(daemon)
-  return { daemon, home }
+  return { daemon, home, address: `127.0.0.1:${runnerPort}` }
 }
 
 const createAgent = async (runner: Runner, cwd: string): Promise<string> => {
@@ -177,7 +180,7 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     await until(() => !groupRuns(cutPid), "nothing of the dead runner's runtime runs")
   }, 240_000)
 
-  it("the collector releases an idle agent on the runner that hosts it, and never one with a background job", async () => {
+  it("any runner lists the whole cluster's runtimes, each by its runner; the collector releases an idle agent on its host, and never one with a background job", async () => {
     const url = postgres.database("e2e_collect")
     const runners = [await startRunner(url), await startRunner(url)]
     const cwd = newHome()
@@ -185,6 +188,15 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const [idle, busy] = agents
     await ask(runners[0]!, idle!, "echo idle")
     await ask(runners[0]!, busy!, "sleep 600 &")
+    // Any runner lists the whole cluster's runtimes, each with the runner that hosts it.
+    const hostAddresses = new Map<string, string>()
+    for (const agentId of [idle!, busy!]) hostAddresses.set(agentId, (await hostOf(runners, runners[0]!, agentId))!.address)
+    await until(async () => {
+      const listed = await api(runners[1]!.daemon, "GET", "/v1/runtimes?scope=cluster")
+      return [idle!, busy!].every((agentId) =>
+        listed.body.some((row: { agentId: string; runner: string }) => row.agentId === agentId && row.runner === hostAddresses.get(agentId))
+      )
+    }, "every runner's runtimes are listed, each by its runner")
     for (const [agentId, expected] of [[idle!, "collected"], [busy!, "retained"]] as const) {
       const host = (await hostOf(runners, runners[0]!, agentId))!
       const outcome = await api(host.daemon, "POST", `/v1/runtimes/${agentId}/collect`)
@@ -192,6 +204,15 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     }
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${idle}`)).body.resident).toBe(false)
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+
+    // A runner that stops takes its rows with it.
+    const leaving = runners[1]!
+    leaving.daemon.process.kill("SIGTERM")
+    expect(await exited(leaving.daemon.process)).toBe(0)
+    await until(async () => {
+      const listed = await api(runners[0]!.daemon, "GET", "/v1/runtimes?scope=cluster")
+      return listed.body.every((row: { runner: string }) => row.runner !== leaving.address)
+    }, "a stopped runner's runtimes leave the list")
   }, 240_000)
 
   it("pins agents to their shard group: an agent created through a runner stays on that group's runners, and a runner of another group joining takes none of them", async () => {

@@ -265,7 +265,10 @@ export const RuntimeRow = Schema.Struct({
   /** What keeps it (or a family member) resident now. */
   blockers: Schema.Array(MemberBlocker),
   /** The last provider probe, when it did not permit the release. */
-  lastProbe: Schema.NullOr(ProbeView)
+  lastProbe: Schema.NullOr(ProbeView),
+  /** With `?scope=cluster`: the runner that hosts it (its `host:port`), and when that runner last reported it. */
+  runner: Schema.optionalKey(Schema.String),
+  reportedAt: Schema.optionalKey(Schema.String)
 })
 export type RuntimeRow = typeof RuntimeRow.Type
 
@@ -463,7 +466,14 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
 
 export class RuntimesGroup extends HttpApiGroup.make("runtimes")
   .add(
-    HttpApiEndpoint.get("list", "/v1/runtimes", { success: Schema.Array(RuntimeRow) }),
+    /**
+     * This daemon's live runtimes; `?scope=cluster` on a cluster's runner: every runner's, as each
+     * reported them to the shared database (every 5 s).
+     */
+    HttpApiEndpoint.get("list", "/v1/runtimes", {
+      query: { scope: Schema.optionalKey(Schema.Literals(["runner", "cluster"])) },
+      success: Schema.Array(RuntimeRow)
+    }),
     /** One live runtime and why it is still resident (X1): blockers, the provider's veto and its reason. */
     HttpApiEndpoint.get("explain", "/v1/runtimes/:id", {
       params: AgentId,

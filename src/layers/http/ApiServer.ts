@@ -29,6 +29,7 @@ import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
+import { ClusterRuntimes } from "../cluster/ClusterRuntimes.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
@@ -391,47 +392,58 @@ const daemonHandlers = HttpApiBuilder.group(
   })
 )
 
+/** The rows of the runtimes this daemon hosts, each explained, with the memory of its process tree. */
+export const makeRuntimeRows = Effect.gen(function*() {
+  const registry = yield* AgentRegistry
+  const collector = yield* RuntimeCollector
+  const inspection = yield* ProcessInspection
+
+  const rowsOf = (resident: ReadonlyArray<AgentView>) =>
+    Effect.gen(function*() {
+      const pids = resident.flatMap((view) => view.pid === null ? [] : [view.pid])
+      const [samples, rows] = yield* Effect.all([
+        pids.length === 0 ? Effect.succeed(noSamples) : inspection.sampleAll(pids),
+        Effect.forEach(resident, (view) =>
+          collector.explain(view.record.agentId).pipe(
+            Effect.map((residency) => Option.some({ view, residency })),
+            // Released between the listing and the explanation: no longer a resident runtime.
+            Effect.catchTag("RuntimeNotFound", () => Effect.succeedNone)
+          ), { concurrency: 16 })
+      ], { concurrency: 2 })
+      return rows.flatMap((row) => {
+        if (Option.isNone(row)) return []
+        const { residency, view } = row.value
+        const sample = view.pid === null ? undefined : samples.get(view.pid)
+        return [runtimeRow(view, residency, sample ?? Option.none())]
+      })
+    })
+
+  return {
+    rowsOf,
+    all: Effect.flatMap(registry.list, (views) => rowsOf(views.filter((view) => view.resident)))
+  }
+})
+
 const runtimesHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "runtimes",
   Effect.fn(function*(handlers) {
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
-    const inspection = yield* ProcessInspection
-
-    /** The rows of these resident agents, each explained, with the memory of its process tree. */
-    const rowsOf = (resident: ReadonlyArray<AgentView>) =>
-      Effect.gen(function*() {
-        const pids = resident.flatMap((view) => view.pid === null ? [] : [view.pid])
-        const [samples, rows] = yield* Effect.all([
-          pids.length === 0 ? Effect.succeed(noSamples) : inspection.sampleAll(pids),
-          Effect.forEach(resident, (view) =>
-            collector.explain(view.record.agentId).pipe(
-              Effect.map((residency) => Option.some({ view, residency })),
-              // Released between the listing and the explanation: no longer a resident runtime.
-              Effect.catchTag("RuntimeNotFound", () => Effect.succeedNone)
-            ), { concurrency: 16 })
-        ], { concurrency: 2 })
-        return rows.flatMap((row) => {
-          if (Option.isNone(row)) return []
-          const { residency, view } = row.value
-          const sample = view.pid === null ? undefined : samples.get(view.pid)
-          return [runtimeRow(view, residency, sample ?? Option.none())]
-        })
-      })
-
-    const listRuntimes = Effect.flatMap(registry.list, (views) => rowsOf(views.filter((view) => view.resident)))
+    const rows = yield* makeRuntimeRows
+    const cluster = yield* ClusterRuntimes
 
     const explainRuntime = (agentId: string) =>
       Effect.gen(function*() {
         const view = (yield* registry.list).find((candidate) => candidate.record.agentId === agentId && candidate.resident)
-        const [row] = view === undefined ? [] : yield* rowsOf([view])
+        const [row] = view === undefined ? [] : yield* rows.rowsOf([view])
         if (row === undefined) return yield* RuntimeNotFound.of(agentId)
         return row
       })
 
     return handlers
-      .handle("list", () => listRuntimes)
+      // A lone daemon is the whole cluster.
+      .handle("list", ({ query }) => query.scope === "cluster" && cluster !== undefined ? cluster.list : rows.all)
       .handle("explain", ({ params }) => explainRuntime(params.id))
       .handle("collect", ({ params }) => Effect.map(collector.collectNow(params.id), collectResult))
       .handle("sweep", () => Effect.map(collector.sweep, sweepResult))

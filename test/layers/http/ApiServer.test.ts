@@ -212,7 +212,7 @@ describe("ApiServer", () => {
       provider.turnGate = Deferred.await(release)
       yield* client.agents.prompt({ params: { id: agent.agentId }, payload: { text: "long task" } })
 
-      const [busy] = yield* client.runtimes.list()
+      const [busy] = yield* client.runtimes.list({ query: {} })
       assert.strictEqual(busy.agentId, agent.agentId)
       assert.strictEqual(busy.state, "blocked")
       assert.isNull(busy.eligibleAt)
@@ -222,7 +222,7 @@ describe("ApiServer", () => {
 
       yield* Deferred.succeed(release, undefined)
       yield* registry.awaitIdle(agent.agentId)
-      const [idle] = yield* client.runtimes.list()
+      const [idle] = yield* client.runtimes.list({ query: {} })
       assert.deepStrictEqual(idle.blockers, [])
       assert.strictEqual(idle.state, "idle")
       // Times in the API are ISO 8601.
@@ -241,7 +241,7 @@ describe("ApiServer", () => {
       const shown = yield* client.agents.get({ params: { id: agent.agentId } })
       assert.isFalse(shown.resident)
       assert.strictEqual(shown.lifecycle, "closed")
-      assert.deepStrictEqual(yield* client.runtimes.list(), [])
+      assert.deepStrictEqual(yield* client.runtimes.list({ query: {} }), [])
 
       const again = yield* client.runtimes.collect({ params: { id: agent.agentId } }).pipe(Effect.flip)
       assert.strictEqual(again._tag, "RuntimeNotFound")
@@ -504,7 +504,7 @@ describe("ApiServer", () => {
       assert.strictEqual((yield* raw("POST", "/v1/sweep")).status, 401)
 
       assert.strictEqual((yield* client.agents.list()).length, 1)
-      assert.strictEqual((yield* client.runtimes.list()).length, 1)
+      assert.strictEqual((yield* client.runtimes.list({ query: {} })).length, 1)
       assert.strictEqual(provider.deliveries.length, 0)
       assert.strictEqual(provider.creates, 1)
     }).pipe(Effect.provide(serve(provider)))
