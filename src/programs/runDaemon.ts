@@ -43,6 +43,7 @@ import * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
+import { ClusterRuntimes } from "../layers/cluster/ClusterRuntimesReader.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
 import { AgentPlacement } from "../services/AgentPlacement.ts"
@@ -205,7 +206,7 @@ const joinCluster = Effect.fnUntraced(function*(
   const sharding = Context.get(runner, Sharding.Sharding)
   return {
     operations: Context.get(operations, AgentOperations),
-    runtimes: Context.get(runtimes, ClusterRuntimesLive.ClusterRuntimes),
+    runtimes: Context.get(runtimes, ClusterRuntimes),
     hostsHere: (agentId: string) => ClusterRunner.hostsAgent(sharding, agentId)
   }
 })
@@ -270,7 +271,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   if (config.cluster !== undefined && shared !== undefined) {
     const joined = yield* joinCluster(config.cluster, local, shared)
     hostsHere = joined.hostsHere
-    services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimesLive.ClusterRuntimes, joined.runtimes)
+    services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimes, joined.runtimes)
   }
   yield* stageDone(observer, "providers")
   const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(

@@ -188,6 +188,8 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly awaitIdle: (agentId: string) => Effect.Effect<void>
   readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
   readonly list: Effect.Effect<ReadonlyArray<AgentView>>
+  /** The agents whose runtime is live here, from memory (never a store read). */
+  readonly residents: Effect.Effect<ReadonlyArray<AgentView>>
   /** The live runtimes as collection candidates. */
   readonly candidates: RuntimeCandidates["Service"]
 }>()("quiesce/registry/AgentRegistry") {}

@@ -39,26 +39,12 @@ import {
 } from "../../domain/errors.ts"
 import { DaemonRetiring } from "../../domain/retirement.ts"
 import { Residency } from "../../domain/sweep.ts"
-import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
-import { AgentRegistry, type PromptReceipt as PromptReceiptType } from "../../services/AgentRegistry.ts"
+import { TurnRecord } from "../../domain/turn.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { PromptResult } from "../http/Api.ts"
+import { promptResult } from "../http/ApiServer.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import { shardGroupOf } from "./shardGroups.ts"
-
-/** The registry's `PromptReceipt`, as it crosses between runners. */
-export const PromptReceipt = Schema.Struct({
-  agentId: Schema.String,
-  turnId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
-  state: TurnState,
-  disposition: Schema.NullOr(Disposition),
-  joinedTurnId: Schema.NullOr(Schema.String),
-  resumed: Schema.Boolean,
-  output: Schema.optional(Schema.NullOr(Schema.String)),
-  error: Schema.NullOr(TurnError)
-})
-
-// The schema carries every receipt the registry gives.
-const receiptFits = (receipt: PromptReceiptType): typeof PromptReceipt.Type => receipt
 
 // Create and Prompt are not persisted: the cluster would answer a repeat with a stored failure
 // (a provider that was down, a store that failed) for ever. The registry answers repeats
@@ -71,7 +57,7 @@ export const Create = Rpc.make("Create", {
 
 export const Prompt = Rpc.make("Prompt", {
   payload: { text: Schema.String, clientMessageId: Schema.String, wait: Schema.Boolean },
-  success: PromptReceipt,
+  success: PromptResult,
   error: Schema.Union([
     AgentNotFound,
     AgentNotResumable,
@@ -218,7 +204,7 @@ export const layer = AgentEntity.toLayer(
         registry.create({ agentId, provider: payload.provider, cwd: payload.cwd, labels: payload.labels }),
       Prompt: ({ payload }) =>
         registry.prompt(agentId, payload.text, { clientMessageId: payload.clientMessageId, wait: payload.wait }).pipe(
-          Effect.map(receiptFits)
+          Effect.map(promptResult)
         ),
       Interrupt: () => registry.interrupt(agentId),
       RespondToPermission: ({ payload }) => registry.respondToPermission(agentId, payload.permissionId, payload.allow),

@@ -12,9 +12,7 @@
 import { NodeClusterSocket } from "@effect/platform-node"
 import { type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { EntityId, RunnerAddress, Sharding } from "effect/cluster"
-import type { SqlClient } from "effect/sql"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
-import type { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
 import { defaultShardGroup, shardGroupOf } from "./shardGroups.ts"
@@ -84,6 +82,3 @@ export const layer = (options: ClusterRunnerOptions) =>
       }
     }))
   )
-
-/** What a runner needs from its host: the cluster's database and its own registry and collector. */
-export type ClusterRunnerRequirements = SqlClient.SqlClient | AgentRegistry | RuntimeCollector | TurnJournal

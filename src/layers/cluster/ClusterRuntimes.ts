@@ -10,12 +10,8 @@ import { Migrator, SqlClient } from "effect/sql"
 import { RuntimeRow } from "../http/Api.ts"
 import { makeRuntimeRows } from "../http/ApiServer.ts"
 import { columnTypes, Int64 } from "../store/sqlDialect.ts"
+import { ClusterRuntimes } from "./ClusterRuntimesReader.ts"
 
-/** Every runner's live runtimes as reported. A lone daemon has none: undefined, and its own runtimes are the whole list. */
-export const ClusterRuntimes = Context.Reference<{ readonly list: Effect.Effect<ReadonlyArray<RuntimeRow>> } | undefined>(
-  "quiesce/cluster/ClusterRuntimes",
-  { defaultValue: () => undefined }
-)
 
 export const migrations = {
   "1_create_cluster_runtimes": Effect.gen(function*() {

@@ -29,7 +29,7 @@ import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
-import { ClusterRuntimes } from "../cluster/ClusterRuntimes.ts"
+import { ClusterRuntimes } from "../cluster/ClusterRuntimesReader.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
@@ -244,7 +244,8 @@ const agentSummary = ({ pendingPermissions, pid, providerAvailable, record, resi
   providerAvailable
 })
 
-const promptResult = (receipt: PromptReceipt): PromptResult => ({
+/** A registry receipt as the API (and the cluster between runners) carries it. */
+export const promptResult = (receipt: PromptReceipt): PromptResult => ({
   agentId: receipt.agentId,
   turnId: receipt.turnId,
   sessionId: receipt.sessionId,
@@ -420,7 +421,7 @@ export const makeRuntimeRows = Effect.gen(function*() {
 
   return {
     rowsOf,
-    all: Effect.flatMap(registry.list, (views) => rowsOf(views.filter((view) => view.resident)))
+    all: Effect.flatMap(registry.residents, rowsOf)
   }
 })
 
@@ -435,8 +436,8 @@ const runtimesHandlers = HttpApiBuilder.group(
 
     const explainRuntime = (agentId: string) =>
       Effect.gen(function*() {
-        const view = (yield* registry.list).find((candidate) => candidate.record.agentId === agentId && candidate.resident)
-        const [row] = view === undefined ? [] : yield* rows.rowsOf([view])
+        const view = yield* registry.get(agentId).pipe(Effect.option)
+        const [row] = view._tag === "Some" && view.value.resident ? yield* rows.rowsOf([view.value]) : []
         if (row === undefined) return yield* RuntimeNotFound.of(agentId)
         return row
       })

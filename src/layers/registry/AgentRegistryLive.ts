@@ -1010,6 +1010,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
           : Effect.map(providers.providers, (ids) => view(record, new Set(ids)))
       }),
     list: options.sharedStore === true ? sharedList : Effect.suspend(() => viewsOf([...records.values()])),
+    residents: Effect.suspend(() => viewsOf([...live.keys()].flatMap((agentId) => records.get(agentId) ?? []))),
     candidates
   })
 })
