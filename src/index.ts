@@ -1,3 +1,13 @@
+/**
+ * The core of Quiesce: the domain, the service contracts, the idle runtime collector, the agent
+ * registry, message delivery, finish subscriptions and the stores (in memory and on SQLite).
+ * Providers, the daemon, the cluster and the test doubles have entries of their own
+ * (`quiesce/providers/<name>`, `quiesce/daemon`, `quiesce/cluster`, `quiesce/testing`), so a host
+ * that uses the collector alone loads none of their dependencies.
+ *
+ * @module
+ */
+
 // Domain: data, schemas and typed errors.
 export * from "./domain/agent.ts"
 export * from "./domain/blocker.ts"
@@ -10,10 +20,13 @@ export * as PluginProtocol from "./domain/pluginProtocol.ts"
 export type * from "./domain/provider.ts"
 export { stopPermitted, stopVetoed } from "./domain/provider.ts"
 export * from "./domain/runtimeProcess.ts"
+export * from "./domain/retirement.ts"
 export * from "./domain/sweep.ts"
+export * from "./domain/turn.ts"
 export * from "./domain/warmReserve.ts"
 
 // Services: the contracts a host composes.
+export * from "./services/ActivityClock.ts"
 export * from "./services/AgentRegistry.ts"
 export * from "./services/AgentStore.ts"
 export * from "./services/CallerProtection.ts"
@@ -26,26 +39,23 @@ export * from "./services/RemoteFinishes.ts"
 export * from "./services/RuntimeCandidates.ts"
 export * from "./services/RuntimeCollector.ts"
 export * from "./services/RuntimeLedger.ts"
+export * from "./services/TurnJournal.ts"
 export * from "./services/WarmReserve.ts"
 
 // Layers: the implementations.
-export * as AcpProvider from "./layers/providers/acp/AcpProvider.ts"
 export * as AgentRegistryLive from "./layers/registry/AgentRegistryLive.ts"
 export * as AgentStoreMemory from "./layers/store/AgentStoreMemory.ts"
 export * as CallerProtectionLive from "./layers/collector/CallerProtectionLive.ts"
-export * as ClaudeProvider from "./layers/providers/claude/ClaudeProvider.ts"
-export * as CodexProvider from "./layers/providers/codex/CodexProvider.ts"
 export * as FinishStoreMemory from "./layers/store/FinishStoreMemory.ts"
 export * as FinishSubscriptionsLive from "./layers/finish/FinishSubscriptionsLive.ts"
 export * as LeftoverRuntimes from "./layers/host/leftoverRuntimes.ts"
 export * as MessageDeliveryLive from "./layers/delivery/MessageDeliveryLive.ts"
 export * as Metrics from "./layers/metrics/Metrics.ts"
-export * as OpenCodeProvider from "./layers/providers/opencode/OpenCodeProvider.ts"
-export * as PiProvider from "./layers/providers/pi/PiProvider.ts"
-export * as PluginProvider from "./layers/providers/plugin/PluginProvider.ts"
 export * as ProcessInspectionProcfs from "./layers/host/ProcessInspectionProcfs.ts"
 export * as RuntimeLedgerMemory from "./layers/store/RuntimeLedgerMemory.ts"
 export * as SqliteClient from "./layers/store/SqliteClient.ts"
 export * as SqliteDatabase from "./layers/store/SqliteDatabase.ts"
 export * as SqliteRuntimeLedger from "./layers/store/SqliteRuntimeLedger.ts"
+export * as StoresMemory from "./layers/store/StoresMemory.ts"
+export * as TurnJournalMemory from "./layers/store/TurnJournalMemory.ts"
 export * as WarmReserveLive from "./layers/reserve/WarmReserveLive.ts"

@@ -5,6 +5,7 @@ export const parentAgentIdLabel = "quiesce.parentAgentId"
 /** The label that marks an agent internal to the daemon; internal agents are never released (C4). */
 export const internalAgentLabel = "quiesce.internal"
 
+/** An agent's free-form string labels; some `quiesce.*` labels carry meaning to the daemon. */
 export const Labels = Schema.Record(Schema.String, Schema.String)
 export type Labels = typeof Labels.Type
 
@@ -40,4 +41,5 @@ export const AgentRecord = Schema.Struct({
 })
 export type AgentRecord = typeof AgentRecord.Type
 
+/** The id of the agent's managing parent, from its labels; undefined for an agent no other agent manages. */
 export const parentAgentIdOf = (labels: Labels): string | undefined => labels[parentAgentIdLabel]

@@ -21,6 +21,7 @@ export const BlockerKind = Schema.Literals([
 ])
 export type BlockerKind = typeof BlockerKind.Type
 
+/** One reason a runtime must stay resident, with an optional detail naming what (a turn, a permission, …). */
 export const Blocker = Schema.Struct({
   kind: BlockerKind,
   detail: Schema.optionalKey(Schema.String)
@@ -30,6 +31,7 @@ export type Blocker = typeof Blocker.Type
 /** The one shared value for "nothing blocks", so the hot path allocates nothing. */
 export const noBlockers: ReadonlyArray<Blocker> = Object.freeze([])
 
+/** Makes a blocker, leaving `detail` out when none is given. */
 export const blocker = (kind: BlockerKind, detail?: string): Blocker =>
   detail === undefined ? { kind } : { kind, detail }
 

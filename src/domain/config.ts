@@ -216,10 +216,10 @@ export type QuiesceConfig = typeof QuiesceConfig.Type
 /** The close grace of a provider entry that sets none (every adapter's default). */
 export const defaultCloseGrace = Duration.seconds(2)
 
-/** The longest close grace any configured provider gives its runtimes: what a shutdown's deadline is derived from (H3). */
 /** The kinds whose process can take its session after it started, so they can keep a warm reserve (H4). */
 export const warmReserveKinds: ReadonlyArray<ProviderConfig["kind"]> = ["shell", "plugin", "codex", "acp"]
 
+/** Whether the provider entry's kind can keep a warm reserve. */
 export const keepsWarmReserve = (entry: ProviderConfig): boolean => warmReserveKinds.includes(entry.kind)
 
 /** Each provider's configured warm reserve, for the ones that keep one. */
@@ -228,6 +228,7 @@ export const warmReserveTargets = (config: QuiesceConfig): Record<string, number
     "warmReserve" in entry && entry.warmReserve !== undefined ? [[id, entry.warmReserve]] : []
   ))
 
+/** The longest close grace any configured provider gives its runtimes: what a shutdown's deadline is derived from (H3). */
 export const largestCloseGrace = (config: QuiesceConfig): Duration.Duration =>
   Object.values(config.providers).reduce(
     (largest, entry) => Duration.max(largest, "closeGrace" in entry && entry.closeGrace !== undefined ? entry.closeGrace : defaultCloseGrace),
@@ -238,6 +239,7 @@ const strict = { onExcessProperty: "error" } as const
 
 /** Decodes configuration JSON text; the error message names the path of the problem. */
 export const decodeConfigJson = Schema.decodeUnknownEffect(Schema.fromJsonString(QuiesceConfig), strict)
+/** Decodes an already parsed configuration object, with the same defaults and strictness as `decodeConfigJson`. */
 export const decodeConfig = Schema.decodeUnknownEffect(QuiesceConfig, strict)
 
 /** Objects in the configuration accept no other keys, as decoding does. */

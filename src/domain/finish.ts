@@ -18,9 +18,11 @@ export const FinishSubscription = Schema.Struct({
 })
 export type FinishSubscription = typeof FinishSubscription.Type
 
+/** How a target finished: its turn ended or failed, it asked for a permission, or it was closed. A release is not a finish. */
 export const FinishKind = Schema.Literals(["finished", "errored", "needs-permission", "closed"])
 export type FinishKind = typeof FinishKind.Type
 
+/** A target's finish, as a caller is told it. */
 export interface FinishOutcome {
   readonly kind: FinishKind
   /** The target's last reply, bounded in size. */

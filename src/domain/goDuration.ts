@@ -52,13 +52,13 @@ export const formatGoDuration = (duration: Duration.Duration): string => {
   return `${seconds}s`
 }
 
+/** What a non-negative Go duration looks like, for the JSON Schema (decoding gives the precise message). */
+export const goDurationPattern = "^\\+?(0|((\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))+)$"
+
 /**
  * A non-negative Go-style duration string decoded to a `Duration` ("0s" is zero, which callers
  * treat as "disabled"). Negative and malformed values fail with a readable message.
  */
-/** What a non-negative Go duration looks like, for the JSON Schema (decoding gives the precise message). */
-export const goDurationPattern = "^\\+?(0|((\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μs|ms|s|m|h))+)$"
-
 export const GoDuration = Schema.String.check(
   // Documents the shape only: every string passes here, so decoding reports its own message.
   Schema.makeFilter(() => true, { toJsonSchema: () => ({ pattern: goDurationPattern }) })
@@ -89,4 +89,5 @@ export const GoDuration = Schema.String.check(
   )
 )
 
+/** Decodes a Go-style duration string (a flag's value, say) to a `Duration`, failing with a readable message. */
 export const decodeGoDuration = Schema.decodeUnknownEffect(GoDuration)

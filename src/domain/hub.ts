@@ -23,6 +23,7 @@ const AbsolutePath = Schema.String.check(
   Schema.makeFilter((dir) => dir.startsWith("/") || "must be an absolute path")
 )
 
+/** One entry of `hub.json`'s `homes`: a named daemon home the hub launches and routes to. */
 export const ManagedHome = Schema.Struct({
   name: HomeName,
   dir: AbsolutePath.pipe(Schema.annotate({ description: "The daemon's home directory (absolute)." })),
@@ -56,6 +57,7 @@ export const HubConfig = Schema.Struct({
 export type HubConfig = typeof HubConfig.Type
 
 const strict = { onExcessProperty: "error" } as const
+/** Decodes `hub.json` text strictly (unknown keys are errors); the error message names the path of the problem. */
 export const decodeHubConfigJson = Schema.decodeUnknownEffect(Schema.fromJsonString(HubConfig), strict)
 
 /** The JSON Schema of `hub.json`, generated from the same Schema. */

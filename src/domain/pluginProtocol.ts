@@ -1,5 +1,3 @@
-import { Schema } from "effect"
-
 /**
  * The plugin provider protocol: newline-delimited JSON over a plugin process's stdin
  * (daemon → plugin) and stdout (plugin → daemon). One plugin process hosts one session, so its
@@ -9,9 +7,16 @@ import { Schema } from "effect"
  * Version 2 gives every turn an id: `session.prompt` carries the daemon's `turnId`, and every
  * event of a turn (`timeline`, `turn.completed`, `turn.failed`) names it. The version is
  * negotiated on `connect`: the daemon lists the versions it speaks, the plugin answers one.
+ *
+ * @module
  */
+import { Schema } from "effect"
+
+/** Every protocol version the daemon speaks: what it offers a plugin on `connect`. */
 export const protocolVersions: ReadonlyArray<number> = [1, 2]
+/** The newest protocol version; write new plugins for it. */
 export const latestProtocolVersion = 2
+/** The longest line on the protocol, in bytes (1 MiB); a longer line from a plugin is dropped as a protocol error. */
 export const maxLineBytes = 1024 * 1024
 
 /** Capabilities a plugin may advertise on connect and per session. */
@@ -20,6 +25,7 @@ export type Capability = typeof Capability.Type
 
 // ---- daemon → plugin ----------------------------------------------------------------------
 
+/** The first request: negotiates the protocol version and tells the plugin where it may keep its state; answered `connected`. */
 export const Connect = Schema.Struct({
   type: Schema.Literal("connect"),
   requestId: Schema.String,
@@ -31,6 +37,7 @@ export const Connect = Schema.Struct({
   home: Schema.String
 })
 
+/** Opens the process's one session, new or resumed by id, in the agent's working directory; answered `session.opened`. */
 export const SessionOpen = Schema.Struct({
   type: Schema.Literal("session.open"),
   requestId: Schema.String,
@@ -41,6 +48,7 @@ export const SessionOpen = Schema.Struct({
   resumeSessionId: Schema.NullOr(Schema.String)
 })
 
+/** Starts a turn with the prompt, or steers it into the running turn; answered with `PromptAccepted` as soon as the turn has started. */
 export const SessionPrompt = Schema.Struct({
   type: Schema.Literal("session.prompt"),
   requestId: Schema.String,
@@ -52,18 +60,24 @@ export const SessionPrompt = Schema.Struct({
   turnId: Schema.String
 })
 
+/** Asks the plugin to cut the running turn short. */
 export const SessionInterrupt = Schema.Struct({
   type: Schema.Literal("session.interrupt"),
   requestId: Schema.String,
   sessionId: Schema.String
 })
 
+/** Releases the session's live resources without deleting its saved conversation; the daemon then ends the process group. */
 export const SessionClose = Schema.Struct({
   type: Schema.Literal("session.close"),
   requestId: Schema.String,
   sessionId: Schema.String
 })
 
+/**
+ * The runtime safety query (C6): may the runtime stop now? Answered with `CanStopResult`; sent
+ * only when both the connection and the session advertised `session.can_stop_runtime`.
+ */
 export const SessionCanStopRuntime = Schema.Struct({
   type: Schema.Literal("session.can_stop_runtime"),
   requestId: Schema.String,
@@ -77,6 +91,7 @@ export const NotificationAck = Schema.Struct({
   notificationId: Schema.String
 })
 
+/** Every message the daemon writes to a plugin's stdin. */
 export const DaemonMessage = Schema.Union([
   Connect,
   SessionOpen,
@@ -90,6 +105,7 @@ export type DaemonMessage = typeof DaemonMessage.Type
 
 // ---- plugin → daemon ----------------------------------------------------------------------
 
+/** The answer to `connect`: the version the plugin chose from the offer, its provider name and its capabilities. */
 export const Connected = Schema.Struct({
   type: Schema.Literal("connected"),
   requestId: Schema.String,
@@ -98,6 +114,7 @@ export const Connected = Schema.Struct({
   capabilities: Schema.Array(Schema.String)
 })
 
+/** The answer to `session.open`: the provider's session id (the requested one on a resume) and the session's capabilities. */
 export const SessionOpened = Schema.Struct({
   type: Schema.Literal("session.opened"),
   requestId: Schema.String,
@@ -112,6 +129,7 @@ export const RequestCompleted = Schema.Struct({
   result: Schema.optionalKey(Schema.Json)
 })
 
+/** The answer to any request that failed; `message` says why. */
 export const RequestFailed = Schema.Struct({
   type: Schema.Literal("request.failed"),
   requestId: Schema.String,
@@ -154,6 +172,7 @@ export const Notification = Schema.Struct({
   text: Schema.String
 })
 
+/** Every message a plugin may write to its stdout: replies to requests, and events. */
 export const PluginMessage = Schema.Union([
   Connected,
   SessionOpened,
@@ -175,5 +194,7 @@ export const CanStopResult = Schema.Struct({
   reason: Schema.optionalKey(Schema.String)
 })
 
+/** Decodes one line of a plugin's stdout into a `PluginMessage`; fails on anything that is not one. */
 export const decodePluginLine = Schema.decodeUnknownEffect(Schema.fromJsonString(PluginMessage))
+/** Encodes a `DaemonMessage` as one line of JSON (without the newline) for a plugin's stdin. */
 export const encodeDaemonMessage = Schema.encodeSync(Schema.fromJsonString(DaemonMessage))

@@ -10,6 +10,7 @@ export type StopAnswer =
   | { readonly canStop: true }
   | { readonly canStop: false; readonly reason: string }
 
+/** The answer that permits the release: the runtime owns no work a stop would lose. */
 export const stopPermitted: StopAnswer = { canStop: true }
 
 /** The longest reason kept: a reason is shown in one line of a table, a log and an API row. */
@@ -36,6 +37,7 @@ export type SessionEvent =
   /** The agent's reply text so far in this turn; the last one is kept for finish notifications. */
   | { readonly _tag: "Reply"; readonly text: string }
 
+/** What a provider is given to start or resume one agent's session. */
 export interface SessionConfig {
   readonly agentId: string
   readonly cwd: string

@@ -68,6 +68,7 @@ export type RetirementPhase = typeof RetirementPhase.Type
 export const RetirementFailureKind = Schema.Literals(["prepare_failed", "release_failed", "reader_drain_failed"])
 export type RetirementFailureKind = typeof RetirementFailureKind.Type
 
+/** How a retirement attempt failed: its kind and what went wrong. */
 export const RetirementFailure = Schema.Struct({
   kind: RetirementFailureKind,
   message: Schema.String
@@ -131,12 +132,12 @@ export interface DaemonStatus {
   readonly failure: RetirementFailure | null
 }
 
-/** The daemon is retiring: mutations are refused until the attempt is over. Retry after `retryAfterSeconds`. */
 /** How long a client refused while an attempt decides should wait before trying again, in seconds. */
 export const retryWhileDecidingSeconds = 1
 /** The same once a failed commit holds the daemon retiring until an operator restarts it. */
 export const retryWhileStuckSeconds = 60
 
+/** The daemon is retiring: mutations are refused until the attempt is over. Retry after `retryAfterSeconds`. */
 export class DaemonRetiring extends Schema.TaggedError<DaemonRetiring>()("DaemonRetiring", {
   message: Schema.String,
   retryAfterSeconds: Schema.Number

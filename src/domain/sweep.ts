@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { BlockerKind, MemberBlocker } from "./blocker.ts"
 import { CollectionError } from "./errors.ts"
 
+/** A runtime a sweep released, and the provider session it can be resumed from. */
 export const CollectedRuntime = Schema.Struct({
   agentId: Schema.String,
   provider: Schema.String,
@@ -9,6 +10,7 @@ export const CollectedRuntime = Schema.Struct({
 })
 export type CollectedRuntime = typeof CollectedRuntime.Type
 
+/** A runtime a sweep could not release, and why (a probe or a close failed); it stays resident. */
 export const SweepFailure = Schema.Struct({
   agentId: Schema.String,
   error: CollectionError
@@ -22,6 +24,7 @@ export const SweepReport = Schema.Struct({
 })
 export type SweepReport = typeof SweepReport.Type
 
+/** The report of a sweep that released nothing and failed nowhere. */
 export const emptySweepReport: SweepReport = { collected: [], failures: [] }
 
 /** What the last provider probe of a family member said, and when; `message` says why it vetoed or failed. */
@@ -69,4 +72,5 @@ export const CollectOutcome = Schema.TaggedUnion({
 })
 export type CollectOutcome = typeof CollectOutcome.Type
 
+/** Why a decision kept an idle runtime resident: a blocker, a provider's veto, a failed probe, or its owner declining the close. */
 export type RetentionReason = BlockerKind | "veto" | "probe-failure" | "close-declined"

@@ -8,6 +8,7 @@ import { Schema } from "effect"
 export const TurnState = Schema.Literals(["accepted", "running", "completed", "failed", "interrupted"])
 export type TurnState = typeof TurnState.Type
 
+/** Whether the turn has ended: completed, failed or interrupted. */
 export const isFinal = (state: TurnState): boolean =>
   state === "completed" || state === "failed" || state === "interrupted"
 
@@ -64,4 +65,5 @@ export const isRetryable = (record: TurnRecord): boolean => record.state === "fa
  * repeat of a client message id older than that starts a new turn.
  */
 export const defaultTurnRetention = "168h"
+/** The most ended turns the journal keeps per agent: beyond them, the oldest are pruned. */
 export const maxEndedTurnsPerAgent = 1_000

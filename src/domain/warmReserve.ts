@@ -6,6 +6,7 @@ export const warmLedgerId = (provider: string): string => `warm:${provider}`
 /** The most warm processes one provider may keep: each is a live process holding memory. */
 export const maxWarmReserve = 64
 
+/** A provider's warm reserve target: how many started processes without a session it keeps ready. */
 export const WarmReserveSize = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: maxWarmReserve })).pipe(
   Schema.annotate({ description: `How many started, unbound processes to keep ready (0 to ${maxWarmReserve}).` })
 )

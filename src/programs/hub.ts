@@ -21,6 +21,7 @@ import { shutDownOnHangup } from "./hangup.ts"
 /** The hub listens on loopback only. */
 const hubHost = "127.0.0.1"
 
+/** How to run the hub: its daemons' options, and the loopback port it listens on (0: any free port). */
 export interface HubRunOptions extends HubDaemons.HubDaemonsOptions {
   readonly port: number
 }

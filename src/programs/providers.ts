@@ -1,16 +1,16 @@
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { join } from "node:path"
 import type { ProviderConfig, QuiesceConfig } from "../domain/config.ts"
-import type { ProviderRegistrationRefused } from "../domain/errors.ts"
+import { ProviderRegistrationRefused } from "../domain/errors.ts"
 import type { Home } from "../layers/host/Home.ts"
-import * as AcpProvider from "../layers/providers/acp/AcpProvider.ts"
 import * as ClaudeProvider from "../layers/providers/claude/ClaudeProvider.ts"
 import * as CodexProvider from "../layers/providers/codex/CodexProvider.ts"
 import * as OpenCodeProvider from "../layers/providers/opencode/OpenCodeProvider.ts"
 import * as PiProvider from "../layers/providers/pi/PiProvider.ts"
 import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
+import * as ShellProvider from "../layers/providers/shell/ShellProvider.ts"
 import type { ProviderRegistry } from "../services/ProviderRegistry.ts"
-import { shellPluginPath } from "./shellPlugin.ts"
+import { optionalPackageProblem } from "./optionalPackages.ts"
 
 /** The adapter layer that serves one configured provider id; shell and plugin providers keep their sessions under `pluginHome`. */
 export const providerLayer = (
@@ -21,11 +21,7 @@ export const providerLayer = (
   switch (config.kind) {
     case "shell":
       // The shell plugin keeps its transcripts in its own `shell/` folder under the home it is given.
-      return PluginProvider.layer({
-        provider,
-        plugin: { command: process.execPath, args: [shellPluginPath] },
-        home: pluginHome
-      })
+      return ShellProvider.layer({ provider, home: pluginHome })
     case "plugin":
       return PluginProvider.layer({
         provider,
@@ -35,7 +31,17 @@ export const providerLayer = (
         requestTimeout: config.requestTimeout
       })
     case "acp":
-      return AcpProvider.layer({ provider, ...config, args: config.args ?? [] })
+      // The ACP SDK is an optional dependency, loaded only when an ACP provider is configured.
+      return Layer.unwrap(
+        Effect.tryPromise({
+          try: () => import("../layers/providers/acp/AcpProvider.ts"),
+          catch: (error) =>
+            new ProviderRegistrationRefused({
+              provider,
+              message: `The acp provider ${optionalPackageProblem(["@agentclientprotocol/sdk", "zod"], error)}`
+            })
+        }).pipe(Effect.map((AcpProvider) => AcpProvider.layer({ provider, ...config, args: config.args ?? [] })))
+      )
     case "codex":
       return CodexProvider.layer({ provider, ...config })
     case "pi":

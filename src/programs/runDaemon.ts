@@ -39,7 +39,7 @@ import { renderPrometheus } from "../layers/metrics/Metrics.ts"
 import { killAllGroupsNow } from "../layers/providers/plugin/PluginProcess.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
-import * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
+import type * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
@@ -57,6 +57,7 @@ import { WarmReserve } from "../services/WarmReserve.ts"
 import { makeConfigReload } from "../layers/reserve/configReload.ts"
 import { logReady, servicesLayer } from "./daemon.ts"
 import { shutDownOnHangup } from "./hangup.ts"
+import { optionalPackageProblem } from "./optionalPackages.ts"
 import { systemdUnit } from "./systemdUnit.ts"
 
 /** The stages of opening, in order; each is reached once what it acquires is acquired. */
@@ -172,11 +173,21 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
   }))
 })
 
+/** The PostgreSQL driver is an optional dependency, loaded only by a daemon that joins a cluster. */
+const loadPostgres = Effect.tryPromise({
+  try: () => import("../layers/store/PostgresDatabase.ts"),
+  catch: (error) =>
+    new ClusterJoinFailed({
+      message: `A cluster ${optionalPackageProblem(["@effect/sql-pg"], error)}`
+    })
+})
+
 /** This daemon's side of the cluster, over its services and the shared database. */
 const joinCluster = Effect.fnUntraced(function*(
   cluster: ClusterConfig,
   services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal | ProcessInspection>,
-  shared: Context.Context<SqlClient.SqlClient>
+  shared: Context.Context<SqlClient.SqlClient>,
+  postgres: typeof PostgresDatabase
 ) {
   const runner = yield* Layer.build(
     ClusterRunner.layer({
@@ -200,7 +211,7 @@ const joinCluster = Effect.fnUntraced(function*(
     Effect.annotateLogs({
       runner: `${cluster.runner.host}:${cluster.runner.port}`,
       group: cluster.group,
-      storage: PostgresDatabase.describeUrl(cluster.storage.url)
+      storage: postgres.describeUrl(cluster.storage.url)
     })
   )
   const sharding = Context.get(runner, Sharding.Sharding)
@@ -247,13 +258,17 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     })
   }
   // A cluster's runner keeps what the runners share on PostgreSQL; its process ledger stays local.
-  const shared = config.cluster === undefined ? undefined : yield* Layer.build(PostgresDatabase.layer(config.cluster.storage.url))
+  const clusterConfig = config.cluster
+  const sharing = clusterConfig === undefined ? undefined : yield* Effect.gen(function*() {
+    const postgres = yield* loadPostgres
+    return { postgres, shared: yield* Layer.build(postgres.layer(clusterConfig.storage.url)) }
+  })
   yield* stageDone(observer, "storage")
   const stores = yield* Layer.build(
-    shared === undefined
+    sharing === undefined
       ? SqliteDatabase.storesFromClient.pipe(Layer.provide(Layer.succeedContext(database)))
       : Layer.mergeAll(
-        PostgresDatabase.sharedStoresFromClient.pipe(Layer.provide(Layer.succeedContext(shared))),
+        sharing.postgres.sharedStoresFromClient.pipe(Layer.provide(Layer.succeedContext(sharing.shared))),
         SqliteRuntimeLedger.layerFromClient.pipe(Layer.provide(Layer.succeedContext(database)))
       )
   )
@@ -268,8 +283,8 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   )
   // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
   let services = local
-  if (config.cluster !== undefined && shared !== undefined) {
-    const joined = yield* joinCluster(config.cluster, local, shared)
+  if (config.cluster !== undefined && sharing !== undefined) {
+    const joined = yield* joinCluster(config.cluster, local, sharing.shared, sharing.postgres)
     hostsHere = joined.hostsHere
     services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimes, joined.runtimes)
   }

@@ -1,5 +1,5 @@
 import * as path from "node:path"
-import { packageRoot } from "../domain/version.ts"
+import { packageRoot, runsFromSources } from "../domain/version.ts"
 
-/** The reference `shell` provider ships in the repository. */
-export const shellPluginPath = path.join(packageRoot, "plugins/shell/main.ts")
+/** The reference `shell` provider's plugin, shipped in the package: run it with Node.js. */
+export const shellPluginPath = path.join(packageRoot, runsFromSources ? "plugins/shell/main.ts" : "dist/plugins/shell/main.js")

@@ -10,6 +10,7 @@ export interface AgentPlacementService {
   readonly hostsHere: (agentId: string) => boolean
 }
 
+/** The agent placement service; unless a cluster provides its own, every agent is hosted here. */
 export const AgentPlacement = Context.Reference<AgentPlacementService>("quiesce/cluster/AgentPlacement", {
   defaultValue: () => ({ hostsHere: () => true })
 })

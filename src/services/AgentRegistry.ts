@@ -19,6 +19,7 @@ import type {
 } from "../domain/errors.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
+/** What a new agent needs: its provider, its working directory and its labels. */
 export interface CreateAgent {
   /**
    * The new agent's id, when the caller picks it (a cluster routes by id before the agent
@@ -52,6 +53,7 @@ export interface PromptReceipt {
   readonly error: TurnError | null
 }
 
+/** How a prompt is sent: its client id for exactly-once delivery, and whether to wait for the turn's end. */
 export interface PromptOptions {
   /**
    * The client's id for this prompt: a second prompt with the same id for the same agent gets the
@@ -64,6 +66,7 @@ export interface PromptOptions {
   readonly messageIds?: ReadonlyArray<string> | undefined
 }
 
+/** An agent as the registry sees it now: its durable record and the state of its live runtime. */
 export interface AgentView {
   readonly record: AgentRecord
   /** Whether a live runtime holds the agent now. */
@@ -168,7 +171,6 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
   /** Releases the live runtime now; the agent stays resumable. */
   readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
-  /** Closes the runtime and resumes the same session with fresh configuration. */
   /**
    * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
    * its turns has not ended (`AgentBusy`): nothing accepted is lost.
@@ -178,6 +180,7 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   ) => Effect.Effect<void, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
   /** Lifecycle lanes held now: one per agent with an operation running or waiting, none for the rest. */
   readonly laneCount: Effect.Effect<number>
+  /** Closes the runtime and resumes the same session with fresh configuration. */
   readonly reload: (agentId: string) => Effect.Effect<void, ResumeError | RuntimeCloseFailed | RuntimePersistFailed>
   /**
    * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a

@@ -2,6 +2,7 @@ import { Context, type Effect } from "effect"
 import type { FinishStoreError, FinishSubscriptionsClosed } from "../domain/errors.ts"
 import type { RetirementBlocker } from "../domain/retirement.ts"
 
+/** Who wants to be told (the caller) when which agent (the target) finishes, and where the target lives. */
 export interface FinishRegistrationInput {
   readonly callerAgentId: string
   readonly targetAgentId: string
@@ -9,6 +10,7 @@ export interface FinishRegistrationInput {
   readonly serverId?: string | null | undefined
 }
 
+/** A committed finish subscription: its id, and how to accept or reject it when it was registered held. */
 export interface FinishRegistration {
   readonly id: string
   /** Starts watching a held registration; a no-op once accepted. */

@@ -2,6 +2,7 @@ import { Context, type Effect } from "effect"
 import type { DeliveryClosed, DeliveryFailed } from "../domain/errors.ts"
 import type { PromptReceipt } from "./AgentRegistry.ts"
 
+/** A message to one agent, delivered to it as (part of) a prompt. */
 export interface AgentMessage {
   readonly recipientId: string
   readonly text: string

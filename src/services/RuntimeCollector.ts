@@ -6,6 +6,7 @@ import { makeRuntimeCollector } from "../layers/collector/RuntimeCollectorLive.t
 import type { CallerProtection } from "./CallerProtection.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
+/** How the collector decides and sweeps; every option has a default. */
 export interface RuntimeCollectorOptions {
   /** `agents.idleRuntimeCleanup`; false disables ticks and sweeps (C3). Default true. */
   readonly enabled?: boolean | undefined

@@ -41,6 +41,7 @@ export interface WarmReserveService {
   readonly close: Effect.Effect<void>
 }
 
+/** The warm reserve service; without a layer that provides one, it is always empty and refuses a resize. */
 export const WarmReserve = Context.Reference<WarmReserveService>("quiesce/WarmReserve", {
   defaultValue: () => ({
     take: () => Effect.succeedNone,

@@ -49,12 +49,14 @@ import { shardGroupOf } from "./shardGroups.ts"
 // Create and Prompt are not persisted: the cluster would answer a repeat with a stored failure
 // (a provider that was down, a store that failed) for ever. The registry answers repeats
 // itself: a create by id once, a prompt once per client message id (the shared turn journal).
+/** Creates the agent under the entity's id; a repeat answers with the agent already made. */
 export const Create = Rpc.make("Create", {
   payload: { provider: Schema.String, cwd: Schema.String, labels: Schema.optional(Labels) },
   success: AgentRecord,
   error: Schema.Union([ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring])
 })
 
+/** Sends a prompt once per client message id; with `wait`, answers when its turn has ended. */
 export const Prompt = Rpc.make("Prompt", {
   payload: { text: Schema.String, clientMessageId: Schema.String, wait: Schema.Boolean },
   success: PromptResult,
@@ -69,24 +71,29 @@ export const Prompt = Rpc.make("Prompt", {
   ])
 })
 
+/** Interrupts the agent's running turn, if any; never resumes a released agent. */
 export const Interrupt = Rpc.make("Interrupt", {
   error: Schema.Union([AgentNotFound, ProviderFailed])
 })
 
+/** Allows or denies a permission the agent's runtime asked for. */
 export const RespondToPermission = Rpc.make("RespondToPermission", {
   payload: { permissionId: Schema.String, allow: Schema.Boolean },
   error: Schema.Union([AgentNotFound, PermissionNotPending, ProviderFailed])
 })
 
+/** Releases the agent's live runtime now; the agent stays resumable. */
 export const Close = Rpc.make("Close", {
   error: Schema.Union([AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed])
 })
 
+/** The residency of the agent's live runtime (X1): its blockers, a veto, idle since, earliest release. */
 export const Explain = Rpc.make("Explain", {
   success: Residency,
   error: RuntimeNotFound
 })
 
+/** Deletes the agent, its runtime, record and turns; refused while one of its turns has not ended. */
 export const Delete = Rpc.make("Delete", {
   error: Schema.Union([AgentNotFound, AgentBusy, AgentStoreError, RuntimeCloseFailed, RuntimePersistFailed])
 })
@@ -100,14 +107,17 @@ export const AgentView = Schema.Struct({
   providerAvailable: Schema.Boolean
 })
 
+/** The agent as the registry sees it: its record, residency, pid and pending permissions. */
 export const View = Rpc.make("View", { success: AgentView, error: AgentNotFound })
 
+/** One of the agent's turns, as recorded. */
 export const Turn = Rpc.make("Turn", {
   payload: { turnId: Schema.String },
   success: TurnRecord,
   error: Schema.Union([AgentNotFound, TurnNotFound, AgentStoreError])
 })
 
+/** The agent's newest turns, newest first, at most `limit`. */
 export const Turns = Rpc.make("Turns", {
   payload: { limit: Schema.Number },
   success: Schema.Array(TurnRecord),

@@ -17,6 +17,7 @@ import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
 import { defaultShardGroup, shardGroupOf } from "./shardGroups.ts"
 
+/** How one runner joins the cluster: its address, the sharding settings every runner shares, and its shard group. */
 export interface ClusterRunnerOptions {
   /** Where the other runners reach this one. */
   readonly host: string

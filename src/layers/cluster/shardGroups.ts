@@ -7,6 +7,7 @@
  */
 import { randomId } from "../registry/ids.ts"
 
+/** The shard group of agents whose id names none (`agent-<hex>`), and of runners given none. */
 export const defaultShardGroup = "default"
 
 /** What a group name may be: it is written into agent ids, between dashes. */

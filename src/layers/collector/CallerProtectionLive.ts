@@ -1,3 +1,9 @@
+/**
+ * The live `CallerProtection` (C4): it keeps an agent, and so its family, resident while finish
+ * subscriptions or message delivery still owe it something.
+ *
+ * @module
+ */
 import { Effect, Layer } from "effect"
 import { CallerProtection } from "../../services/CallerProtection.ts"
 import { FinishSubscriptions } from "../../services/FinishSubscriptions.ts"

@@ -1,3 +1,10 @@
+/**
+ * The live `MessageDelivery` (D1): messages to an agent are queued per recipient, batched over a
+ * short window into one prompt through the registry, retried while the failure may pass, and
+ * never sent twice when the turn journal shows a turn already carried them.
+ *
+ * @module
+ */
 import { Deferred, Duration, Effect, Fiber, Layer, Option, Schedule, Semaphore } from "effect"
 import { DeliveryClosed, DeliveryFailed } from "../../domain/errors.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
@@ -7,6 +14,7 @@ import { type AgentMessage, MessageDelivery } from "../../services/MessageDelive
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { randomId } from "../registry/ids.ts"
 
+/** Tuning for message delivery: the batching window, dispatch retries and the shutdown wait. */
 export interface MessageDeliveryOptions {
   /** Messages to one recipient arriving within this window are dispatched together. Default 2 s. */
   readonly batchWindow?: Duration.Input | undefined
@@ -55,6 +63,11 @@ export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>
     .map((message) => message.senderId === undefined ? message.text : `[message from agent ${message.senderId}]\n${message.text}`)
     .join("\n\n")
 
+/**
+ * Builds the service over the registry and the turn journal. When the scope closes, admission
+ * stops, what is queued is dispatched at once and acknowledgements are awaited up to the close
+ * timeout. {@link layer} wraps it.
+ */
 export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageDeliveryOptions = {}) {
   const registry = yield* AgentRegistry
   const journal = yield* TurnJournal
@@ -265,5 +278,6 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
   })
 })
 
+/** The live message delivery, over the registry's prompt path and the turn journal. */
 export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentRegistry | TurnJournal> =>
   Layer.effect(MessageDelivery, makeMessageDelivery(options))

@@ -1,3 +1,10 @@
+/**
+ * The live `FinishSubscriptions` (D2): each caller's intent to be told when a target agent
+ * finishes is stored first, watched (locally through the registry, or on another server), turned
+ * into a saved notification and delivered as a message to the caller, then forgotten.
+ *
+ * @module
+ */
 import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
 import { FinishSubscriptionsClosed, type FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
@@ -9,6 +16,7 @@ import { type FinishRegistrationInput, FinishSubscriptions } from "../../service
 import { MessageDelivery } from "../../services/MessageDelivery.ts"
 import { RemoteFinishes } from "../../services/RemoteFinishes.ts"
 
+/** Tuning for finish subscriptions: how failed watches, saves and deliveries are retried. */
 export interface FinishSubscriptionsOptions {
   /** Backoff between attempts to watch, save or deliver that failed for a reason that may pass. */
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
@@ -33,6 +41,11 @@ interface Entry {
 
 const idPart = Effect.map(Random.nextIntBetween(0, 0xffff_ffff), (n) => n.toString(16).padStart(8, "0"))
 
+/**
+ * Builds the service: recovers the stored subscriptions in the background (every caller counts as
+ * protected until that is done) and stops the watches when the scope closes, leaving the durable
+ * records for the next start. {@link layer} wraps it.
+ */
 export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   options: FinishSubscriptionsOptions = {}
 ): Effect.fn.Return<
@@ -268,6 +281,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   })
 })
 
+/** The live finish subscriptions, over the finish store, message delivery, the registry and remote finishes. */
 export const layer = (
   options?: FinishSubscriptionsOptions
 ): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentRegistry | RemoteFinishes> =>

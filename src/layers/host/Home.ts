@@ -1,3 +1,9 @@
+/**
+ * A daemon's home directory (H1, H2): where it is by default, the lock that lets one daemon at a
+ * time own it, its API token, and the files kept private to their owner.
+ *
+ * @module
+ */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { readStat } from "./ProcessInspectionProcfs.ts"
 import { randomBytes } from "node:crypto"
@@ -232,6 +238,11 @@ const createdByStart = (tokenFile: string, databaseFile: string, pluginHome: str
   }
 }
 
+/**
+ * Opens the home at `root`: creates it if missing (0700), takes its lock (released with the
+ * layer), reads or creates the token and makes the private files private. What this start created
+ * is removed again if the layer closes before `opened`.
+ */
 export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
   Layer.effect(
     Home,

@@ -46,6 +46,7 @@ export interface ProcfsReader {
   readonly residentPages: (pid: number) => Effect.Effect<number | undefined>
 }
 
+/** Tuning for the procfs layer: its bounds on concurrent samples and query time, and test stand-ins. */
 export interface ProcfsOptions {
   /** Roots sampled at once across every caller of the layer; default 4. */
   readonly admission?: number

@@ -45,6 +45,7 @@ import {
 } from "../providers/process/escapedProcesses.ts"
 import type { ProcStat } from "./ProcessInspectionProcfs.ts"
 
+/** Tuning for {@link endLeftovers}: how gently the leftover processes are ended. */
 export interface EndLeftoversOptions {
   /** How long the processes have between SIGTERM and SIGKILL. Default 2 seconds. */
   readonly grace?: Duration.Input

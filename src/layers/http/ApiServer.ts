@@ -493,6 +493,7 @@ const noConfigFile = Effect.fail(new ConfigReloadFailed({ message: "This host ha
 
 // ---- layers ------------------------------------------------------------------------------------
 
+/** What the API's routes need from the host: the token, the metrics, the body limit and the config reload. */
 export interface RouteOptions {
   /** The bearer token every route but health, metrics and the OpenAPI document requires; never empty. */
   readonly token: string
@@ -504,6 +505,7 @@ export interface RouteOptions {
   readonly reloadConfig?: Effect.Effect<ConfigReloaded, ConfigReloadFailed> | undefined
 }
 
+/** The routes' options, plus the address the server listens on and whether it logs requests. */
 export interface ApiServerOptions extends RouteOptions {
   readonly host: string
   readonly port: number

@@ -144,6 +144,7 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
     ))))
 }
 
+/** Where the hub listens, its token, and the largest request body it reads (default 1 MiB). */
 export interface HubServerOptions {
   readonly host: string
   readonly port: number

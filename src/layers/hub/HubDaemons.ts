@@ -56,6 +56,10 @@ type StartOutcome = "started" | "present" | "held" | "stopped"
 
 export type { RoutingError }
 
+/**
+ * What the hub does with its homes' daemons: lists them, routes requests to them (starting one
+ * only for a mutation), and carries out the operator's retire now, force stop and resume.
+ */
 export class HubDaemons extends Context.Service<HubDaemons, {
   /** One row per home: its verified daemon, or what it is without one. Passive: no daemon is started or kept. */
   readonly inventory: Effect.Effect<Inventory, HubConfigInvalid>
@@ -86,6 +90,7 @@ export class HubDaemons extends Context.Service<HubDaemons, {
   >
 }>()("quiesce/hub/HubDaemons") {}
 
+/** The hub's home (its `hub.json`, logs and stop markers) and how long it waits on daemons. */
 export interface HubDaemonsOptions {
   readonly hubHome: string
   /** How long a mutation waits for a retiring or unresponsive daemon's exit to be confirmed. Default 60 s. */
@@ -300,6 +305,10 @@ const poll = Duration.millis(100)
 /** How long one discovery of every home serves the inventory. */
 const inventorySnapshotTtl = Duration.seconds(1)
 
+/**
+ * The hub's daemons over the homes listed in `hub.json`, found through their rendezvous records
+ * and reached over HTTP; daemons it starts are detached and outlive the hub.
+ */
 export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never, HttpClient.HttpClient | ProcessInspection> =>
   Layer.effect(
     HubDaemons,

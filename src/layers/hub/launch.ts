@@ -10,11 +10,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { DaemonStartFailed, type ManagedHome } from "../../domain/hub.ts"
 import { type DaemonIdentity, launchedByHubVariable, retiredExitCode } from "../../domain/retirement.ts"
-import { packageRoot } from "../../domain/version.ts"
+import { packageRoot, runsFromSources } from "../../domain/version.ts"
 import { readRendezvous } from "../host/rendezvous.ts"
 import { daemonLogFile } from "./hubFiles.ts"
 
-const cliPath = path.join(packageRoot, "src/programs/cli.ts")
+// The `quiesce` command: from the sources, or as installed (bin/quiesce.mjs runs the CLI's bundle).
+const cliPath = path.join(packageRoot, runsFromSources ? "src/programs/cli.ts" : "bin/quiesce.mjs")
 
 export interface LaunchOptions {
   readonly hubHome: string

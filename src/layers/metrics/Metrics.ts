@@ -83,10 +83,13 @@ const labelled = (name: string, description: string, label: string) => {
 const collectionsOf = labelled(collections.id, collections.description ?? "", "provider")
 const retentionsOf = labelled(retentions.id, retentions.description ?? "", "reason")
 
+/** Counts one completed sweep in `quiesce_sweeps_total`. */
 export const recordSweep: Effect.Effect<void> = Metric.update(sweeps, 1)
 
+/** Counts one collected runtime of `provider` in `quiesce_collections_total`. */
 export const recordCollection = (provider: string): Effect.Effect<void> => Metric.update(collectionsOf(provider), 1)
 
+/** Counts one runtime kept resident for `reason` in `quiesce_retentions_total`. */
 export const recordRetention = (reason: RetentionReason): Effect.Effect<void> =>
   Metric.update(retentionsOf(reason), 1)
 
@@ -109,8 +112,10 @@ export class RetentionTally {
   })
 }
 
+/** Adds one `canStopRuntime` probe's duration, in seconds, to `quiesce_probe_duration_seconds`. */
 export const recordProbeDuration = (seconds: number): Effect.Effect<void> => Metric.update(probeDuration, seconds)
 
+/** Sets `quiesce_resident_runtimes` to the runtimes still resident after a sweep. */
 export const setResidentRuntimes = (count: number): Effect.Effect<void> => Metric.update(residentRuntimes, count)
 
 /** Adds the RSS a collection released; for the code that sampled the runtime before closing it. */

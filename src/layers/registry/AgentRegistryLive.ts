@@ -1,3 +1,10 @@
+/**
+ * The live `AgentRegistry`: the owner of every agent's record and live runtime, which creates,
+ * resumes, releases and closes runtimes one lane per agent, carries prompts through the durable
+ * turn journal, and offers its live runtimes to the collector as candidates.
+ *
+ * @module
+ */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Scope, Semaphore, Stream } from "effect"
 import * as fs from "node:fs"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
@@ -31,6 +38,7 @@ import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
 import { makePrompts } from "./prompts.ts"
 import { makeRuntimeRecords } from "./runtimeRecords.ts"
 
+/** Tuning for the registry: the prompt size bound, turn retention, the shutdown probe and a shared store. */
 export interface AgentRegistryOptions {
   /**
    * The largest prompt accepted, JSON-encoded, in bytes. Default 512 KiB: well below the 1 MiB
@@ -68,6 +76,11 @@ interface QueuedEvent {
   readonly event: SessionEvent
 }
 
+/**
+ * Builds the registry service: loads the stored agents, ends what a previous daemon's runtimes
+ * left running, takes over its journal (per agent instead when the store is shared), and closes
+ * every live runtime when the scope closes. {@link layer} and {@link layerWith} wrap it.
+ */
 export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegistryOptions = {}): Effect.fn.Return<
   AgentRegistry["Service"],
   AgentStoreError,

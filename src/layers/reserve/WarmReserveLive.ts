@@ -15,6 +15,7 @@ import { WarmReserve } from "../../services/WarmReserve.ts"
 import { randomId } from "../registry/ids.ts"
 import { forgetProcess, recordProcess } from "../registry/runtimeRecords.ts"
 
+/** Tuning for the warm reserve: each provider's starting target, idle replacement and start backoff. */
 export interface WarmReserveOptions {
   /** Each provider's target when the reserve opens, by provider id. */
   readonly targets?: Readonly<Record<string, number>> | undefined

@@ -27,6 +27,7 @@ import { MessageDelivery } from "../../services/MessageDelivery.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 
+/** The daemon's identity (its idle timeout among it) and how long a committed retirement lets requests drain. */
 export interface DaemonLifecycleOptions {
   readonly identity: DaemonIdentity
   /** How long requests in flight may take to leave after a commit. Default 5 s. */
@@ -37,6 +38,11 @@ type Trigger = RetirementAttempt["trigger"]
 
 const failureOf = (kind: RetirementFailure["kind"], message: string): RetirementFailure => ({ kind, message })
 
+/**
+ * Builds the service and, when the identity has an idle timeout, starts its timer in the scope:
+ * once the daemon has been idle for the whole interval, the timer makes a retirement attempt.
+ * {@link layer} wraps it.
+ */
 export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLifecycleOptions): Effect.fn.Return<
   DaemonLifecycle["Service"],
   never,
@@ -300,6 +306,7 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
   })
 })
 
+/** The daemon's idle timer and retirement, over the registry, the collector, delivery, subscriptions and the journal. */
 export const layer = (options: DaemonLifecycleOptions): Layer.Layer<
   DaemonLifecycle,
   never,

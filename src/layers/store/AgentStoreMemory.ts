@@ -12,6 +12,7 @@ const byCreatedThenId: Order.Order<AgentRecord> = Order.combine(
   Order.mapInput(Order.String, (record: AgentRecord) => record.agentId)
 )
 
+/** A fresh, empty in-memory `AgentStore`; each run of this effect gets its own map. */
 export const make: Effect.Effect<AgentStore["Service"]> = Effect.sync(() => {
   const records = new Map<string, AgentRecord>()
   return AgentStore.of({
@@ -28,4 +29,5 @@ export const make: Effect.Effect<AgentStore["Service"]> = Effect.sync(() => {
   })
 })
 
+/** The in-memory `AgentStore` as a layer; its records live only as long as the layer. */
 export const layer: Layer.Layer<AgentStore> = Layer.effect(AgentStore, make)

@@ -12,6 +12,7 @@ const byCreatedThenId: Order.Order<FinishSubscription> = Order.combine(
   Order.mapInput(Order.String, (subscription: FinishSubscription) => subscription.id)
 )
 
+/** A fresh, empty in-memory `FinishStore`; each run of this effect gets its own map. */
 export const make: Effect.Effect<FinishStore["Service"]> = Effect.sync(() => {
   const subscriptions = new Map<string, FinishSubscription>()
   return FinishStore.of({
@@ -25,4 +26,5 @@ export const make: Effect.Effect<FinishStore["Service"]> = Effect.sync(() => {
   })
 })
 
+/** The in-memory `FinishStore` as a layer; its subscriptions live only as long as the layer. */
 export const layer: Layer.Layer<FinishStore> = Layer.effect(FinishStore, make)

@@ -16,6 +16,7 @@ const byRecordedThenAgentThenPid: Order.Order<RuntimeProcess> = Order.combineAll
 /** `<pid>:<agentId>`: a pid is only digits, so the first `:` ends it and no two entries share a key. */
 const keyOf = (agentId: string, pid: number) => `${pid}:${agentId}`
 
+/** A fresh, empty in-memory `RuntimeLedger`; each run of this effect gets its own map. */
 export const make: Effect.Effect<RuntimeLedger["Service"]> = Effect.sync(() => {
   const entries = new Map<string, RuntimeProcess>()
   return RuntimeLedger.of({
@@ -29,4 +30,8 @@ export const make: Effect.Effect<RuntimeLedger["Service"]> = Effect.sync(() => {
   })
 })
 
+/**
+ * The in-memory `RuntimeLedger` as a layer. Its entries vanish with the process, so it cannot
+ * clean up after a crashed predecessor the way the SQLite ledger does.
+ */
 export const layer: Layer.Layer<RuntimeLedger> = Layer.effect(RuntimeLedger, make)

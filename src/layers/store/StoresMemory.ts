@@ -8,6 +8,7 @@ import * as FinishStoreMemory from "./FinishStoreMemory.ts"
 import * as RuntimeLedgerMemory from "./RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "./TurnJournalMemory.ts"
 
+/** `AgentStore`, `FinishStore`, `TurnJournal` and `RuntimeLedger`, all in memory and empty. */
 export const layer = Layer.mergeAll(
   AgentStoreMemory.layer,
   FinishStoreMemory.layer,

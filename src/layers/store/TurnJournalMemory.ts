@@ -10,6 +10,7 @@ import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/Tu
 
 const key = (agentId: string, id: string) => `${agentId}\u0000${id}`
 
+/** A fresh, empty in-memory `TurnJournal`; each run of this effect gets its own maps. */
 export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
   // Insertion order is acceptance order.
   const records = new Map<string, TurnRecord>()
@@ -100,4 +101,5 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
   })
 })
 
+/** The in-memory `TurnJournal` as a layer; its turns live only as long as the layer. */
 export const layer: Layer.Layer<TurnJournal> = Layer.effect(TurnJournal, make)

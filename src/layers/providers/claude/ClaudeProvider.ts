@@ -77,6 +77,10 @@ export const defaultEnv: Readonly<Record<string, string>> = { CLAUDE_CODE_EMIT_S
 const sameRoster = (live: ReadonlySet<string>, tasks: ReadonlyArray<{ readonly task_id: string }>): boolean =>
   live.size === tasks.length && tasks.every((task) => live.has(task.task_id))
 
+/**
+ * The Claude Code client, not yet registered: each session one `claude -p` process. Every process
+ * still running is ended with its group when the scope closes; {@link layer} registers it.
+ */
 export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProviderOptions = {}) {
   const provider = options.provider ?? "claude"
   const scope = yield* Effect.scope

@@ -56,6 +56,7 @@ export interface CodexProviderOptions extends CliProviderOptions {
   readonly methods?: Partial<typeof defaultMethods> | undefined
 }
 
+/** The JSON-RPC methods the provider sends to Codex's app-server, by role; `methods` overrides them. */
 export const defaultMethods = {
   initialize: "initialize",
   initialized: "initialized",
@@ -81,6 +82,11 @@ export const exitReason = (stderr: string): string => {
   return (lines.findLast((line) => line.startsWith("Error")) ?? lines.at(-1) ?? "").slice(0, 500)
 }
 
+/**
+ * The Codex client, not yet registered: each session one app-server process with one thread.
+ * Every server still running, and the commands it started, end when the scope closes;
+ * {@link layer} registers it.
+ */
 export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProviderOptions = {}) {
   const provider = options.provider ?? "codex"
   const methods = { ...defaultMethods, ...options.methods }

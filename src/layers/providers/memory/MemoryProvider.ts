@@ -4,6 +4,10 @@ import { ProviderFailed, type ProviderRegistrationRefused, type RuntimeProbeFail
 import type { AgentClient, AgentSession, SessionConfig, SessionEvent, StopAnswer, TurnEnd } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 
+/**
+ * One prompt a `MemoryProvider` session received, in order of arrival: as a new turn, steered
+ * into the running turn, or handled out of band as a command.
+ */
 export interface Delivery {
   readonly sessionId: string
   readonly prompt: string

@@ -125,6 +125,10 @@ interface Turn {
   error: string | undefined
 }
 
+/**
+ * The OpenCode client, not yet registered: each session one `opencode serve` process driven over
+ * HTTP. Every server still running ends when the scope closes; {@link layer} registers it.
+ */
 export const makeOpenCodeClient = Effect.fnUntraced(function*(options: OpenCodeProviderOptions) {
   const provider = options.provider ?? "opencode"
   const scope = yield* Effect.scope

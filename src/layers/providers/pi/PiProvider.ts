@@ -73,6 +73,10 @@ const handleFor = (provider: string, state: SessionState | undefined): Persisten
     ? { provider, sessionId: state.sessionId, data: { sessionFile: state.sessionFile } }
     : null
 
+/**
+ * The Pi (or OMP) client, not yet registered: each session one `pi --mode rpc` process. Every
+ * process still running is ended with its group when the scope closes; {@link layer} registers it.
+ */
 export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptions) {
   const provider = options.provider
   const scope = yield* Effect.scope

@@ -24,6 +24,7 @@ import { type StartedProcess, startThenBindClient } from "../process/startThenBi
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"
 
+/** How to run one plugin provider: its id, the plugin command, its home, and its timeouts. */
 export interface PluginProviderOptions {
   /** The provider id agents name. */
   readonly provider: string

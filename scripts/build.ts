@@ -1,0 +1,49 @@
+// Builds the package into dist/ (npm run build; npm ci and npm pack run it through prepare):
+// - the library: tsc emits ES modules, declarations and source maps from src/ (tsconfig.build.json),
+//   which the package's exports map names entry by entry;
+// - the shell plugin, as JavaScript, since Node strips no types under node_modules;
+// - the CLI's bundle, dist/cli/quiesce.mjs, that bin/quiesce.mjs runs. One minified ES module holds
+//   the client commands; `quiesce daemon`, `quiesce hub` and `config check` load theirs from chunks
+//   beside it, so a client command never parses the providers, the store or the server. It carries
+//   its dependencies, the optional ones too, so the command needs nothing installed beside it.
+import { build } from "esbuild"
+import { execFileSync } from "node:child_process"
+import { rmSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+rmSync(`${root}dist`, { recursive: true, force: true })
+execFileSync(process.execPath, [`${root}node_modules/typescript/bin/tsc`, "-p", `${root}tsconfig.build.json`], { stdio: "inherit" })
+await build({
+  absWorkingDir: root,
+  entryPoints: { "plugins/shell/main": "plugins/shell/main.ts" },
+  outdir: `${root}dist`,
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node24",
+  logLevel: "warning"
+})
+const outdir = `${root}dist/cli`
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { quiesce: "src/programs/cli.ts" },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node24",
+  minify: true,
+  outExtension: { ".js": ".mjs" },
+  chunkNames: "chunk-[hash]",
+  // Some bundled dependencies are CommonJS and call require.
+  banner: { js: 'import { createRequire as quiesceRequire } from "node:module"; const require = quiesceRequire(import.meta.url);' },
+  metafile: true,
+  logLevel: "warning"
+})
+const outputs = Object.entries(result.metafile.outputs).filter(([file]) => file.endsWith(".mjs"))
+const kib = (bytes: number) => `${(bytes / 1024).toFixed(0)} KiB`
+const entry = outputs.find(([, output]) => output.entryPoint !== undefined)
+const total = outputs.reduce((sum, [, output]) => sum + output.bytes, 0)
+console.log(`dist/cli: ${entry === undefined ? "?" : kib(entry[1].bytes)} for the client commands, ${kib(total)} in ${outputs.length} files`)
