@@ -4,10 +4,11 @@
 // - the collector releases an idle runtime and retains a vetoed and a protected one;
 // - the registry with the shell provider resumes a released runtime, and a SQLite store keeps the
 //   agent and its session across two runs;
-// - the optional dependencies (the ACP SDK, zod, the PostgreSQL driver) are neither installed nor
-//   loaded for the core, and their entries load once they are installed;
+// - the optional dependencies (the ACP SDK, zod, the PostgreSQL driver, @effect/platform-node) are
+//   neither installed nor loaded for the core, and their entries load once they are installed;
 // - every child process the examples start is gone, and each example exits by itself;
-// - the installed `quiesce` command runs a daemon whose shell agent answers a prompt.
+// - the installed `quiesce` command runs a daemon, and a hub that starts one, whose shell agents
+//   answer a prompt.
 import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -42,11 +43,16 @@ function record(value: unknown): Record<string, unknown> {
 
 function check(condition: boolean, what: string): void {
   if (!condition) throw new Error(`check failed: ${what}`)
+  passed(what)
+}
+
+/** Reports what the step before proved by not throwing. */
+function passed(what: string): void {
   console.log(`ok  ${what}`)
 }
 
-function run(command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> {
-  const result = spawnSync(command, args, { cwd, env, encoding: "utf8", timeout: 300_000 })
+function run(command: string, args: ReadonlyArray<string>, cwd: string): SpawnSyncReturns<string> {
+  const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 300_000 })
   if (result.status !== 0) {
     throw new Error(`${command} ${args.join(" ")} (in ${cwd}) exited ${result.status ?? result.signal}\n${result.stdout}\n${result.stderr}`)
   }
@@ -120,6 +126,21 @@ function consumer(name: string, tarball: string, extra: Record<string, string>):
   return project
 }
 
+/**
+ * Starts the installed `quiesce` command in a process group of its own, so that the group shows
+ * whether anything of it is left; its output is collected, and its group ended if the check fails.
+ */
+function startCommand(bin: string, args: ReadonlyArray<string>, cwd: string) {
+  const child = spawn(process.execPath, [bin, ...args], { cwd, detached: true, stdio: ["ignore", "pipe", "pipe"] })
+  if (child.pid === undefined) throw new Error(`cannot start quiesce ${args.join(" ")}`)
+  startedGroups.push(child.pid)
+  let output = ""
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  const exit = new Promise<number | null>((resolve) => child.on("exit", resolve))
+  return { process: child, pid: child.pid, output: () => output, exit }
+}
+
 /** Copies the host examples into `project`, with the hook that records the modules a run loads. */
 function addExamples(project: string): void {
   mkdirSync(join(project, "examples"))
@@ -138,10 +159,9 @@ async function main() {
   console.log(`Node ${process.version}; working in ${work}`)
 
   // The README's library example is the collector example, word for word.
-  const readme = readFileSync(join(root, "README.md"), "utf8")
-  const collectorExample = readFileSync(join(root, "examples/host/collector.ts"), "utf8")
-  check(readme.includes("```ts\n" + collectorExample + "```"), "the README's library example is examples/host/collector.ts")
   const examples = exampleFiles.map((file) => readFileSync(join(root, "examples/host", file), "utf8"))
+  const readme = readFileSync(join(root, "README.md"), "utf8")
+  check(readme.includes("```ts\n" + examples[0] + "```"), "the README's library example is examples/host/collector.ts")
   const docBlocks = [...readFileSync(join(root, "docs/library.md"), "utf8").matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)
   check(docBlocks.length > 0 && docBlocks.every((block) => examples.some((example) => example.includes(block))), "every TypeScript block of docs/library.md is taken from an example")
 
@@ -180,7 +200,7 @@ async function main() {
     include: ["examples/*.ts"]
   }, null, 2))
   run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], core)
-  check(true, "the examples type-check against the installed declarations (skipLibCheck off)")
+  passed("the examples type-check against the installed declarations (skipLibCheck off)")
 
   // The collector under a host's own runtime.
   const collector = await runExample(core, "examples/collector.ts")
@@ -237,16 +257,10 @@ async function main() {
   const home = join(work, "home")
   const port = await freePort()
   const bin = join(core, "node_modules/.bin/quiesce")
-  // In a process group of its own, so that the group shows whether anything of it is left.
-  const daemon = spawn(process.execPath, [bin, "--home", home, "daemon", "--port", String(port)], { cwd: core, detached: true, stdio: ["ignore", "pipe", "pipe"] })
-  if (daemon.pid !== undefined) startedGroups.push(daemon.pid)
-  let daemonOutput = ""
-  daemon.stdout.on("data", (chunk: Buffer) => (daemonOutput += chunk.toString()))
-  daemon.stderr.on("data", (chunk: Buffer) => (daemonOutput += chunk.toString()))
-  const daemonExit = new Promise<number | null>((resolve) => daemon.on("exit", resolve))
+  const daemon = startCommand(bin, ["--home", home, "daemon", "--port", String(port)], core)
   let runtimePid = 0
   try {
-    await until(() => daemonOutput.includes("Quiesce ready"), "the installed daemon is ready", 30_000)
+    await until(() => daemon.output().includes("Quiesce ready"), "the installed daemon is ready", 30_000)
     const created = record(JSON.parse(run(process.execPath, [bin, "--home", home, "agents", "create", "--provider", "shell", "--cwd", home], core).stdout))
     const reply = run(process.execPath, [bin, "--home", home, "prompt", String(created["agentId"]), "echo from the package", "--wait"], core).stdout
     check(reply.includes("from the package"), "the installed daemon's shell agent answers a prompt")
@@ -256,10 +270,10 @@ async function main() {
     const script = await fetch(`http://127.0.0.1:${port}/assets/daemon.js`)
     check(login.status === 200 && (await login.text()).includes("<html") && script.status === 200, "the installed daemon serves its pages from the package's web/ folder")
   } finally {
-    daemon.kill("SIGTERM")
+    daemon.process.kill("SIGTERM")
   }
-  check(await daemonExit === 0, "the installed daemon stops in order on SIGTERM")
-  check(daemon.pid !== undefined && !groupRuns(daemon.pid) && runtimePid > 0 && !groupRuns(runtimePid), "nothing of the installed daemon is left running, its shell runtime neither")
+  check(await daemon.exit === 0, "the installed daemon stops in order on SIGTERM")
+  check(!groupRuns(daemon.pid) && runtimePid > 0 && !groupRuns(runtimePid), "nothing of the installed daemon is left running, its shell runtime neither")
 
   // The installed command runs a hub, which starts a home's daemon for the first request to it.
   const hubHome = join(work, "hub")
@@ -267,27 +281,22 @@ async function main() {
   mkdirSync(hubHome, { recursive: true })
   mkdirSync(hubbed, { recursive: true })
   writeFileSync(join(hubHome, "hub.json"), JSON.stringify({ homes: [{ name: "a", dir: hubbed }] }))
-  const hub = spawn(process.execPath, [bin, "--home", hubHome, "hub", "--port", "0"], { cwd: core, detached: true, stdio: ["ignore", "pipe", "pipe"] })
-  if (hub.pid !== undefined) startedGroups.push(hub.pid)
-  let hubOutput = ""
-  hub.stdout.on("data", (chunk: Buffer) => (hubOutput += chunk.toString()))
-  hub.stderr.on("data", (chunk: Buffer) => (hubOutput += chunk.toString()))
-  const hubExit = new Promise<number | null>((resolve) => hub.on("exit", resolve))
+  const hub = startCommand(bin, ["--home", hubHome, "hub", "--port", "0"], core)
   const viaHub = (...args: ReadonlyArray<string>) => run(process.execPath, [bin, "--home", hubHome, "--hub", "a", ...args], core).stdout
   try {
-    await until(() => hubOutput.includes("Quiesce hub ready"), "the installed hub is ready", 30_000)
+    await until(() => hub.output().includes("Quiesce hub ready"), "the installed hub is ready", 30_000)
     const agent = record(JSON.parse(viaHub("agents", "create", "--provider", "shell", "--cwd", hubbed)))
     check(viaHub("prompt", String(agent["agentId"]), "echo through the hub", "--wait").includes("through the hub"), "the installed hub starts the home's daemon, whose shell agent answers")
   } finally {
-    hub.kill("SIGTERM")
+    hub.process.kill("SIGTERM")
   }
-  check(await hubExit === 0, "the installed hub stops on SIGTERM")
+  check(await hub.exit === 0, "the installed hub stops on SIGTERM")
   // A hub's daemons outlive it; this one is stopped through its own home.
   const hubDaemonPid = Number(record(JSON.parse(readFileSync(join(hubbed, "daemon.json"), "utf8")))["pid"])
   startedGroups.push(hubDaemonPid)
   run(process.execPath, [bin, "--home", hubbed, "stop"], core)
   await until(() => !groupRuns(hubDaemonPid), "the hub's daemon has stopped", 30_000)
-  check(true, "the daemon the hub started stops in order, and nothing of it is left running")
+  passed("the daemon the hub started stops in order, and nothing of it is left running")
 
   // The daemon's entry without the ACP SDK and the PostgreSQL driver: it loads, and an ACP provider says what is missing.
   const daemonProject = consumer("daemon", tarball, { "@effect/platform-node": version("@effect/platform-node") })
@@ -309,7 +318,7 @@ async function main() {
   figures.push(["install, with the optional packages", mib(directoryBytes(join(full, "node_modules")))])
   const entries = Object.keys(record(manifest["exports"])).filter((entry) => entry !== "./package.json").map((entry) => entry.replace(/^\./, "quiesce"))
   run(process.execPath, ["--input-type=module", "-e", entries.map((entry) => `await import(${JSON.stringify(entry)})`).join("\n")], full)
-  check(true, `every entry loads once the optional packages are installed: ${entries.join(", ")}`)
+  passed(`every entry loads once the optional packages are installed: ${entries.join(", ")}`)
   // Where they could be loaded, the core and the shell provider still load none of them.
   addExamples(full)
   for (const file of ["examples/collector.ts", "examples/registry.ts"]) {

@@ -258,10 +258,10 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     })
   }
   // A cluster's runner keeps what the runners share on PostgreSQL; its process ledger stays local.
-  const clusterConfig = config.cluster
-  const sharing = clusterConfig === undefined ? undefined : yield* Effect.gen(function*() {
+  const cluster = config.cluster
+  const sharing = cluster === undefined ? undefined : yield* Effect.gen(function*() {
     const postgres = yield* loadPostgres
-    return { postgres, shared: yield* Layer.build(postgres.layer(clusterConfig.storage.url)) }
+    return { cluster, postgres, shared: yield* Layer.build(postgres.layer(cluster.storage.url)) }
   })
   yield* stageDone(observer, "storage")
   const stores = yield* Layer.build(
@@ -283,8 +283,8 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   )
   // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
   let services = local
-  if (config.cluster !== undefined && sharing !== undefined) {
-    const joined = yield* joinCluster(config.cluster, local, sharing.shared, sharing.postgres)
+  if (sharing !== undefined) {
+    const joined = yield* joinCluster(sharing.cluster, local, sharing.shared, sharing.postgres)
     hostsHere = joined.hostsHere
     services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimes, joined.runtimes)
   }

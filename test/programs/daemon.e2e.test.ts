@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { join } from "node:path"
-import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
+import { pluginPath as shellPluginPath } from "../../src/layers/providers/shell/ShellProvider.ts"
 import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
 
 afterEach(cleanUpDaemons)

@@ -21,7 +21,7 @@ import {
   writeHubConfig
 } from "../support/hubProcess.ts"
 import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
-import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
+import { pluginPath as shellPluginPath } from "../../src/layers/providers/shell/ShellProvider.ts"
 
 const misbehavingPlugin = join(import.meta.dirname, "../fixtures/misbehavingPlugin.mjs")
 

@@ -21,7 +21,7 @@ import {
   until
 } from "../support/daemonProcess.ts"
 import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
-import { shellPluginPath } from "../../src/programs/shellPlugin.ts"
+import { pluginPath as shellPluginPath } from "../../src/layers/providers/shell/ShellProvider.ts"
 
 afterEach(cleanUpDaemons)
 

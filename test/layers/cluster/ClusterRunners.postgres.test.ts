@@ -23,7 +23,7 @@ import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts
 import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../../../src/layers/store/SqliteRuntimeLedger.ts"
 import { daemonServices } from "../../../src/programs/daemon.ts"
-import { shellPluginPath } from "../../../src/programs/shellPlugin.ts"
+import { pluginPath as shellPluginPath } from "../../../src/layers/providers/shell/ShellProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"

@@ -4,13 +4,14 @@
  * in this package.
  */
 import type { Layer } from "effect"
+import * as path from "node:path"
 import type { ProviderRegistrationRefused } from "../../../domain/errors.ts"
-import * as PluginProvider from "../plugin/PluginProvider.ts"
-import { shellPluginPath } from "../../../programs/shellPlugin.ts"
+import { packageRoot, runsFromSources } from "../../../domain/version.ts"
 import type { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import * as PluginProvider from "../plugin/PluginProvider.ts"
 
 /** Where the shell plugin this package ships is: run it with Node.js (`process.execPath`). */
-export const pluginPath: string = shellPluginPath
+export const pluginPath: string = path.join(packageRoot, runsFromSources ? "plugins/shell/main.ts" : "dist/plugins/shell/main.js")
 
 /** Options of the shell provider. */
 export interface ShellProviderOptions {
@@ -24,6 +25,6 @@ export interface ShellProviderOptions {
 export const layer = (options: ShellProviderOptions): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> =>
   PluginProvider.layer({
     provider: options.provider ?? "shell",
-    plugin: { command: process.execPath, args: [shellPluginPath] },
+    plugin: { command: process.execPath, args: [pluginPath] },
     home: options.home
   })
