@@ -114,6 +114,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     snapshot: ReadonlyArray<RuntimeCandidate>,
     index: FamilyIndex,
     position: number,
+    released: ReadonlySet<object>,
     ignoreCallerProtection: boolean
   ): Effect.Effect<
     | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
@@ -121,7 +122,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     | { readonly _tag: "Failed"; readonly failure: SweepFailure }
   > => {
     const root = snapshot[position]!
-    const family = index.members(position).map((member) => snapshot[member]!)
+    // As it stands after this decision's earlier releases: only a parent-label cycle puts a
+    // released runtime in a family closed after it, and what was below that family only through
+    // the released runtime is no longer in it.
+    const family = index.members(position, (member) => released.has(snapshot[member]!.identity))
+      .map((member) => snapshot[member]!)
     // The owner makes its close-and-persist region uninterruptible (see RuntimeCandidate), so
     // scope closure waits for a close that has begun but not for a lane that is still busy.
     return (
@@ -238,21 +243,34 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const reportedFailures = new Set<number>()
 
       // Each family goes on as soon as its own verdict is in, so a hung probe delays only the
-      // families it belongs to (X4). A close still waits for the families of its ancestors decided
-      // in this pass, so that a parent's revalidation sees the family it was decided on.
+      // families it belongs to (X4). A close still waits until every family that holds the runtime
+      // and was decided in this pass has settled, so that a parent's revalidation sees the family
+      // it was decided on. Those families form a chain (FamilyIndex.closesAfter); a family waits
+      // only for the nearest one decided in this pass, which settles only after its own
+      // predecessor has: one wait per family, whatever the depth.
       const settled = new Map<number, Deferred.Deferred<void>>()
       for (const { position } of pending) settled.set(position, Deferred.makeUnsafe<void>())
-      const ancestorsPending = (position: number) => {
-        const out: Array<Deferred.Deferred<void>> = []
-        let at = index.parentOf(position)
-        // Bounded, should parent labels form a cycle.
-        for (let steps = 0; at !== -1 && steps < snapshot.length; steps++) {
-          const ancestor = settled.get(at)
-          if (ancestor !== undefined) out.push(ancestor)
-          at = index.parentOf(at)
+      // For a runtime: the nearest runtime decided in this pass up its chain (itself excluded),
+      // -1 for none, -2 until known.
+      const above = new Int32Array(snapshot.length).fill(-2)
+      const nearestDecidedBefore = (position: number): number => {
+        const path: Array<number> = []
+        let at = index.closesAfter(position)
+        while (at !== -1 && !settled.has(at) && above[at] === -2) {
+          path.push(at)
+          at = index.closesAfter(at)
         }
-        return out
+        const found = at === -1 ? -1 : settled.has(at) ? at : above[at]!
+        for (const node of path) above[node] = found
+        return found
       }
+      const settledBefore = (position: number): Effect.Effect<void> => {
+        const before = nearestDecidedBefore(position)
+        return before === -1 ? Effect.void : Deferred.await(settled.get(before)!)
+      }
+      // Members of a parent-label cycle are in each other's families: the later ones are judged
+      // without the runtimes this pass has already released (see closeRuntime).
+      const released = new Set<object>()
 
       const decideFamily = Effect.fnUntraced(function*(position: number, probe: boolean) {
         const root = snapshot[position]!
@@ -279,18 +297,26 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           }
           if (!idleEnough(root, at)) return
         }
-        yield* Effect.forEach(ancestorsPending(position), Deferred.await, { discard: true })
-        const outcome = yield* closeRuntime(snapshot, index, position, decision.ignoreCallerProtection === true)
-        if (outcome._tag === "Collected") collected.push(outcome.entry)
-        else if (outcome._tag === "Failed") failures.push(outcome.failure)
+        yield* settledBefore(position)
+        const outcome = yield* closeRuntime(snapshot, index, position, released, decision.ignoreCallerProtection === true)
+        if (outcome._tag === "Collected") {
+          released.add(root.identity)
+          collected.push(outcome.entry)
+        } else if (outcome._tag === "Failed") failures.push(outcome.failure)
       })
 
-      // Ancestors first: a family waits only on ancestors that started before it, so the bounded
-      // concurrency never leaves a waiting family without the one it waits for running.
-      const ordered = [...pending].sort((a, b) => index.depth(a.position) - index.depth(b.position))
+      // Ancestors first, cycle members in snapshot order: a family waits only on one that started
+      // before it, so the bounded concurrency never leaves a waiting family without the one it
+      // waits for running, and the first unsettled family never waits at all.
+      const ordered = [...pending].sort((a, b) =>
+        index.depth(a.position) - index.depth(b.position) || a.position - b.position
+      )
       yield* Effect.forEach(
         ordered,
-        ({ position, probe }) => decideFamily(position, probe).pipe(Effect.ensuring(Deferred.done(settled.get(position)!, Exit.void))),
+        ({ position, probe }) =>
+          decideFamily(position, probe).pipe(
+            Effect.ensuring(Effect.andThen(settledBefore(position), Deferred.done(settled.get(position)!, Exit.void)))
+          ),
         { concurrency: settings.probeConcurrency, discard: true }
       )
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }

@@ -52,6 +52,31 @@ describe("FamilyIndex", () => {
     assert.isAtLeast(index.depth(0), 0)
   })
 
+  it("a cycle is one family at depth 0, closed in snapshot order, before everything below it", () => {
+    // c → a → b → c, with d below b and e below d; "self" names itself and "lost" a missing parent.
+    const graph = [
+      candidate("d", "b"),
+      candidate("b", "a"),
+      candidate("self", "self"),
+      candidate("c", "b"),
+      candidate("a", "c"),
+      candidate("e", "d"),
+      candidate("lost", "missing")
+    ]
+    const at = (agentId: string) => graph.findIndex((c) => c.agentId === agentId)
+    const index = indexFamilies(graph)
+    const name = (p: number) => (p === -1 ? "-" : graph[p]!.agentId)
+    for (const member of ["a", "b", "c"]) {
+      assert.sameMembers(index.members(at(member)).map(name), ["a", "b", "c", "d", "e"], `${member}'s family`)
+    }
+    assert.deepStrictEqual(graph.map((_, p) => index.depth(p)), [1, 0, 0, 0, 0, 2, 0])
+    // b (1) first, then c (3), then a (4); d waits for the cycle's last member, e for d.
+    assert.deepStrictEqual(graph.map((_, p) => name(index.closesAfter(p))), ["a", "-", "-", "b", "c", "d", "-"])
+    assert.deepStrictEqual(index.members(at("self")).map(name), ["self"])
+    assert.deepStrictEqual(index.members(at("b"), (p) => p === at("c")).map(name).sort(), ["b", "d", "e"])
+    assert.deepStrictEqual(index.members(at("c"), (p) => p === at("b")).map(name).sort(), ["a", "c"])
+  })
+
   it("the sweep cache reuses an index only for the same runtimes in the same order", () => {
     const cache = makeFamilyIndexCache()
     const first = cache(snapshot)
