@@ -1,5 +1,8 @@
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
+import { ReservedLabel } from "./errors.ts"
 
+/** The prefix of the labels the daemon sets itself, each from a field of its own. */
+export const reservedLabelPrefix = "quiesce."
 /** The label that names an agent's managing parent (C5). */
 export const parentAgentIdLabel = "quiesce.parentAgentId"
 /** The label that marks an agent internal to the daemon; internal agents are never released (C4). */
@@ -43,3 +46,29 @@ export type AgentRecord = typeof AgentRecord.Type
 
 /** The id of the agent's managing parent, from its labels; undefined for an agent no other agent manages. */
 export const parentAgentIdOf = (labels: Labels): string | undefined => labels[parentAgentIdLabel]
+
+/** What a create says about a new agent's labels: the caller's own, and the fields of the reserved ones. */
+export interface NewAgentLabels {
+  /** Free-form labels; none may start with `quiesce.`. */
+  readonly labels?: Labels | undefined
+  /** The managing parent, stored as the `quiesce.parentAgentId` label. */
+  readonly parentAgentId?: string | undefined
+  /** An agent internal to the host (never released), stored as `quiesce.internal: "true"`. */
+  readonly internal?: boolean | undefined
+}
+
+/**
+ * The labels a new agent is stored with. Every create passes here (API, CLI, cluster runner,
+ * library host): a caller's label with the reserved prefix is refused, naming it, so that a
+ * reserved label only ever comes from its own field.
+ */
+export const labelsOfNewAgent = (input: NewAgentLabels): Effect.Effect<Labels, ReservedLabel> => {
+  const own = input.labels ?? {}
+  const reserved = Object.keys(own).find((key) => key.startsWith(reservedLabelPrefix))
+  if (reserved !== undefined) return Effect.fail(ReservedLabel.of(reserved))
+  return Effect.succeed({
+    ...own,
+    ...(input.parentAgentId === undefined ? {} : { [parentAgentIdLabel]: input.parentAgentId }),
+    ...(input.internal === true ? { [internalAgentLabel]: "true" } : {})
+  })
+}

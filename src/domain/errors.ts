@@ -99,6 +99,23 @@ export class AgentNotFound extends Schema.TaggedError<AgentNotFound>()("AgentNot
   static readonly of = (agentId: string) => new AgentNotFound({ agentId, message: `No agent with id ${agentId}` })
 }
 
+/**
+ * A create set a `quiesce.*` label directly. Those labels are the daemon's own: each is set only
+ * from a field of its own (the parent from `parentAgentId`), which is checked.
+ */
+export class ReservedLabel extends Schema.TaggedError<ReservedLabel>()("ReservedLabel", {
+  label: Schema.String,
+  message: Schema.String
+}) {
+  static readonly of = (label: string) =>
+    new ReservedLabel({
+      label,
+      message: `The label "${label}" is reserved: the "quiesce." prefix belongs to the daemon${
+        label === "quiesce.parentAgentId" ? "; name the parent with parentAgentId (--parent)" : ""
+      }`
+    })
+}
+
 /** A permission answer nothing is waiting for: the runtime is gone, or never asked for it. */
 export class PermissionNotPending extends Schema.TaggedError<PermissionNotPending>()("PermissionNotPending", {
   agentId: Schema.String,

@@ -1,5 +1,5 @@
 import { Context, type Effect, type Stream } from "effect"
-import type { AgentRecord, Labels } from "../domain/agent.ts"
+import type { AgentRecord, NewAgentLabels } from "../domain/agent.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../domain/retirement.ts"
 import type { Disposition, TurnError, TurnRecord, TurnState } from "../domain/turn.ts"
@@ -12,6 +12,7 @@ import type {
   ProviderFailed,
   PromptTooLarge,
   ProviderNotFound,
+  ReservedLabel,
   RuntimeCloseFailed,
   RuntimePersistFailed,
   ShuttingDown,
@@ -19,8 +20,11 @@ import type {
 } from "../domain/errors.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
-/** What a new agent needs: its provider, its working directory and its labels. */
-export interface CreateAgent {
+/**
+ * What a new agent needs: its provider, its working directory and its labels. A `quiesce.*` label
+ * is set only through its field (`parentAgentId`, `internal`); in `labels` it is refused.
+ */
+export interface CreateAgent extends NewAgentLabels {
   /**
    * The new agent's id, when the caller picks it (a cluster routes by id before the agent
    * exists). A create naming an id that is already an agent answers with that agent.
@@ -28,7 +32,6 @@ export interface CreateAgent {
   readonly agentId?: string | undefined
   readonly provider: string
   readonly cwd: string
-  readonly labels?: Labels | undefined
 }
 
 /**
@@ -107,7 +110,7 @@ export type ResumeError =
 export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly create: (
     input: CreateAgent
-  ) => Effect.Effect<AgentRecord, ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown | DaemonRetiring>
+  ) => Effect.Effect<AgentRecord, ReservedLabel | ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown | DaemonRetiring>
   /**
    * Reads the agent's record from the store again unless its runtime is live here (another
    * daemon on the same store may have hosted it since); an agent the store no longer has is

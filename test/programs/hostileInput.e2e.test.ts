@@ -7,7 +7,20 @@ import { afterEach, describe, expect, it } from "vitest"
 import { lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import { join } from "node:path"
-import { api, cleanUpDaemons, type Daemon, exited, freePort, newHome, ready, runCli, startDaemon } from "../support/daemonProcess.ts"
+import {
+  api,
+  cleanUpDaemons,
+  createShellAgent,
+  type Daemon,
+  exited,
+  freePort,
+  groupAlive,
+  newHome,
+  ready,
+  runCli,
+  startDaemon,
+  until
+} from "../support/daemonProcess.ts"
 
 afterEach(cleanUpDaemons)
 
@@ -143,6 +156,47 @@ describe("the daemon on hostile input", () => {
     expect(await agentIds(daemon)).toEqual([...before, agentId])
     const shown = await api(daemon, "GET", `/v1/agents/${agentId}`)
     expect(shown.body.labels.padding).toBe(JSON.parse(underLimit).labels.padding)
+  }, 60_000)
+
+  it("a create that sets a quiesce.* label itself is a typed 400 naming it, over the API and the CLI; a parent given as such is kept", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const parent = await createShellAgent(daemon)
+    const child = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: daemon.home, parentAgentId: parent })
+    expect(child.status).toBe(201)
+    const shown = await api(daemon, "GET", `/v1/agents/${agentIdOf(child.body)}`)
+    expect(shown.body.parentAgentId).toBe(parent)
+    expect(shown.body.labels).toEqual({ "quiesce.parentAgentId": parent })
+    const before = await agentIds(daemon)
+
+    // As a label, the parent would skip the check that it exists (and could name the child itself).
+    const refused = await api(daemon, "POST", "/v1/agents", {
+      provider: "shell",
+      cwd: daemon.home,
+      labels: { team: "web", "quiesce.parentAgentId": "agent-nobody" }
+    })
+    expect(refused.status).toBe(400)
+    expect(refused.contentType).toContain("application/problem+json")
+    expect(refused.body).toMatchObject({
+      type: "urn:quiesce:error:ReservedLabel",
+      status: 400,
+      _tag: "ReservedLabel",
+      label: "quiesce.parentAgentId"
+    })
+    expect(refused.body.detail).toContain(`"quiesce.parentAgentId" is reserved`)
+    const cli = runCli(daemon, "agents", "create", "--cwd", daemon.home, "--label", `quiesce.internal=true`)
+    expect(cli.status).toBe(1)
+    expect(cli.stderr).toContain(`"quiesce.internal" is reserved`)
+    expect(await agentIds(daemon)).toEqual(before)
+
+    // Both runtimes end with the daemon: nothing this test started is left.
+    const pids: Array<number> = await Promise.all(
+      [parent, agentIdOf(child.body)].map(async (id) => (await api(daemon, "GET", `/v1/agents/${id}`)).body.pid)
+    )
+    expect(pids.every((pid) => Number.isInteger(pid) && pid > 0)).toBe(true)
+    daemon.process.kill("SIGTERM")
+    expect(await exited(daemon.process)).toBe(0)
+    await until(() => pids.every((pid) => !groupAlive(pid)), "the agents' process groups are gone")
   }, 60_000)
 
   it("a ~200 MB chunked body is cut off at the limit: 413, bounded memory, and the daemon serves on", async () => {

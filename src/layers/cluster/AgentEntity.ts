@@ -31,6 +31,7 @@ import {
   PromptTooLarge,
   ProviderFailed,
   ProviderNotFound,
+  ReservedLabel,
   RuntimeCloseFailed,
   RuntimeNotFound,
   RuntimePersistFailed,
@@ -51,9 +52,15 @@ import { shardGroupOf } from "./shardGroups.ts"
 // itself: a create by id once, a prompt once per client message id (the shared turn journal).
 /** Creates the agent under the entity's id; a repeat answers with the agent already made. */
 export const Create = Rpc.make("Create", {
-  payload: { provider: Schema.String, cwd: Schema.String, labels: Schema.optional(Labels) },
+  payload: {
+    provider: Schema.String,
+    cwd: Schema.String,
+    labels: Schema.optional(Labels),
+    parentAgentId: Schema.optional(Schema.String),
+    internal: Schema.optional(Schema.Boolean)
+  },
   success: AgentRecord,
-  error: Schema.Union([ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring])
+  error: Schema.Union([ReservedLabel, ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring])
 })
 
 /** Sends a prompt once per client message id; with `wait`, answers when its turn has ended. */
@@ -211,7 +218,14 @@ export const layer = AgentEntity.toLayer(
     )
     return AgentEntity.of({
       Create: ({ payload }) =>
-        registry.create({ agentId, provider: payload.provider, cwd: payload.cwd, labels: payload.labels }),
+        registry.create({
+          agentId,
+          provider: payload.provider,
+          cwd: payload.cwd,
+          labels: payload.labels,
+          parentAgentId: payload.parentAgentId,
+          internal: payload.internal
+        }),
       Prompt: ({ payload }) =>
         registry.prompt(agentId, payload.text, { clientMessageId: payload.clientMessageId, wait: payload.wait }).pipe(
           Effect.map(promptResult)

@@ -61,7 +61,13 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       create: (input) =>
         Effect.gen(function*() {
           const agentId = input.agentId ?? (yield* agentIdIn(group))
-          return yield* routed(agentId)(clientFor(agentId).Create({ provider: input.provider, cwd: input.cwd, labels: input.labels }))
+          return yield* routed(agentId)(clientFor(agentId).Create({
+            provider: input.provider,
+            cwd: input.cwd,
+            labels: input.labels,
+            parentAgentId: input.parentAgentId,
+            internal: input.internal
+          }))
         }),
       prompt: (agentId, text, options) =>
         Effect.gen(function*() {

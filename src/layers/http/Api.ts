@@ -37,6 +37,7 @@ import {
   InvalidWarmReserveSize,
   TurnNotFound,
   WarmReserveUnsupported,
+  ReservedLabel,
   WorkingDirectoryNotFound
 } from "../../domain/errors.ts"
 import { WarmProcessView, WarmReserveSize, WarmReserveView } from "../../domain/warmReserve.ts"
@@ -106,6 +107,7 @@ export const RetirementRefusedError = RetirementRefused.pipe(asProblem(409))
 export const RetirementFailedError = RetirementFailed.pipe(asProblem(500))
 export const TurnNotFoundError = TurnNotFound.pipe(asProblem(404))
 export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asProblem(422))
+export const ReservedLabelError = ReservedLabel.pipe(asProblem(400))
 export const WarmReserveUnsupportedError = WarmReserveUnsupported.pipe(asProblem(422))
 export const InvalidWarmReserveSizeError = InvalidWarmReserveSize.pipe(asProblem(400))
 export const ConfigReloadFailedError = ConfigReloadFailed.pipe(asProblem(422))
@@ -152,14 +154,6 @@ export const ErrorSummary = Schema.Struct({
 })
 export type ErrorSummary = typeof ErrorSummary.Type
 
-/** Labels a client sets; the `quiesce.` prefix is the daemon's own (parent, internal agents). */
-const ClientLabels = Labels.check(
-  Schema.makeFilter((labels) => {
-    const reserved = Object.keys(labels).find((key) => key.startsWith("quiesce."))
-    return reserved === undefined || `label "${reserved}" is reserved: the "quiesce." prefix belongs to the daemon`
-  })
-)
-
 /** A path the daemon can use whatever its own working directory: absolute. */
 const AbsolutePath = Schema.String.check(
   Schema.makeFilter((value) => value.startsWith("/") || "must be an absolute path (the daemon does not know the client's directory)")
@@ -170,7 +164,8 @@ export const CreateAgentRequest = Schema.Struct({
   cwd: AbsolutePath,
   /** The managing parent, an existing agent; stored as the `quiesce.parentAgentId` label. */
   parentAgentId: Schema.optionalKey(NonEmptyString),
-  labels: Schema.optionalKey(ClientLabels)
+  /** Free-form labels; a `quiesce.*` label is the daemon's own and refused here (`ReservedLabel`, 400). */
+  labels: Schema.optionalKey(Labels)
 })
 export type CreateAgentRequest = typeof CreateAgentRequest.Type
 
@@ -393,6 +388,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       payload: CreateAgentRequest,
       success: CreatedAgent.pipe(HttpApiSchema.status(201)),
       error: [
+        ReservedLabelError,
         WorkingDirectoryNotFoundError,
         AgentNotFoundError,
         ProviderNotFoundError,

@@ -21,7 +21,7 @@ import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
-import { parentAgentIdLabel, parentAgentIdOf } from "../../domain/agent.ts"
+import { parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RuntimeNotFound, ShuttingDown, StillOpening, WorkingDirectoryNotFound } from "../../domain/errors.ts"
 import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from "../../domain/sweep.ts"
@@ -344,8 +344,12 @@ const agentsHandlers = HttpApiBuilder.group(
           const parent = payload.parentAgentId
           // A parent that does not exist would leave the child's family unknown to the collector.
           if (parent !== undefined) yield* agents.get(parent)
-          const labels = parent === undefined ? payload.labels : { ...payload.labels, [parentAgentIdLabel]: parent }
-          const record = yield* agents.create({ provider: payload.provider, cwd: payload.cwd, labels })
+          const record = yield* agents.create({
+            provider: payload.provider,
+            cwd: payload.cwd,
+            labels: payload.labels,
+            parentAgentId: parent
+          })
           return { agentId: record.agentId, provider: record.provider, sessionId: record.persistence?.sessionId ?? null }
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))

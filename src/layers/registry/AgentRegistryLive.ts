@@ -7,7 +7,13 @@
  */
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Scope, Semaphore, Stream } from "effect"
 import * as fs from "node:fs"
-import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
+import {
+  type AgentRecord,
+  internalAgentLabel,
+  labelsOfNewAgent,
+  parentAgentIdOf,
+  type PersistenceHandle
+} from "../../domain/agent.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentBusy,
@@ -575,6 +581,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   })
 
   const createAdmitted = Effect.fnUntraced(function*(input: CreateAgent) {
+    const labels = yield* labelsOfNewAgent(input)
     const client = yield* providers.get(input.provider)
     const agentId = input.agentId ?? (yield* randomId("agent"))
     const now = yield* Clock.currentTimeMillis
@@ -582,7 +589,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       agentId,
       provider: input.provider,
       cwd: input.cwd,
-      labels: input.labels ?? {},
+      labels,
       persistence: null,
       lifecycle: "active",
       createdAt: now,

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { Sharding, TestRunner } from "effect/cluster"
 import { TestClock } from "effect/testing"
+import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
@@ -106,6 +107,22 @@ describe("the Agent entity", () => {
       assert.strictEqual(t.provider.resumes, 1)
       yield* TestClock.adjust("10 minutes")
       assert.strictEqual(yield* t.activeEntities, 1)
+    }))
+
+  it.effect("a create carries the parent in its field, and one that sets a quiesce.* label is refused across the runner", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      yield* drive(t.agent("agent-parent").Create({ provider: "memory", cwd: "/work" }))
+      const child = yield* drive(t.agent("agent-child").Create({ provider: "memory", cwd: "/work", parentAgentId: "agent-parent" }))
+      assert.deepStrictEqual(child.labels, { [parentAgentIdLabel]: "agent-parent" })
+      const refused = yield* Effect.flip(drive(t.agent("agent-labelled").Create({
+        provider: "memory",
+        cwd: "/work",
+        labels: { [parentAgentIdLabel]: "agent-parent" }
+      })))
+      assert.strictEqual(refused._tag, "ReservedLabel")
+      assert.strictEqual(refused._tag === "ReservedLabel" && refused.label, parentAgentIdLabel)
+      assert.strictEqual(t.provider.creates, 2, "the refused create opened nothing")
     }))
 
   it.effect("a create and a prompt sent again get the first answer: one agent, one turn", () =>

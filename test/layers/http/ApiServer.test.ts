@@ -128,6 +128,17 @@ describe("ApiServer", () => {
       })
       assert.strictEqual(reserved.status, 400)
       assert.include(JSON.stringify(reserved.body), `label \\"quiesce.internal\\" is reserved`)
+      // A parent set as a label would skip the check that it exists: refused, naming the label.
+      const parentLabel = yield* raw("POST", "/v1/agents", {
+        token,
+        body: JSON.stringify({ provider: "codex", cwd: workDir, labels: { [parentAgentIdLabel]: "agent-missing" } })
+      })
+      assert.strictEqual(parentLabel.status, 400)
+      assert.deepInclude(parentLabel.body, {
+        type: "urn:quiesce:error:ReservedLabel",
+        status: 400,
+        label: parentAgentIdLabel
+      })
       assert.deepStrictEqual(provider.deliveries, [])
       const client = yield* apiClient
       assert.deepStrictEqual(yield* client.agents.list(), [], "nothing was created")

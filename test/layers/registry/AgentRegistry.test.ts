@@ -89,7 +89,7 @@ describe("AgentRegistry: release and resume (the seed scenarios)", () => {
       h.provider.probe = (sessionId) =>
         Effect.succeed(sessionId === "codex-session-2" ? stopVetoed("background work in the child") : stopPermitted)
       const parent = yield* h.create()
-      const child = yield* h.create({ [parentAgentIdLabel]: parent.agentId })
+      const child = yield* h.create({ parentAgentId: parent.agentId })
       assert.strictEqual(child.persistence!.sessionId, "codex-session-2")
       assert.deepStrictEqual((yield* h.sweepAt(61)).collected, [])
       assert.strictEqual(h.provider.closes, 0)
@@ -286,9 +286,24 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
   it.effect("an internal agent is never released", () =>
     Effect.gen(function*() {
       const h = yield* harness()
-      const agent = yield* h.create({ [internalAgentLabel]: "true" })
+      const agent = yield* h.create({ internal: true })
       assert.deepStrictEqual((yield* h.sweepAt(600)).collected, [])
       assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
+    }))
+
+  it.effect("the quiesce.* labels come only from their fields: set directly, the create is refused", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const parent = yield* h.create({ labels: { team: "core" } })
+      const child = yield* h.create({ parentAgentId: parent.agentId, internal: true, labels: { team: "core" } })
+      assert.deepStrictEqual(child.labels, { team: "core", [parentAgentIdLabel]: parent.agentId, [internalAgentLabel]: "true" })
+      for (const label of [parentAgentIdLabel, internalAgentLabel, "quiesce.anything"]) {
+        const refused = yield* Effect.flip(h.create({ labels: { team: "core", [label]: parent.agentId } }))
+        assert.strictEqual(refused._tag, "ReservedLabel")
+        assert.strictEqual(refused._tag === "ReservedLabel" && refused.label, label)
+        assert.include(refused.message, `"${label}" is reserved`)
+      }
+      assert.strictEqual((yield* h.registry.list).length, 2, "a refused create opens and stores nothing")
     }))
 
   it.effect("session activity restarts the idle period", () =>

@@ -10,7 +10,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Clock, Deferred, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import { RuntimeProbeFailed } from "../../../src/domain/errors.ts"
 import { stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import type { SweepReport } from "../../../src/domain/sweep.ts"
@@ -83,7 +82,7 @@ const runScenario = Effect.fnUntraced(function*(steps: ReadonlyArray<Step>) {
   const resident = (agent: ModelAgent) => Effect.map(h.registry.get(agent.id), (view) => view.resident)
 
   const spawn = Effect.fnUntraced(function*(parent: ModelAgent | undefined) {
-    const record = yield* h.create(parent === undefined ? undefined : { [parentAgentIdLabel]: parent.id })
+    const record = yield* h.create({ parentAgentId: parent?.id })
     const agent: ModelAgent = {
       id: record.agentId,
       sessionId: record.persistence!.sessionId,

@@ -12,6 +12,7 @@ import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
 import type { TurnJournal } from "../../../src/services/TurnJournal.ts"
+import type { NewAgentLabels } from "../../../src/domain/agent.ts"
 
 export const minutes = (n: number) => n * 60_000
 
@@ -49,6 +50,6 @@ export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {})
   const registry = Context.get(context, AgentRegistry)
   const collector = Context.get(context, RuntimeCollector)
   const sweepAt = (minute: number) => TestClock.setTime(minutes(minute)).pipe(Effect.andThen(collector.sweep))
-  const create = (labels?: Record<string, string>) => registry.create({ provider: provider.provider, cwd: "/work", labels })
+  const create = (fields: NewAgentLabels = {}) => registry.create({ provider: provider.provider, cwd: "/work", ...fields })
   return { provider, protection, registry, collector, sweepAt, create }
 })
