@@ -14,7 +14,11 @@ export interface RuntimeCandidate {
    */
   readonly identity: object
   readonly agentId: string
-  /** The managing parent agent, from the parent label; undefined for a root agent. */
+  /**
+   * The managing parent agent, from the parent label; undefined for a root agent. Any value is
+   * handled: a parent without a live runtime, the runtime itself, or parents that form a cycle
+   * (see docs/collector.md).
+   */
   readonly parentAgentId: string | undefined
   readonly provider: string
   /** The provider session to resume from; null when the runtime cannot be resumed (never released). */
