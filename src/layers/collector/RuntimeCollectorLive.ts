@@ -246,7 +246,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       // families it belongs to (X4). A close still waits until every family that holds the runtime
       // and was decided in this pass has settled, so that a parent's revalidation sees the family
       // it was decided on. Those families form a chain (FamilyIndex.closesAfter); a family waits
-      // only for the nearest one decided in this pass, which settles only after its own
+      // only for the nearest one decided in this pass, which counts as settled only once its own
       // predecessor has: one wait per family, whatever the depth.
       const settled = new Map<number, Deferred.Deferred<void>>()
       for (const { position } of pending) settled.set(position, Deferred.makeUnsafe<void>())
@@ -267,6 +267,29 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const settledBefore = (position: number): Effect.Effect<void> => {
         const before = nearestDecidedBefore(position)
         return before === -1 ? Effect.void : Deferred.await(settled.get(before)!)
+      }
+      // Families whose own decision is over but whose predecessor has not settled, by predecessor.
+      // Settling is bookkeeping, not a fiber: a finished family never holds a place of the
+      // bounded concurrency while it waits for its predecessor.
+      const waitingOn = new Map<number, Array<number>>()
+      const settle = (position: number) => {
+        const queue = [position]
+        for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+          Deferred.doneUnsafe(settled.get(next)!, Exit.void)
+          const successors = waitingOn.get(next)
+          if (successors !== undefined) {
+            waitingOn.delete(next)
+            queue.push(...successors)
+          }
+        }
+      }
+      /** The family's own decision is over (or was interrupted): settle it once its predecessor has. */
+      const decided = (position: number, interrupted: boolean) => {
+        const before = nearestDecidedBefore(position)
+        if (interrupted || before === -1 || Deferred.isDoneUnsafe(settled.get(before)!)) return settle(position)
+        const siblings = waitingOn.get(before)
+        if (siblings === undefined) waitingOn.set(before, [position])
+        else siblings.push(position)
       }
       // Members of a parent-label cycle are in each other's families: the later ones are judged
       // without the runtimes this pass has already released (see closeRuntime).
@@ -314,9 +337,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       yield* Effect.forEach(
         ordered,
         ({ position, probe }) =>
-          decideFamily(position, probe).pipe(
-            Effect.ensuring(Effect.andThen(settledBefore(position), Deferred.done(settled.get(position)!, Exit.void)))
-          ),
+          // An interrupted sweep settles at once, so that nothing waits on it.
+          decideFamily(position, probe).pipe(Effect.onExit((exit) => Effect.sync(() => decided(position, Exit.isFailure(exit))))),
         { concurrency: settings.probeConcurrency, discard: true }
       )
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }

@@ -395,6 +395,25 @@ describe("RuntimeCollector: sweeps", () => {
       assert.isFalse(s.runtime.closed)
     }))
 
+  it.effect("families retained below a hung probe do not hold the probe concurrency while it hangs (X4)", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario({ probeConcurrency: 2 })
+      const hung = yield* heldProbe()
+      s.runtime.probe = hung.probe
+      for (const name of ["vetoing-1", "vetoing-2"]) s.runtimes.add(name, { parentAgentId: "agent" }).probe = always(false)
+      // Decided after the vetoing children (same depth, later in the snapshot), under a busy parent.
+      s.runtimes.add("busy", { busy: true })
+      const idle = s.runtimes.add("idle", { parentAgentId: "busy" })
+      yield* TestClock.setTime(minutes(61))
+      const sweeping = yield* s.collector.sweep.pipe(Effect.forkChild)
+      yield* Deferred.await(hung.started)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.isTrue(idle.closed, "released while the hung probe still waits")
+      yield* TestClock.adjust("10 seconds")
+      const report = yield* Fiber.join(sweeping)
+      assert.deepStrictEqual(report.collected.map((entry) => entry.agentId), ["idle"])
+    }))
+
   it.effect("a child's probe failure is reported once per sweep, not once per family that holds it", () =>
     Effect.gen(function*() {
       const s = yield* scenario()
