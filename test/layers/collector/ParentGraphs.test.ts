@@ -59,12 +59,15 @@ describe("RuntimeCollector: parent labels that do not form a tree", () => {
       assert.deepStrictEqual(collectedIds(yield* boundedSweep), ["later"])
     }))
 
-  it.effect("a runtime that names itself as parent is a root; its child closes after it", () =>
+  it.effect("a runtime that names itself as parent is a root: its child's blocker retains it, and it closes first", () =>
     Effect.gen(function*() {
       const runtimes = new FakeRuntimes()
-      runtimes.add("child", { parentAgentId: "self" })
+      const child = runtimes.add("child", { parentAgentId: "self", busy: true })
       runtimes.add("self", { parentAgentId: "self" })
       const { boundedSweep } = yield* collectorOver(runtimes)
+      assert.deepStrictEqual(collectedIds(yield* boundedSweep), [])
+      child.busy = false
+      yield* boundedSweep // the retention restarts a full idle period from here (C7)
       assert.deepStrictEqual(collectedIds(yield* boundedSweep), ["self", "child"])
     }))
 
@@ -163,7 +166,8 @@ const expectedReleases = (nodes: ReadonlyArray<GraphNode>): Set<string> => {
 /**
  * One sweep over the graph, an idle hour after everything's last activity: it returns within the
  * bound, releases exactly the model's runtimes, asks to close each of them once (so no close was
- * declined for a family changed by an earlier close of the same sweep) and no other.
+ * declined for a family changed by an earlier close of the same sweep) and no other. A second
+ * sweep returns too, releasing nothing.
  */
 const sweepMatchesModel = Effect.fnUntraced(function*(nodes: ReadonlyArray<GraphNode>) {
   const runtimes = new FakeRuntimes()
@@ -197,6 +201,8 @@ const sweepMatchesModel = Effect.fnUntraced(function*(nodes: ReadonlyArray<Graph
     assert.strictEqual(runtime.closed, released, runtime.agentId)
     assert.strictEqual(runtime.closeRequests, released ? 1 : 0, `${runtime.agentId} close requests`)
   }
+  // The next sweep ends too, and what the first one kept is still kept: nothing in it has changed.
+  assert.deepStrictEqual(collectedIds(yield* boundedSweep), [])
 })
 
 /**
