@@ -51,6 +51,7 @@ export interface OpenPermissions {
   readonly cancelAll: () => void
 }
 
+/** The open requests of one agent process, reported through `onEvent` as they open and resolve. */
 export const makeOpenPermissions = (
   provider: string,
   onEvent: (event: SessionEvent) => void
