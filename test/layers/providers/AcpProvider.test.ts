@@ -93,10 +93,10 @@ type Setup = Effect.Success<ReturnType<typeof setup>>
  * Prompts "permission", which the fixture holds on a permission request: waits for the finish
  * the request announces, and returns the turn and the one pending permission.
  */
-const askPermission = (s: Setup, agentId: string) =>
+const askPermission = (s: Setup, agentId: string, text = "permission") =>
   Effect.gen(function*() {
     const finish = yield* Effect.forkChild(s.registry.awaitFinish(agentId), { startImmediately: true })
-    const receipt = yield* s.registry.prompt(agentId, "permission")
+    const receipt = yield* s.registry.prompt(agentId, text)
     const asked = yield* bounded(Fiber.join(finish), "the permission request")
     assert.deepStrictEqual(asked, { kind: "needs-permission", lastReply: null })
     const pending = (yield* s.registry.get(agentId)).pendingPermissions
@@ -234,6 +234,19 @@ describe("ACP provider (P6)", () => {
       assert.isFalse(existsSync(join(home, "notes.txt")), "the refused tool did not run")
       assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
       assert.include(transcript(home, agent.persistence!.sessionId), "refused (reject-once)")
+    })), 30_000)
+
+  it.live("a request in the name of another session (a subagent's) is shown and answered too", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { permission } = yield* askPermission(s, agent.agentId, "subagent permission")
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      yield* s.registry.respondToPermission(agent.agentId, permission, true)
+      assert.deepStrictEqual(
+        yield* bounded(Fiber.join(finish), "the allowed turn's end"),
+        { kind: "finished", lastReply: "wrote notes.txt (allow-once)" }
+      )
+      assert.isTrue(existsSync(join(home, "notes.txt")))
     })), 30_000)
 
   it.live("an interrupt answers a pending permission cancelled, and the turn ends interrupted", () =>

@@ -225,9 +225,11 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         }
       }
 
+      // Before a session is bound nobody could see (or answer) a request: it is refused at once.
+      // After, the process works for that one session, so every request is shown, whatever
+      // session id it names (an agent may ask on behalf of a subagent's session).
       const onPermission = (request: Acp.RequestPermissionRequest, withdrawn: AbortSignal) =>
-        // Nobody could see (or answer) a request of no session of ours: it is refused at once.
-        config === undefined || request.sessionId !== sessionId
+        config === undefined
           ? Promise.resolve<Acp.RequestPermissionResponse>({ outcome: { outcome: "cancelled" } })
           : permissions.ask(request, withdrawn)
 
