@@ -249,6 +249,22 @@ describe("ACP provider (P6)", () => {
       assert.isTrue(existsSync(join(home, "notes.txt")))
     })), 30_000)
 
+  it.live("a request left open when its turn ends is answered cancelled: it holds nothing", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const receipt = yield* s.registry.prompt(agent.agentId, "orphan permission")
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      const turn = yield* s.registry.turn(agent.agentId, receipt.turnId)
+      assert.strictEqual(turn.state, "completed")
+      assert.strictEqual(turn.reply, "asked and ended")
+      assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
+      yield* eventually(
+        () => transcript(home, agent.persistence!.sessionId).includes("orphan answered cancelled"),
+        "the agent has the answer"
+      )
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
+    })), 30_000)
+
   it.live("an interrupt answers a pending permission cancelled, and the turn ends interrupted", () =>
     withAcp((s, home) => Effect.gen(function*() {
       const agent = yield* s.create

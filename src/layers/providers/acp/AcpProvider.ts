@@ -363,6 +363,9 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
             }),
             Effect.ensuring(Effect.sync(() => {
               reply = undefined
+              // A request still open when its turn has ended has no turn left to hold: an agent
+              // that asked while a cancel crossed its path would otherwise keep the runtime for ever.
+              permissions.cancelAll()
             }))
           )
         }

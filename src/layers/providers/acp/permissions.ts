@@ -1,7 +1,7 @@
 /**
  * The permission requests (`session/request_permission`) an ACP agent has open. Each one holds
  * the agent's turn until a person answers it (`quiesce permit|deny`, the page's Allow / Deny),
- * the turn is cancelled, or the agent withdraws it; until then it is reported as pending
+ * the turn is cancelled or ends, or the agent withdraws it; until then it is reported as pending
  * (`PermissionRequested`), which keeps the runtime resident (C4).
  */
 import type * as Acp from "@agentclientprotocol/sdk"
@@ -47,7 +47,7 @@ export interface OpenPermissions {
    * open, when the agent offered no allow option.
    */
   readonly answer: (id: string, allow: boolean) => Effect.Effect<void, ProviderFailed>
-  /** Answers every open request `cancelled`: what ACP asks of a client that cancels its turn. */
+  /** Answers every open request `cancelled`: what ACP asks of a client that cancels its turn (or whose turn ended). */
   readonly cancelAll: () => void
 }
 
