@@ -9,7 +9,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import type { PermissionOptionKind } from "@agentclientprotocol/sdk"
+import type { SessionEvent } from "../../../src/domain/provider.ts"
 import * as AcpProvider from "../../../src/layers/providers/acp/AcpProvider.ts"
+import { makeOpenPermissions, outcomeFor } from "../../../src/layers/providers/acp/permissions.ts"
 import { groupAlive } from "../../../src/layers/providers/plugin/PluginProcess.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -18,6 +21,7 @@ import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
+import { recordingLogs } from "../../support/logs.ts"
 import { freshMarker, markerOf } from "../../support/runtimeMarker.ts"
 
 const acpAgent = join(import.meta.dirname, "../../fixtures/acpAgent.mjs")
@@ -86,6 +90,21 @@ const setup = Effect.fnUntraced(function*(options: {
 type Setup = Effect.Success<ReturnType<typeof setup>>
 
 /**
+ * Prompts "permission", which the fixture holds on a permission request: waits for the finish
+ * the request announces, and returns the turn and the one pending permission.
+ */
+const askPermission = (s: Setup, agentId: string, text = "permission") =>
+  Effect.gen(function*() {
+    const finish = yield* Effect.forkChild(s.registry.awaitFinish(agentId), { startImmediately: true })
+    const receipt = yield* s.registry.prompt(agentId, text)
+    const asked = yield* bounded(Fiber.join(finish), "the permission request")
+    assert.deepStrictEqual(asked, { kind: "needs-permission", lastReply: null })
+    const pending = (yield* s.registry.get(agentId)).pendingPermissions
+    assert.strictEqual(pending.length, 1, "the request is pending")
+    return { receipt, permission: pending[0]! }
+  })
+
+/**
  * Runs a test against a fresh registry in a temp home, then proves that once the test's scope
  * has closed, no agent process group it started is left and the home is gone.
  */
@@ -102,7 +121,7 @@ const withAcp = <E>(
     }))
     yield* eventually(() => pids.every((pid) => !groupAlive(pid)), "no agent process group is left")
     assert.isFalse(existsSync(home), "the temp home is removed")
-  })
+  }).pipe(recordingLogs([]))
 
 describe("ACP provider (P6)", () => {
   it.live("a reply is recorded; release ends the process group; the next prompt loads the same session", () =>
@@ -171,14 +190,95 @@ describe("ACP provider (P6)", () => {
       assert.include(transcript(home, agent.persistence!.sessionId), "slow cancelled")
     })), 30_000)
 
-  it.live("permission requests are reported and rejected automatically", () =>
+  it.live("a permission request holds its turn and its runtime until a person allows it; the tool then runs", () =>
     withAcp((s, home) => Effect.gen(function*() {
       const agent = yield* s.create
-      const asked = yield* s.promptAndFinish(agent.agentId, "permission")
-      assert.strictEqual(asked.outcome.kind, "needs-permission")
+      const { receipt, permission } = yield* askPermission(s, agent.agentId)
+      // The turn waits on the answer, and nothing releases the runtime meanwhile.
+      assert.strictEqual((yield* s.registry.turn(agent.agentId, receipt.turnId)).state, "running")
+      const held = yield* s.collector.collectNow(agent.agentId)
+      assert.strictEqual(held._tag, "Retained")
+      assert.include(held._tag === "Retained" ? held.residency.blockers.map((b) => b.kind) : [], "pending-permission")
+      assert.isTrue((yield* s.registry.get(agent.agentId)).resident)
+      assert.isFalse(existsSync(join(home, "notes.txt")), "the tool waits for the answer")
+      assert.match(permission, /^permission-[0-9a-f]{8}$/, "random: an answer never reaches a later process's request")
+
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      yield* s.registry.respondToPermission(agent.agentId, permission, true)
+      const done = yield* bounded(Fiber.join(finish), "the allowed turn's end")
+      // The agent's own reply: it chose the one-time allow among the four options it offered.
+      assert.deepStrictEqual(done, { kind: "finished", lastReply: "wrote notes.txt (allow-once)" })
       yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
-      assert.include(transcript(home, agent.persistence!.sessionId), "permission reject")
-      // The permission was resolved: nothing keeps the runtime from being released.
+      const turn = yield* s.registry.turn(agent.agentId, receipt.turnId)
+      assert.strictEqual(turn.state, "completed")
+      assert.strictEqual(turn.reply, "wrote notes.txt (allow-once)")
+      assert.isTrue(existsSync(join(home, "notes.txt")), "the allowed tool ran")
+      assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
+      const repeated = yield* Effect.flip(s.registry.respondToPermission(agent.agentId, permission, true))
+      assert.strictEqual(repeated._tag, "PermissionNotPending", "an answered request is not pending")
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
+    })), 30_000)
+
+  it.live("a denied permission refuses the tool, and the turn ends with the agent's refusal", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { receipt, permission } = yield* askPermission(s, agent.agentId)
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      yield* s.registry.respondToPermission(agent.agentId, permission, false)
+      assert.deepStrictEqual(
+        yield* bounded(Fiber.join(finish), "the denied turn's end"),
+        { kind: "finished", lastReply: "refused (reject-once)" }
+      )
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      assert.strictEqual((yield* s.registry.turn(agent.agentId, receipt.turnId)).state, "completed")
+      assert.isFalse(existsSync(join(home, "notes.txt")), "the refused tool did not run")
+      assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
+      assert.include(transcript(home, agent.persistence!.sessionId), "refused (reject-once)")
+    })), 30_000)
+
+  it.live("a request in the name of another session (a subagent's) is shown and answered too", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { permission } = yield* askPermission(s, agent.agentId, "subagent permission")
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      yield* s.registry.respondToPermission(agent.agentId, permission, true)
+      assert.deepStrictEqual(
+        yield* bounded(Fiber.join(finish), "the allowed turn's end"),
+        { kind: "finished", lastReply: "wrote notes.txt (allow-once)" }
+      )
+      assert.isTrue(existsSync(join(home, "notes.txt")))
+    })), 30_000)
+
+  it.live("a request left open when its turn ends is answered cancelled: it holds nothing", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const receipt = yield* s.registry.prompt(agent.agentId, "orphan permission")
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      const turn = yield* s.registry.turn(agent.agentId, receipt.turnId)
+      assert.strictEqual(turn.state, "completed")
+      assert.strictEqual(turn.reply, "asked and ended")
+      assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
+      yield* eventually(
+        () => transcript(home, agent.persistence!.sessionId).includes("orphan answered cancelled"),
+        "the agent has the answer"
+      )
+      assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
+    })), 30_000)
+
+  it.live("an interrupt answers a pending permission cancelled, and the turn ends interrupted", () =>
+    withAcp((s, home) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { receipt } = yield* askPermission(s, agent.agentId)
+      const finish = yield* Effect.forkChild(s.registry.awaitFinish(agent.agentId), { startImmediately: true })
+      yield* s.registry.interrupt(agent.agentId)
+      assert.deepStrictEqual(
+        yield* bounded(Fiber.join(finish), "the interrupted turn's end"),
+        { kind: "finished", lastReply: "permission cancelled" }
+      )
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      assert.strictEqual((yield* s.registry.turn(agent.agentId, receipt.turnId)).state, "interrupted")
+      assert.deepStrictEqual((yield* s.registry.get(agent.agentId)).pendingPermissions, [])
+      assert.isFalse(existsSync(join(home, "notes.txt")))
       assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
     })), 30_000)
 
@@ -237,4 +337,70 @@ describe("ACP provider (P6)", () => {
       assert.isTrue(s.pids.every(groupAlive))
       // The scope closes with the turn still running; `withAcp` checks that every group is gone.
     })), 30_000)
+})
+
+describe("ACP permission answers", () => {
+  const option = (optionId: string, kind: PermissionOptionKind) => ({ optionId, name: optionId, kind })
+  const everyKind = [
+    option("a-always", "allow_always"),
+    option("a-once", "allow_once"),
+    option("r-always", "reject_always"),
+    option("r-once", "reject_once")
+  ]
+  const request = (options: ReadonlyArray<ReturnType<typeof option>>) => ({
+    sessionId: "session-1",
+    toolCall: { toolCallId: "call-1" },
+    options: [...options]
+  })
+
+  it("permit and deny pick the one-time option of their kind, else the lasting one", () => {
+    assert.deepStrictEqual(outcomeFor(everyKind, true), { outcome: "selected", optionId: "a-once" })
+    assert.deepStrictEqual(outcomeFor(everyKind, false), { outcome: "selected", optionId: "r-once" })
+    const lasting = [option("a-always", "allow_always"), option("r-always", "reject_always")]
+    assert.deepStrictEqual(outcomeFor(lasting, true), { outcome: "selected", optionId: "a-always" })
+    assert.deepStrictEqual(outcomeFor(lasting, false), { outcome: "selected", optionId: "r-always" })
+    // Without a reject option, deny is `cancelled`; without an allow option there is no way to allow.
+    assert.deepStrictEqual(outcomeFor([option("a-once", "allow_once")], false), { outcome: "cancelled" })
+    assert.isUndefined(outcomeFor([option("r-once", "reject_once")], true))
+  })
+
+  it.effect("a request is pending until answered; an allow the agent does not offer fails and leaves it pending", () =>
+    Effect.gen(function*() {
+      const events: Array<SessionEvent> = []
+      const permissions = makeOpenPermissions("acp", (event) => events.push(event))
+      const answered = permissions.ask(request([option("r-once", "reject_once")]), new AbortController().signal)
+      assert.strictEqual(events.length, 1)
+      const [asked] = events
+      const id = asked?._tag === "PermissionRequested" ? asked.id : assert.fail("a request is reported")
+      const refused = yield* Effect.flip(permissions.answer(id, true))
+      assert.strictEqual(refused._tag, "ProviderFailed")
+      assert.isTrue(refused.refused)
+      assert.include(refused.message, "offers no option to allow")
+      assert.strictEqual(events.length, 1, "still pending")
+      yield* permissions.answer(id, false)
+      assert.deepStrictEqual(yield* Effect.promise(() => answered), { outcome: { outcome: "selected", optionId: "r-once" } })
+      assert.deepStrictEqual(events.slice(1), [{ _tag: "PermissionResolved", id }])
+      // Answered once: a second answer changes nothing.
+      yield* permissions.answer(id, true)
+      assert.strictEqual(events.length, 2)
+    }))
+
+  it.effect("a withdrawn request and a cancelled turn's requests resolve `cancelled`", () =>
+    Effect.gen(function*() {
+      const events: Array<SessionEvent> = []
+      const permissions = makeOpenPermissions("acp", (event) => events.push(event))
+      const withdraw = new AbortController()
+      const withdrawn = permissions.ask(request(everyKind), withdraw.signal)
+      const first = permissions.ask(request(everyKind), new AbortController().signal)
+      const second = permissions.ask(request(everyKind), new AbortController().signal)
+      withdraw.abort()
+      assert.deepStrictEqual(yield* Effect.promise(() => withdrawn), { outcome: { outcome: "cancelled" } })
+      permissions.cancelAll()
+      assert.deepStrictEqual(yield* Effect.promise(() => first), { outcome: { outcome: "cancelled" } })
+      assert.deepStrictEqual(yield* Effect.promise(() => second), { outcome: { outcome: "cancelled" } })
+      const requested = events.flatMap((event) => event._tag === "PermissionRequested" ? [event.id] : [])
+      const resolved = events.flatMap((event) => event._tag === "PermissionResolved" ? [event.id] : [])
+      assert.strictEqual(new Set(requested).size, 3, "each request has an id of its own")
+      assert.sameMembers(resolved, requested)
+    }))
 })

@@ -8,9 +8,8 @@
  * `session/request_permission`. The client advertises no file-system or terminal capabilities,
  * and passes no MCP servers; agents that require authentication are not supported.
  *
- * Permissions are not answered by a person yet: a permission request is reported as
- * `PermissionRequested` and immediately rejected (the agent's `reject_once` option, else the
- * `cancelled` outcome), then reported as `PermissionResolved`. `respondToPermission` is a no-op.
+ * A permission request stays open, holding its turn, until a person answers it
+ * (`respondToPermission`, see `permissions.ts`); a cancelled turn answers it `cancelled`.
  */
 import * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
@@ -22,6 +21,7 @@ import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { signalGroup, spawnGroupLeader, terminateGroup, trackGroup } from "../plugin/PluginProcess.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
+import { makeOpenPermissions } from "./permissions.ts"
 
 /** Any agent speaking ACP on stdio; `requestTimeout` bounds `initialize`, `session/new` and `session/load`. */
 export interface AcpProviderOptions extends CliProviderOptions {
@@ -158,15 +158,6 @@ const settled: Effect.Effect<void> = Effect.callback<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
-/** The reply to an agent's permission request while permissions are not handed to a person. */
-const autoReject = (request: Acp.RequestPermissionRequest): Acp.RequestPermissionResponse => {
-  const reject = request.options.find((option) => option.kind === "reject_once") ??
-    request.options.find((option) => option.kind === "reject_always")
-  return reject === undefined
-    ? { outcome: { outcome: "cancelled" } }
-    : { outcome: { outcome: "selected", optionId: reject.optionId } }
-}
-
 /**
  * A provider whose sessions are ACP agent processes. Every process still running when the
  * provider's scope closes is ended with its group.
@@ -207,10 +198,10 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
       let exit: ProcessExit | undefined
       /** The reply text of the running turn, put together from `agent_message_chunk` updates. */
       let reply: { text: string } | undefined
-      let permissions = 0
       /** The session bound to this process; nothing is reported before. */
       let config: SessionConfig | undefined
       const onEvent = (event: SessionEvent) => config?.onEvent(event)
+      const permissions = makeOpenPermissions(provider, onEvent)
 
       const onUpdate = (notification: Acp.SessionNotification) => {
         if (loading || sessionId === undefined || notification.sessionId !== sessionId) return
@@ -234,17 +225,17 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
         }
       }
 
-      const onPermission = (request: Acp.RequestPermissionRequest): Acp.RequestPermissionResponse => {
-        const id = `permission-${++permissions}`
-        onEvent({ _tag: "PermissionRequested", id })
-        const answer = autoReject(request)
-        onEvent({ _tag: "PermissionResolved", id })
-        return answer
-      }
+      // Before a session is bound nobody could see (or answer) a request: it is refused at once.
+      // After, the process works for that one session, so every request is shown, whatever
+      // session id it names (an agent may ask on behalf of a subagent's session).
+      const onPermission = (request: Acp.RequestPermissionRequest, withdrawn: AbortSignal) =>
+        config === undefined
+          ? Promise.resolve<Acp.RequestPermissionResponse>({ outcome: { outcome: "cancelled" } })
+          : permissions.ask(request, withdrawn)
 
       const connection = Acp.client({ name: "quiesce" })
         .onNotification(Acp.methods.client.session.update, ({ params }) => onUpdate(params))
-        .onRequest(Acp.methods.client.session.requestPermission, ({ params }) => onPermission(params))
+        .onRequest(Acp.methods.client.session.requestPermission, ({ params, signal }) => onPermission(params, signal))
         .connect(Acp.ndJsonStream(agent.stdin, agent.stdout))
 
       // When the agent dies, nothing it owed will come: closing the connection fails what waits.
@@ -372,6 +363,9 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
             }),
             Effect.ensuring(Effect.sync(() => {
               reply = undefined
+              // A request still open when its turn has ended has no turn left to hold: an agent
+              // that asked while a cancel crossed its path would otherwise keep the runtime for ever.
+              permissions.cancelAll()
             }))
           )
         }
@@ -398,14 +392,16 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
           // ACP has no way to add input to a running turn.
           steer: undefined,
           outOfBand: () => undefined,
-          // Permission requests are answered automatically (see the module comment).
-          respondToPermission: () => Effect.void,
+          respondToPermission: permissions.answer,
           interrupt: Effect.suspend(() => {
             if (closed || exit !== undefined) return Effect.void
             return Effect.tryPromise({
               try: () => connection.agent.notify(Acp.methods.agent.session.cancel, { sessionId: session.sessionId }),
               catch: (error) => failure("session/cancel", error)
-            })
+            }).pipe(
+              // ACP: once the client cancels, it answers every open permission request `cancelled`.
+              Effect.ensuring(Effect.sync(permissions.cancelAll))
+            )
           }),
           close: Effect.suspend(() => {
             closed = true
