@@ -8,6 +8,7 @@
 import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Scope, Semaphore, Stream } from "effect"
 import * as fs from "node:fs"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
+import { noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentBusy,
@@ -654,15 +655,23 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const requireKnown = (agentId: string) =>
     records.has(agentId) ? Effect.void : Effect.fail(AgentNotFound.of(agentId))
 
-  const close = Effect.fn("AgentRegistry.close")(function*(agentId: string) {
+  const close = Effect.fn("AgentRegistry.close")(function*(agentId: string, options?: { readonly unlessBlocked?: boolean | undefined }) {
     yield* requireKnown(agentId)
-    yield* inLane(agentId, Effect.gen(function*() {
+    return yield* inLane(agentId, Effect.gen(function*() {
       // Deleted while this close waited for the lane.
       if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
       const agent = live.get(agentId)
-      if (agent === undefined) return
+      if (agent === undefined) return noBlockers
+      if (options?.unlessBlocked === true) {
+        yield* drainEvents(agent)
+        // Work admitted since the caller looked (a prompt's turn, a permission) keeps it; this
+        // close's own hold on the lane does not count.
+        const found = baselineBlockers(agent, isLive(agent), false)
+        if (found.length > 0) return found
+      }
       yield* takeDown(agent)
       announceFinish(agentId, "closed")
+      return noBlockers
     }))
   })
 

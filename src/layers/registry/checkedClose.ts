@@ -31,7 +31,11 @@ export const makeCheckedClose: Effect.Effect<CheckedClose, never, AgentRegistry 
     const residency = yield* collector.explain(agentId, { probe: true }).pipe(Effect.option)
     const stakes = Option.match(residency, { onNone: () => nothing, onSome: closeStakes })
     if (endsNothing(stakes)) {
-      yield* registry.close(agentId)
+      // Asking the provider took time: work admitted meanwhile (a prompt's turn) still refuses it.
+      const kept = yield* registry.close(agentId, { unlessBlocked: !options.force })
+      if (kept.length > 0) {
+        return yield* RuntimeCloseRefused.of(agentId, { blockers: kept.map((found) => ({ agentId, ...found })), veto: null })
+      }
       return { agentId, ended: stakes }
     }
     if (!options.force) return yield* RuntimeCloseRefused.of(agentId, stakes)

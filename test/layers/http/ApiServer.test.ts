@@ -358,6 +358,28 @@ describe("ApiServer", () => {
     }).pipe(Effect.provide(serve(provider)), recordingLogs(entries))
   })
 
+  it.effect("a turn admitted while the close asks the provider refuses the close, though the provider then permits", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const asking = yield* Deferred.make<void>()
+      const answer = yield* Deferred.make<void>()
+      provider.probe = () => Deferred.succeed(asking, undefined).pipe(Effect.andThen(Deferred.await(answer)), Effect.as(stopPermitted))
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const id = { id: agent.agentId }
+      const closing = yield* Effect.forkChild(Effect.flip(client.agents.close({ params: id, query: {} })))
+      yield* Deferred.await(asking)
+      // The provider has not answered yet when a prompt starts a turn; then it permits.
+      provider.turnGate = Effect.never
+      yield* client.agents.prompt({ params: id, payload: { text: "arrives meanwhile" } })
+      yield* Deferred.succeed(answer, undefined)
+      const refused = yield* Fiber.join(closing)
+      assert.strictEqual(refused._tag, "RuntimeCloseRefused")
+      assert.deepInclude(refused._tag === "RuntimeCloseRefused" ? refused.blockers : [], { agentId: agent.agentId, kind: "foreground-turn" })
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "the turn runs on")
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
   it.effect("collect retains a busy runtime and names its blockers", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
