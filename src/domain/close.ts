@@ -4,8 +4,9 @@
  * end" is the collector's explanation of the runtime (X1), its provider asked fresh: the same
  * blockers and veto `quiesce explain` shows.
  */
-import { Schema } from "effect"
+import { type Effect, Schema } from "effect"
 import { MemberBlocker } from "./blocker.ts"
+import type { AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed } from "./errors.ts"
 import type { ProbeObservation, Residency } from "./sweep.ts"
 
 /** A family member's provider that did not permit the stop: it vetoed (`message` says why), failed, or did not answer. */
@@ -70,3 +71,14 @@ export const ClosedRuntime = Schema.Struct({
   ended: CloseStakes
 })
 export type ClosedRuntime = typeof ClosedRuntime.Type
+
+/** How a close is asked: `force` ends whatever work the runtime has. */
+export interface CloseOptions {
+  readonly force: boolean
+}
+
+/** Closes one agent's runtime; refused with what it would end unless forced. */
+export type CheckedClose = (
+  agentId: string,
+  options: CloseOptions
+) => Effect.Effect<ClosedRuntime, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed | RuntimeCloseRefused>

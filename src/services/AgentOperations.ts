@@ -1,6 +1,6 @@
 import { Context, type Effect } from "effect"
 import type { ClusterUnavailable } from "../domain/errors.ts"
-import type { CheckedClose } from "../layers/registry/checkedClose.ts"
+import type { CheckedClose } from "../domain/close.ts"
 import type { AgentRegistry } from "./AgentRegistry.ts"
 
 /** The registry operations that act on one agent, wherever it is hosted. */

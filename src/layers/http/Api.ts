@@ -452,12 +452,7 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: Schema.Array(TurnView),
       error: [AgentNotFoundError, AgentStoreFailedError, ClusterUnavailableError]
     }),
-    /**
-     * Releases the agent's runtime now; the next prompt resumes its session. Refused with 409
-     * `RuntimeCloseRefused` (its `blockers` and `veto`) when that would end work — the same
-     * blockers and veto as explain, its provider asked fresh — unless `?force=true`, which ends
-     * it, is logged, and answers with what it ended.
-     */
+    // Refused with what it would end unless `?force=true` (the description below, in the OpenAPI document).
     HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
       params: AgentId,
       query: { force: Schema.optionalKey(CloseForce) },

@@ -4,21 +4,9 @@
  * it. A forced close of a runtime with work is logged, naming the agent and what it ended.
  */
 import { Effect, Option } from "effect"
-import { type ClosedRuntime, type CloseStakes, closeStakes, endsNothing, RuntimeCloseRefused, stakesLines } from "../../domain/close.ts"
-import type { AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed } from "../../domain/errors.ts"
+import { type CheckedClose, type CloseOptions, type CloseStakes, closeStakes, endsNothing, RuntimeCloseRefused, stakesLines } from "../../domain/close.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
-
-/** How a close is asked: `force` ends whatever work the runtime has. */
-export interface CloseOptions {
-  readonly force: boolean
-}
-
-/** Closes one agent's runtime; refused with what it would end unless forced. */
-export type CheckedClose = (
-  agentId: string,
-  options: CloseOptions
-) => Effect.Effect<ClosedRuntime, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed | RuntimeCloseRefused>
 
 const nothing: CloseStakes = { blockers: [], veto: null }
 
