@@ -106,14 +106,31 @@ const stakesLines = (stakes) => [
 ]
 
 /**
+ * @param {unknown} value
+ * @returns {value is MemberBlocker}
+ */
+const isMemberBlocker = (value) =>
+  typeof value === "object" && value !== null && "agentId" in value && typeof value.agentId === "string" &&
+  "kind" in value && typeof value.kind === "string"
+
+/**
+ * @param {unknown} value
+ * @returns {value is NonNullable<CloseStakes["veto"]>}
+ */
+const isRefusal = (value) =>
+  typeof value === "object" && value !== null && "agentId" in value && typeof value.agentId === "string" &&
+  "outcome" in value && typeof value.outcome === "string"
+
+/**
  * The stakes a refused close names (its problem body), read defensively.
  * @param {Record<string, unknown>} body
  * @returns {CloseStakes}
  */
-const refusedStakes = (body) => ({
-  blockers: Array.isArray(body["blockers"]) ? body["blockers"] : [],
-  veto: typeof body["veto"] === "object" && body["veto"] !== null ? /** @type {CloseStakes["veto"]} */ (body["veto"]) : null
-})
+const refusedStakes = (body) => {
+  const blockers = body["blockers"]
+  const veto = body["veto"]
+  return { blockers: Array.isArray(blockers) ? blockers.filter(isMemberBlocker) : [], veto: isRefusal(veto) ? veto : null }
+}
 
 /**
  * Close asks the daemon plainly first: a runtime with nothing to lose is closed. One with work (a
