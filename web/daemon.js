@@ -34,6 +34,8 @@ import {
  *   lastProbe: Probe | null
  * }} Runtime
  * @typedef {{ outcome: string, blockers: MemberBlocker[], state?: string, lastProbe?: Probe | null, error?: { _tag: string, message: string } }} CollectResult
+ * @typedef {{ blockers: MemberBlocker[], veto: { agentId: string, outcome: string, message?: string } | null }} CloseStakes
+ * @typedef {{ agentId: string, ended: CloseStakes }} ClosedRuntime
  * @typedef {{ category: string, agentId?: string, detail?: string }} RetirementBlocker
  * @typedef {{
  *   pid: number, port: number, packageVersion: string, idleTimeout: { value: string | null, millis: number | null, source: string },
@@ -57,6 +59,7 @@ const main = document.getElementById("app")
 const status = document.getElementById("status")
 const title = document.getElementById("title")
 const turnDialog = document.getElementById("turn-dialog")
+const closeDialog = document.getElementById("close-dialog")
 
 /** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], problem: string | null }} */
 let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], problem: null }
@@ -70,7 +73,7 @@ const { act, outcomeOf } = rowActions(failureOutcome, () => render(), () => poll
 
 /**
  * A probe's word, with its reason.
- * @param {Probe} probe
+ * @param {{ outcome: string, message?: string }} probe
  */
 const probeLine = (probe) =>
   probe.outcome === "vetoed"
@@ -94,13 +97,90 @@ const collect = (agentId) =>
   })
 
 /**
+ * What a close ends, one line each: its blockers, then its provider's refusal and reason.
+ * @param {CloseStakes} stakes
+ */
+const stakesLines = (stakes) => [
+  ...stakes.blockers.map(blockerLine),
+  ...(stakes.veto === null ? [] : [probeLine(stakes.veto)])
+]
+
+/**
+ * @param {unknown} value
+ * @returns {value is MemberBlocker}
+ */
+const isMemberBlocker = (value) =>
+  typeof value === "object" && value !== null && "agentId" in value && typeof value.agentId === "string" &&
+  "kind" in value && typeof value.kind === "string"
+
+/**
+ * @param {unknown} value
+ * @returns {value is NonNullable<CloseStakes["veto"]>}
+ */
+const isRefusal = (value) =>
+  typeof value === "object" && value !== null && "agentId" in value && typeof value.agentId === "string" &&
+  "outcome" in value && typeof value.outcome === "string"
+
+/**
+ * The stakes a refused close names (its problem body), read defensively.
+ * @param {Record<string, unknown>} body
+ * @returns {CloseStakes}
+ */
+const refusedStakes = (body) => {
+  const blockers = body["blockers"]
+  const veto = body["veto"]
+  return { blockers: Array.isArray(blockers) ? blockers.filter(isMemberBlocker) : [], veto: isRefusal(veto) ? veto : null }
+}
+
+/**
+ * Close asks the daemon plainly first: a runtime with nothing to lose is closed. One with work (a
+ * blocker, its provider's veto) is refused, and the refusal's list goes into a confirmation whose
+ * own button alone closes it by force; cancel leaves everything as it was.
  * @param {string} agentId
  */
 const close = (agentId) =>
   act(agentId, async () => {
-    await api(`${agentPath(agentId)}/close`, { method: "POST" })
-    return { kind: "ok", text: "Closed: its runtime is released and the agent kept." }
+    try {
+      await api(`${agentPath(agentId)}/close`, { method: "POST" })
+      return { kind: "ok", text: "Closed: its runtime is released and the agent kept." }
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.tag !== "RuntimeCloseRefused") throw error
+      const stakes = refusedStakes(error.body)
+      confirmClose(agentId, stakes)
+      return { kind: "refused", text: "Not closed: that would end its work.", details: stakesLines(stakes) }
+    }
   })
+
+/**
+ * The confirmation names the agent and each piece of work the close would end.
+ * @param {string} agentId
+ * @param {CloseStakes} stakes
+ */
+const confirmClose = (agentId, stakes) => {
+  if (!(closeDialog instanceof HTMLDialogElement)) return
+  closeDialog.querySelector("[data-close-text]")?.replaceChildren(
+    "Close the runtime of ",
+    h("strong", { class: "mono" }, agentId),
+    "? It still has work, which the close ends:"
+  )
+  closeDialog.querySelector("[data-close-stakes]")?.replaceChildren(...stakesLines(stakes).map((line) => h("li", {}, line)))
+  const confirm = closeDialog.querySelector("[data-close-confirm]")
+  const cancel = closeDialog.querySelector("[data-close-cancel]")
+  if (!(confirm instanceof HTMLButtonElement) || !(cancel instanceof HTMLButtonElement)) return
+  confirm.onclick = () => {
+    closeDialog.close()
+    void act(agentId, async () => {
+      /** @type {ClosedRuntime} */
+      const closed = await api(`${agentPath(agentId)}/close?force=true`, { method: "POST" })
+      const ended = stakesLines(closed.ended)
+      return ended.length === 0
+        ? { kind: "ok", text: "Closed: its runtime is released and the agent kept." }
+        : { kind: "ok", text: "Closed by force: its runtime is released and the agent kept; it ended:", details: ended }
+    })
+  }
+  cancel.onclick = () => closeDialog.close()
+  closeDialog.showModal()
+}
 
 /**
  * @param {string} agentId
@@ -231,7 +311,8 @@ const agentRow = (agent) => {
         "div",
         { class: "actions" },
         agent.resident ? h("button", { type: "button", onclick: () => void collect(agent.agentId) }, "Collect now") : null,
-        agent.resident ? h("button", { type: "button", onclick: () => void close(agent.agentId) }, "Close") : null,
+        // Destructive: unlike Collect now, it can end work (after a confirmation naming it).
+        agent.resident ? h("button", { type: "button", class: "danger", onclick: () => void close(agent.agentId) }, "Close") : null,
         h("button", { type: "button", onclick: () => void openTurns(agent) }, "Turns"),
         agent.pendingPermissions.map((permissionId) =>
           h(

@@ -5,10 +5,12 @@ import type { ProviderFailed, RuntimeProbeFailed } from "./errors.ts"
 /**
  * A provider's answer to whether its runtime may stop now (C6). Only `canStop: true` permits; a
  * veto says why in words an operator can act on ("background task bash-3 `sleep 600`").
+ * `workUnknown` marks a veto that names no work, only that the provider cannot rule work out
+ * (an OMP before 18.3 never can): a stop then ends nothing anyone saw, and is reported so.
  */
 export type StopAnswer =
   | { readonly canStop: true }
-  | { readonly canStop: false; readonly reason: string }
+  | { readonly canStop: false; readonly reason: string; readonly workUnknown?: true | undefined }
 
 /** The answer that permits the release: the runtime owns no work a stop would lose. */
 export const stopPermitted: StopAnswer = { canStop: true }
@@ -17,14 +19,20 @@ export const stopPermitted: StopAnswer = { canStop: true }
 export const maxReasonLength = 300
 
 /**
- * A veto and why. The reason is what an operator reads: its first line, without control
- * characters, at most `maxReasonLength` characters ("…" when cut); "no reason given" when empty.
+ * A veto's reason as an operator reads it: its first line, without control characters, at most
+ * `maxReasonLength` characters ("…" when cut); "no reason given" when empty.
  */
-export const stopVetoed = (reason: string): StopAnswer => {
+const shownReason = (reason: string): string => {
   const line = (reason.split(/\r?\n/).find((part) => part.trim() !== "") ?? "").replace(/[\u0000-\u001f\u007f]/g, " ").trim()
   const shown = line.length > maxReasonLength ? `${line.slice(0, maxReasonLength - 1)}…` : line
-  return { canStop: false, reason: shown === "" ? "no reason given" : shown }
+  return shown === "" ? "no reason given" : shown
 }
+
+/** A veto and why (the reason shown as {@link shownReason} says). */
+export const stopVetoed = (reason: string): StopAnswer => ({ canStop: false, reason: shownReason(reason) })
+
+/** A veto that names no work: the provider cannot tell whether its runtime owns any, so it keeps it. */
+export const stopWorkUnknown = (reason: string): StopAnswer => ({ canStop: false, reason: shownReason(reason), workUnknown: true })
 
 /** Something a provider runtime reports about itself while it lives. */
 export type SessionEvent =

@@ -12,6 +12,8 @@ import { HttpApiClient } from "effect/http-api"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { MemberBlocker } from "../domain/blocker.ts"
+import { refusalOf, stakesLines } from "../domain/close.ts"
 import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
 import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
@@ -26,7 +28,7 @@ import {
 } from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
-import type { LoginLink, PromptResult } from "../layers/http/Api.ts"
+import type { LoginLink, ProbeView, PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
 import {
   addHome,
@@ -98,7 +100,10 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   ],
   "agents show": [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }],
   "agents delete": [{ command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns" }],
-  "agents close": [{ command: "quiesce agents close agent-1234", description: "Release its runtime now; the next prompt resumes it" }],
+  "agents close": [
+    { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
+    { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
+  ],
   prompt: [
     { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
     { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
@@ -344,6 +349,9 @@ const reportTurn = (result: PromptResult, wait: boolean) =>
     if (wait) yield* Console.log((result.output ?? "").replace(/\n$/, ""))
   })
 
+/** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
+class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { message: Schema.String }) {}
+
 const agents = Command.make("agents").pipe(
   examples("agents"),
   Command.withDescription("Create and inspect agents"),
@@ -411,10 +419,32 @@ const agents = Command.make("agents").pipe(
     )),
     Command.make(
       "close",
-      { agent: Argument.String("agent") },
-      ({ agent }) => Effect.flatMap(client, (api) => api.agents.close({ params: { id: agent } }))
+      {
+        agent: Argument.String("agent"),
+        force: Flag.Boolean("force").pipe(
+          Flag.withDescription("Close it even though that ends its work (blockers, work its provider's veto names)"),
+          Flag.withDefault(false)
+        )
+      },
+      Effect.fn(function*({ agent, force }) {
+        const api = yield* client
+        const closed = yield* api.agents.close({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
+          Effect.catchTag("RuntimeCloseRefused", (refused) =>
+            new CloseRefused({
+              message: `${agent} was not closed: it has work a close would end: ${stakesLines(agent, refused).join("; ")}. ` +
+                `To end it: quiesce agents close ${agent} --force`
+            }))
+        )
+        const ended = stakesLines(agent, closed.ended)
+        yield* Console.log(
+          ended.length === 0
+            ? `closed ${agent}: its runtime is released; the next prompt resumes its session`
+            : `closed ${agent} by force, ending: ${ended.join("; ")}; the next prompt resumes its session`
+        )
+      })
     ).pipe(examples("agents close"), Command.withDescription(
-      "Release the agent's runtime now, whatever it is doing (unlike collect); the next prompt resumes its session"
+      "Release the agent's runtime now; the next prompt resumes its session. Refused (exit 1, naming its blockers and its " +
+        "provider's veto) when that would end work, unless --force"
     )),
     Command.make(
       "show",
@@ -588,16 +618,9 @@ const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null;
 /** What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with its reason. */
 const whyResident = (row: {
   readonly agentId: string
-  readonly blockers: ReadonlyArray<{ readonly kind: string; readonly agentId: string; readonly detail?: string | undefined }>
-  readonly lastProbe?: { readonly outcome: string; readonly agentId: string; readonly message?: string | undefined } | null | undefined
-}) => [
-  ...row.blockers.map((b) => `${b.kind}${b.agentId === row.agentId ? "" : ` (${b.agentId})`}${b.detail === undefined ? "" : `: ${b.detail}`}`),
-  ...(row.lastProbe === undefined || row.lastProbe === null || row.lastProbe.outcome === "permitted"
-    ? []
-    : [`${row.lastProbe.outcome} by ${row.lastProbe.agentId === row.agentId ? "its provider" : row.lastProbe.agentId}${
-      row.lastProbe.message === undefined ? "" : `: ${row.lastProbe.message}`
-    }`])
-]
+  readonly blockers: ReadonlyArray<MemberBlocker>
+  readonly lastProbe?: ProbeView | null | undefined
+}) => stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
 
 const explain = Command.make(
   "explain",

@@ -1,5 +1,6 @@
 import { Context, type Effect, type Stream } from "effect"
 import type { AgentRecord, NewAgentLabels } from "../domain/agent.ts"
+import type { Blocker } from "../domain/blocker.ts"
 import type { FinishOutcome } from "../domain/finish.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../domain/retirement.ts"
 import type { Disposition, TurnError, TurnRecord, TurnState } from "../domain/turn.ts"
@@ -172,8 +173,15 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
     permissionId: string,
     allow: boolean
   ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
-  /** Releases the live runtime now; the agent stays resumable. */
-  readonly close: (agentId: string) => Effect.Effect<void, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
+  /**
+   * Releases the live runtime now; the agent stays resumable. With `unlessBlocked`, the runtime's
+   * baseline blockers are checked in its lane, right before the close, and any found keep it open:
+   * they are answered (empty once closed, or when no runtime was live).
+   */
+  readonly close: (
+    agentId: string,
+    options?: { readonly unlessBlocked?: boolean | undefined }
+  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /**
    * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
    * its turns has not ended (`AgentBusy`): nothing accepted is lost.

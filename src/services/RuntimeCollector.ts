@@ -20,6 +20,11 @@ export interface RuntimeCollectorOptions {
   readonly probeConcurrency?: number | undefined
 }
 
+/** How to explain a runtime: `probe` asks its family's providers now instead of showing the last answer. */
+export interface ExplainOptions {
+  readonly probe?: boolean | undefined
+}
+
 /**
  * Decides when idle runtimes may be released, and asks their owner to release them.
  * It owns the idle clocks, the eligibility policy, probe timeouts and the sweep fiber.
@@ -29,8 +34,12 @@ export class RuntimeCollector extends Context.Service<RuntimeCollector, {
   readonly sweep: Effect.Effect<SweepReport>
   /** Collects one runtime now, ignoring the idle period but keeping every other check (X2). */
   readonly collectNow: (agentId: string) => Effect.Effect<CollectOutcome, RuntimeNotFound>
-  /** The current residency of one live runtime: blockers, veto, idle since, earliest release (X1). */
-  readonly explain: (agentId: string) => Effect.Effect<Residency, RuntimeNotFound>
+  /**
+   * The current residency of one live runtime: blockers, veto, idle since, earliest release (X1).
+   * The veto is the last probe's; with `probe`, the family's providers are asked fresh first
+   * (each within the probe timeout), and what they answer is what later explanations show too.
+   */
+  readonly explain: (agentId: string, options?: ExplainOptions) => Effect.Effect<Residency, RuntimeNotFound>
   /**
    * For a daemon's retirement: what would keep any resident runtime from being released now, the
    * idle period aside — baselines, missing persistence, and with `probe` each provider's veto

@@ -152,7 +152,7 @@ const runScenario = async (seed: number, steps: ReadonlyArray<Step>) => {
         break
       case "Release":
         mayCut(agents[step.agent])
-        await api(daemon, "POST", `/v1/agents/${agents[step.agent]}/close`)
+        await api(daemon, "POST", `/v1/agents/${agents[step.agent]}/close?force=true`)
         break
       case "CollectNow":
         await api(daemon, "POST", `/v1/runtimes/${agents[step.agent]}/collect`)

@@ -12,6 +12,7 @@ import { join } from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { defaultArgs as claudeArgs } from "../../src/layers/providers/claude/ClaudeProvider.ts"
+import { jobPids, processRuns } from "../support/backgroundJobs.ts"
 import { chromiumMissing, launchBrowser, type RunningBrowser } from "../support/browser.ts"
 import {
   api,
@@ -284,6 +285,54 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => row(quiet).getAttribute("class"), { timeout: 20_000 }).toBe("released")
     await until(() => !groupAlive(quietPid), "the closed runtime's group is gone")
     expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+  }, 120_000)
+
+  it("the daemon page: Close on a vetoed runtime asks first, naming the veto; cancel keeps its job, confirm ends it", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const busy = await createShellAgent(daemon)
+    expect((await prompt(daemon, busy, { text: "sleep 301 &", wait: true })).body).toMatchObject({ state: "completed" })
+    const runtimePid: number = (await api(daemon, "GET", `/v1/agents/${busy}`)).body.pid
+    const [jobPid] = jobPids(runtimePid, "sleep 301")
+    if (jobPid === undefined) throw new Error("no sleep 301 in /proc")
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+    const row = page.locator(`tr[data-agent="${busy}"]`)
+    await expect.poll(() => row.count()).toBe(1)
+    // Close looks apart from Collect now: a destructive action.
+    const closeButton = row.getByRole("button", { name: "Close", exact: true })
+    expect(await closeButton.getAttribute("class")).toBe("danger")
+    expect(await row.getByRole("button", { name: "Collect now" }).getAttribute("class")).toBeNull()
+
+    // The first click closes nothing: a confirmation names the agent and its provider's veto.
+    await closeButton.click()
+    const dialog = page.locator("#close-dialog")
+    await expect.poll(() => dialog.isVisible(), { timeout: 20_000 }).toBe(true)
+    expect(await dialog.locator("[data-close-text]").textContent()).toContain(busy)
+    const listed = await dialog.locator("[data-close-stakes] li").allTextContents()
+    expect(listed).toHaveLength(1)
+    expect(listed[0]).toContain("vetoed by its provider")
+    expect(listed[0]).toContain("sleep 301")
+    const confirm = dialog.getByRole("button", { name: "Close and end this work" })
+    expect(await confirm.getAttribute("class")).toBe("destructive")
+    await screenshot(page, "daemon-close-confirmation.png")
+
+    // Cancel: nothing closed, the job runs on.
+    await dialog.getByRole("button", { name: "Cancel" }).click()
+    await expect.poll(() => dialog.isVisible()).toBe(false)
+    await expect.poll(() => row.locator(".outcome-refused").textContent()).toContain("Not closed")
+    expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+    expect(processRuns(jobPid)).toBe(true)
+
+    // Confirm: closed by force; the job ends and the row says what ended.
+    await closeButton.click()
+    await expect.poll(() => dialog.isVisible(), { timeout: 20_000 }).toBe(true)
+    await confirm.click()
+    await expect.poll(() => row.getAttribute("class"), { timeout: 20_000 }).toBe("released")
+    await until(() => !processRuns(jobPid), "the background job is gone")
+    await expect.poll(() => row.locator(".outcome-ok").textContent()).toContain("Closed by force")
+    expect(await row.locator(".outcome-ok").textContent()).toContain("sleep 301")
   }, 120_000)
 
   it("the daemon page answers a pending permission: Allow lets the runtime's turn go on", async () => {

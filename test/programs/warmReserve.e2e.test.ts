@@ -81,7 +81,7 @@ describe("warm reserve (H4)", () => {
     expect(refilled).not.toContain(bound)
 
     // Released, then resumed by the next prompt: again on a warm process, with the same conversation.
-    expect((await api(daemon, "POST", `/v1/agents/${agentId}/close`)).status).toBe(204)
+    expect((await api(daemon, "POST", `/v1/agents/${agentId}/close`)).status).toBe(200)
     await until(() => !groupAlive(bound), "the released runtime's group is gone")
     expect(await reply(daemon, agentId, "echo resumed")).toBe("resumed")
     expect(await runtimePid(daemon, agentId)).toBe(warm[1])

@@ -22,6 +22,7 @@ import { Effect, Schedule, Schema, Stream } from "effect"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
+import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
 import {
   AgentBusy,
   AgentNotFound,
@@ -45,6 +46,7 @@ import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { PromptResult } from "../http/Api.ts"
 import { promptResult } from "../http/ApiServer.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import { makeCheckedClose } from "../registry/checkedClose.ts"
 import { shardGroupOf } from "./shardGroups.ts"
 
 // Create and Prompt are not persisted: the cluster would answer a repeat with a stored failure
@@ -89,9 +91,14 @@ export const RespondToPermission = Rpc.make("RespondToPermission", {
   error: Schema.Union([AgentNotFound, PermissionNotPending, ProviderFailed])
 })
 
-/** Releases the agent's live runtime now; the agent stays resumable. */
+/**
+ * Releases the agent's live runtime now; the agent stays resumable. Refused with what it would
+ * end (blockers, the provider's veto) unless `force`; answers with what it ended.
+ */
 export const Close = Rpc.make("Close", {
-  error: Schema.Union([AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed])
+  payload: { force: Schema.Boolean },
+  success: ClosedRuntime,
+  error: Schema.Union([AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed, RuntimeCloseRefused])
 })
 
 /** The residency of the agent's live runtime (X1): its blockers, a veto, idle since, earliest release. */
@@ -193,6 +200,7 @@ export const layer = AgentEntity.toLayer(
   Effect.gen(function*() {
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
+    const close = yield* makeCheckedClose
     const sharding = yield* Sharding.Sharding
     const address = yield* Entity.CurrentAddress
     const agentId = address.entityId
@@ -232,7 +240,7 @@ export const layer = AgentEntity.toLayer(
         ),
       Interrupt: () => registry.interrupt(agentId),
       RespondToPermission: ({ payload }) => registry.respondToPermission(agentId, payload.permissionId, payload.allow),
-      Close: () => registry.close(agentId),
+      Close: ({ payload }) => close(agentId, payload),
       Explain: () => collector.explain(agentId),
       Delete: () => registry.delete(agentId),
       View: () => registry.get(agentId),

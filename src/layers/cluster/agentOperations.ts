@@ -9,21 +9,24 @@ import type { Sharding } from "effect/cluster"
 import { ClusterUnavailable } from "../../domain/errors.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
+import { makeCheckedClose } from "../registry/checkedClose.ts"
 import { randomId } from "../registry/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
 
-/** Every operation on this daemon's registry. */
-export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.effect(
+/** Every operation on this daemon's registry (a close checked by its collector first). */
+export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry | RuntimeCollector> = Layer.effect(
   AgentOperations,
   Effect.gen(function*() {
     const registry = yield* AgentRegistry
+    const close = yield* makeCheckedClose
     return AgentOperations.of({
       create: registry.create,
       prompt: registry.prompt,
       interrupt: registry.interrupt,
       respondToPermission: registry.respondToPermission,
-      close: registry.close,
+      close,
       delete: registry.delete,
       get: registry.get,
       turn: registry.turn,
@@ -78,7 +81,7 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
       respondToPermission: (agentId, permissionId, allow) =>
         routed(agentId)(clientFor(agentId).RespondToPermission({ permissionId, allow })),
-      close: (agentId) => routed(agentId)(clientFor(agentId).Close()),
+      close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)),
       delete: (agentId) => routed(agentId)(clientFor(agentId).Delete()),
       get: (agentId) => routed(agentId)(clientFor(agentId).View()),
       turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),

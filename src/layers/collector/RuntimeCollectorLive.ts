@@ -14,7 +14,7 @@ import {
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { CallerProtection } from "../../services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
-import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
+import type { ExplainOptions, RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
 import {
   recordCollection,
   recordReleasedBytes,
@@ -418,8 +418,18 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.flatMap(candidates.captureFamily(agentId), (family) =>
       family.length === 0 ? Effect.fail(RuntimeNotFound.of(agentId)) : Effect.succeed(family))
 
-  const explain = Effect.fn("RuntimeCollector.explain")(function*(agentId: string) {
+  /** Asks every member's provider now, recording each answer as its last probe; closes nothing, keeps the idle clocks. */
+  const probeFamily = (family: ReadonlyArray<RuntimeCandidate>) =>
+    Effect.forEach(family, (member) => {
+      const check = member.canStopRuntime
+      return check === undefined ? Effect.void : runProbe(member, check, settings.probeTimeoutMillis).pipe(
+        Effect.map(({ observation }) => void lastProbes.set(member.identity, observation))
+      )
+    }, { concurrency: settings.probeConcurrency, discard: true })
+
+  const explain = Effect.fn("RuntimeCollector.explain")(function*(agentId: string, options?: ExplainOptions) {
     const family = yield* captureFamily(agentId)
+    if (options?.probe === true) yield* probeFamily(family)
     return yield* explainFamily(family, yield* Clock.currentTimeMillis)
   })
 

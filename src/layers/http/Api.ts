@@ -16,6 +16,7 @@ import {
   OpenApi
 } from "effect/http-api"
 import { AgentLifecycle, Labels } from "../../domain/agent.ts"
+import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
 import { sessionKeySecurity } from "./pageSessions.ts"
 import { asProblem } from "./problem.ts"
 import { MemberBlocker } from "../../domain/blocker.ts"
@@ -98,6 +99,8 @@ export const ProviderFailedError = ProviderFailed.pipe(asProblem(502))
 export const PermissionNotPendingError = PermissionNotPending.pipe(asProblem(409))
 export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(500))
 export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(502))
+/** A close that would end work (blockers, a provider's veto), asked without force; its body lists them. */
+export const RuntimeCloseRefusedError = RuntimeCloseRefused.pipe(asProblem(409))
 export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(500))
 export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(413))
 export const ClusterUnavailableError = ClusterUnavailable.pipe(asProblem(503))
@@ -335,6 +338,11 @@ export const TurnView = Schema.Struct({
 })
 export type TurnView = typeof TurnView.Type
 
+/** The `force` query parameter of a close: `true` ends whatever work the runtime has. */
+export const CloseForce = Schema.Literals(["true", "false"]).annotate({
+  description: "true: close even though that ends the runtime's work (its blockers, what its provider's veto names)"
+})
+
 /** How many turns `GET /v1/agents/:id/turns` lists without a `limit`. */
 export const defaultTurnsLimit = 20
 
@@ -440,11 +448,19 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: Schema.Array(TurnView),
       error: [AgentNotFoundError, AgentStoreFailedError, ClusterUnavailableError]
     }),
+    // Refused with what it would end unless `?force=true` (the description below, in the OpenAPI document).
     HttpApiEndpoint.post("close", "/v1/agents/:id/close", {
       params: AgentId,
-      success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, RuntimeCloseFailedError, RuntimePersistFailedError, ClusterUnavailableError]
-    }).middleware(AdmissionGate),
+      query: { force: Schema.optionalKey(CloseForce) },
+      success: ClosedRuntime,
+      error: [AgentNotFoundError, RuntimeCloseRefusedError, RuntimeCloseFailedError, RuntimePersistFailedError, ClusterUnavailableError]
+    }).middleware(AdmissionGate).annotate(
+      OpenApi.Description,
+      "Releases the agent's runtime now; the next prompt resumes its session. When that would end work (a blocker, or its " +
+        "provider's veto or failed probe: the same as GET /v1/runtimes/{id} shows, the provider asked fresh) it is refused " +
+        "with 409 RuntimeCloseRefused listing `blockers` and `veto`, unless `force=true`, which closes it anyway, logs what " +
+        "it ended, and answers with it in `ended`. A runtime with nothing to lose (or none live) closes without force."
+    ),
     HttpApiEndpoint.post("interrupt", "/v1/agents/:id/interrupt", {
       params: AgentId,
       success: HttpApiSchema.NoContent,

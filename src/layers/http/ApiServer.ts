@@ -354,7 +354,7 @@ const agentsHandlers = HttpApiBuilder.group(
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
-      .handle("close", ({ params }) => agents.close(params.id))
+      .handle("close", ({ params, query }) => agents.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params }) => agents.delete(params.id))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>

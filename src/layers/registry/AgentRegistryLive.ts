@@ -14,6 +14,7 @@ import {
   parentAgentIdOf,
   type PersistenceHandle
 } from "../../domain/agent.ts"
+import { noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentBusy,
@@ -26,7 +27,7 @@ import {
   ShuttingDown
 } from "../../domain/errors.ts"
 import { type FinishKind, type FinishOutcome, maxReplyLength } from "../../domain/finish.ts"
-import type { AgentClient, SessionConfig, SessionEvent } from "../../domain/provider.ts"
+import { type AgentClient, type SessionConfig, type SessionEvent, type StopAnswer, stopWorkUnknown } from "../../domain/provider.ts"
 import type { DaemonRetiring, RetirementBlocker } from "../../domain/retirement.ts"
 import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
 import { AgentRegistry, type AgentView, type CreateAgent, type ResumeError } from "../../services/AgentRegistry.ts"
@@ -661,15 +662,23 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const requireKnown = (agentId: string) =>
     records.has(agentId) ? Effect.void : Effect.fail(AgentNotFound.of(agentId))
 
-  const close = Effect.fn("AgentRegistry.close")(function*(agentId: string) {
+  const close = Effect.fn("AgentRegistry.close")(function*(agentId: string, options?: { readonly unlessBlocked?: boolean | undefined }) {
     yield* requireKnown(agentId)
-    yield* inLane(agentId, Effect.gen(function*() {
+    return yield* inLane(agentId, Effect.gen(function*() {
       // Deleted while this close waited for the lane.
       if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
       const agent = live.get(agentId)
-      if (agent === undefined) return
+      if (agent === undefined) return noBlockers
+      if (options?.unlessBlocked === true) {
+        yield* drainEvents(agent)
+        // Work admitted since the caller looked (a prompt's turn, a permission) keeps it; this
+        // close's own hold on the lane does not count.
+        const found = baselineBlockers(agent, isLive(agent), false)
+        if (found.length > 0) return found
+      }
       yield* takeDown(agent)
       announceFinish(agentId, "closed")
+      return noBlockers
     }))
   })
 
@@ -891,43 +900,48 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   )
 
   /**
-   * What stopping this runtime now interrupts, in words (H3): its running turn, a pending
-   * permission, subagents, and the background work its provider reports (asked once, briefly;
-   * a provider that cannot answer is said to be unknown, never taken as idle).
+   * What stopping this runtime now ends, in words (H3): `work` is what a stop cuts off — its
+   * running turn, a pending permission, subagents, background work its provider names — and
+   * `unpermitted` the provider's refusal that names no work: a veto that cannot rule work out
+   * (an OMP before 18.3 never permits), or no answer (asked once, briefly). An unknown is never
+   * taken as idle, nor reported as work the stop interrupted.
    */
   const shutdownProbeTimeout = Duration.fromInputUnsafe(options.shutdownProbeTimeout ?? "1 second")
-  const workInterruptedBy = (agent: LiveAgent) =>
+  const whatStopEnds = (agent: LiveAgent) =>
     Effect.gen(function*() {
       const work: Array<string> = []
+      let unpermitted: string | undefined
       if (agent.turn !== undefined) work.push(`turn ${agent.turn.turnId} was running`)
       if (agent.permissions !== undefined && agent.permissions.size > 0) work.push("a permission was pending")
       if (agent.subagents !== undefined && agent.subagents.size > 0) work.push(`${agent.subagents.size} subagent(s) were running`)
       if (agent.session.canStopRuntime !== undefined && Duration.isGreaterThan(shutdownProbeTimeout, Duration.zero)) {
+        const unknown = (reason: string): StopAnswer => stopWorkUnknown(`background work unknown (${reason})`)
         const answer = yield* agent.session.canStopRuntime.pipe(
           Effect.timeoutOption(shutdownProbeTimeout),
-          Effect.map(Option.match({
-            onNone: () => "background work unknown (the provider did not answer in time)",
-            onSome: (stop) => stop.canStop ? undefined : stop.reason
-          })),
+          Effect.map(Option.getOrElse(() => unknown("the provider did not answer in time"))),
           // Whatever went wrong asking (a defect too), this runtime's close and the others' go on.
-          Effect.catch((error) => Effect.succeed(`background work unknown (${error.message})`)),
-          Effect.catchCause(() => Effect.succeed("background work unknown (the provider failed asking)"))
+          Effect.catch((error) => Effect.succeed(unknown(error.message))),
+          Effect.catchCause(() => Effect.succeed(unknown("the provider failed asking")))
         )
-        if (answer !== undefined) work.push(answer)
+        if (!answer.canStop && answer.workUnknown === true) unpermitted = answer.reason
+        else if (!answer.canStop) work.push(answer.reason)
       }
-      return work
+      // Work seen: the refusal that named none adds nothing to it.
+      return { work, unpermitted: work.length === 0 ? unpermitted : undefined }
     })
 
   // On shutdown admission closes first (and every waiting caller is answered); then every live
   // runtime is closed in its lane and saved as resumable, all at once (so the host's deadline is
   // one close grace, not one per runtime), and the turns they ran are recorded. What each close
-  // interrupted is said by name, and the shutdown ends with one summary line. Failures are logged.
+  // interrupted is said by name, and a close its provider did not permit without naming work, apart;
+  // the shutdown ends with one summary line. Failures are logged.
   yield* Effect.addFinalizer(() =>
     Effect.gen(function*() {
       yield* stopAdmission
       yield* Scope.close(carryScope, Exit.void)
       let released = 0
       const interrupted: Array<string> = []
+      const unpermitted: Array<string> = []
       // Idle warm processes close alongside the runtimes, within the same shutdown deadline.
       const closingReserve = yield* Effect.forkChild(reserve.close)
       yield* Effect.forEach([...live.keys()], (agentId) =>
@@ -936,17 +950,21 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
           Effect.suspend(() => {
             const agent = live.get(agentId)
             if (agent === undefined) return Effect.void
-            return workInterruptedBy(agent).pipe(
-              Effect.tap((work) =>
-                work.length === 0 ? Effect.void : Effect.logWarning(`Stopping agent ${agentId} interrupts: ${work.join("; ")}`).pipe(
-                  Effect.annotateLogs({ agentId, provider: agent.provider })
-                )
+            const annotated = Effect.annotateLogs({ agentId, provider: agent.provider })
+            return whatStopEnds(agent).pipe(
+              Effect.tap(({ unpermitted: reason, work }) =>
+                work.length > 0
+                  ? Effect.logWarning(`Stopping agent ${agentId} interrupts: ${work.join("; ")}`).pipe(annotated)
+                  : reason !== undefined
+                  ? Effect.logWarning(`Stopping agent ${agentId} without its provider's permission: ${reason}`).pipe(annotated)
+                  : Effect.void
               ),
-              Effect.flatMap((work) =>
+              Effect.flatMap(({ unpermitted: reason, work }) =>
                 takeDown(agent).pipe(Effect.tap(() =>
                   Effect.sync(() => {
                     released++
                     if (work.length > 0) interrupted.push(`${agentId} (${work.join("; ")})`)
+                    else if (reason !== undefined) unpermitted.push(`${agentId} (${reason})`)
                   })
                 ))
               )
@@ -964,8 +982,9 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       if (released > 0 || interrupted.length > 0) {
         yield* Effect.logInfo(
           `Shutdown released ${released} runtime${released === 1 ? "" : "s"} resumable; ` +
-            (interrupted.length === 0 ? "no work was interrupted" : `interrupted: ${interrupted.join(", ")}`)
-        ).pipe(Effect.annotateLogs({ released, interrupted: interrupted.length }))
+            (interrupted.length === 0 ? "no work was interrupted" : `interrupted: ${interrupted.join(", ")}`) +
+            (unpermitted.length === 0 ? "" : `; closed without the provider's permission: ${unpermitted.join(", ")}`)
+        ).pipe(Effect.annotateLogs({ released, interrupted: interrupted.length, unpermitted: unpermitted.length }))
       }
       // Closing the runtimes ended their turns; their outcomes are written before the store closes.
       yield* Effect.forEach(prompts.running(), (handle) => Deferred.await(handle.ended), { discard: true }).pipe(

@@ -8,6 +8,8 @@ import { Sharding, TestRunner } from "effect/cluster"
 import { TestClock } from "effect/testing"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
+import type { ProviderRefusal } from "../../../src/domain/close.ts"
+import { stopVetoed } from "../../../src/domain/provider.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -82,6 +84,27 @@ const setup = Effect.fnUntraced(function*(
 })
 
 describe("the Agent entity", () => {
+  it.effect("Close on the hosting runner refuses a runtime its provider vetoes, naming the veto; with force it closes and says what it ended", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("memory")
+      provider.probe = () => Effect.succeed(stopVetoed("background job 1 `sleep 301`"))
+      const t = yield* setup(provider)
+      const agent = t.agent("agent-busy")
+      yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      const veto: ProviderRefusal = { agentId: "agent-busy", outcome: "vetoed", message: "background job 1 `sleep 301`" }
+
+      const refused = yield* drive(Effect.flip(agent.Close({ force: false })))
+      assert.strictEqual(refused._tag, "RuntimeCloseRefused")
+      assert.deepStrictEqual(refused._tag === "RuntimeCloseRefused" ? refused.veto : null, veto)
+      assert.isTrue((yield* t.registry.get("agent-busy")).resident)
+      assert.strictEqual(provider.closes, 0)
+
+      const closed = yield* drive(agent.Close({ force: true }))
+      assert.deepStrictEqual(closed, { agentId: "agent-busy", ended: { blockers: [], veto } })
+      assert.isFalse((yield* t.registry.get("agent-busy")).resident)
+      assert.strictEqual(provider.closes, 1)
+    }))
+
   it.effect("holds keep-alive while the runtime is resident; only the collector releases it, and then the reaper removes an empty shell", () =>
     Effect.gen(function*() {
       const t = yield* setup()

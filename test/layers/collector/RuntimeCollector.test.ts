@@ -560,6 +560,24 @@ describe("RuntimeCollector: explain and collect now", () => {
       assert.strictEqual(idle.releasableAt, minutes(122))
     }))
 
+  it.effect("explain with probe asks the provider now; its answer is what later explanations show, and the idle clock is kept", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      s.runtime.probe = always(false)
+      const unasked = yield* s.collector.explain("agent")
+      assert.strictEqual(unasked.state, "idle", "never probed: no veto known")
+      assert.strictEqual(s.runtime.probeCalls, 0)
+      yield* TestClock.adjust("5 minutes")
+      const asked = yield* s.collector.explain("agent", { probe: true })
+      assert.strictEqual(s.runtime.probeCalls, 1)
+      assert.strictEqual(asked.state, "vetoed")
+      assert.deepStrictEqual(asked.veto, { agentId: "agent", at: minutes(5), outcome: "vetoed", message: testVeto })
+      assert.deepStrictEqual((yield* s.collector.explain("agent")).veto, asked.veto)
+      assert.strictEqual(asked.idleSince, unasked.idleSince, "an explanation restarts no idle period")
+      s.runtime.probe = always(true)
+      assert.isNull((yield* s.collector.explain("agent", { probe: true })).veto)
+    }))
+
   it.effect("a veto's reason survives the sweep: explain shows it as the veto and the last probe (C6, X1)", () =>
     Effect.gen(function*() {
       const reason = "background task bash-3 `sleep 600`"

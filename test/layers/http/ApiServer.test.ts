@@ -6,7 +6,8 @@ import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
-import { type StopAnswer, stopPermitted } from "../../../src/domain/provider.ts"
+import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
+import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
@@ -310,21 +311,83 @@ describe("ApiServer", () => {
     }).pipe(Effect.provide(serve(provider)))
   })
 
-  it.effect("close releases the runtime even while it is blocked; the next prompt resumes", () => {
+  it.effect("close releases a runtime that has nothing to lose; the next prompt resumes", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
+      provider.probe = () => Effect.succeed(stopPermitted)
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       const id = { id: agent.agentId }
-      provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
-      assert.strictEqual((yield* client.runtimes.collect({ params: id })).outcome, "retained")
-      assert.strictEqual(yield* client.agents.close({ params: id }), undefined)
+      assert.deepStrictEqual(
+        yield* client.agents.close({ params: id, query: {} }),
+        { agentId: agent.agentId, ended: { blockers: [], veto: null } }
+      )
       assert.isFalse((yield* client.agents.get({ params: id })).resident)
       const resumed = yield* client.agents.prompt({ params: id, payload: { text: "back" } })
       assert.isTrue(resumed.resumed)
       assert.strictEqual(resumed.sessionId, agent.sessionId)
       const missing = yield* raw("POST", "/v1/agents/agent-missing/close", { token })
       assert.strictEqual(missing.status, 404)
+    }).pipe(Effect.provide(serve(provider)))
+  })
+
+  it.effect("close of a runtime with blockers or a veto is refused with them (409), unless forced, which names what it ended", () => {
+    const provider = new MemoryProvider("codex")
+    const entries: Array<LogEntry> = []
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      // Read as the session opens; asked at the close itself, not only by the last sweep.
+      provider.probe = () => Effect.succeed(stopVetoed("background job 1 `sleep 301`"))
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const id = { id: agent.agentId }
+      provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
+
+      const refused = yield* raw("POST", `/v1/agents/${agent.agentId}/close`, { token })
+      assert.strictEqual(refused.status, 409)
+      assert.strictEqual(refused.contentType, "application/problem+json")
+      assert.deepInclude(refused.body, {
+        _tag: "RuntimeCloseRefused",
+        status: 409,
+        agentId: agent.agentId,
+        blockers: [{ agentId: agent.agentId, kind: "pending-permission" }],
+        veto: { agentId: agent.agentId, outcome: "vetoed", message: "background job 1 `sleep 301`" }
+      })
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "a refused close closes nothing")
+      const typed = yield* Effect.flip(client.agents.close({ params: id, query: { force: "false" } }))
+      assert.strictEqual(typed._tag, "RuntimeCloseRefused")
+
+      const forced = yield* client.agents.close({ params: id, query: { force: "true" } })
+      assert.deepStrictEqual(forced.ended, {
+        blockers: [{ agentId: agent.agentId, kind: "pending-permission" }],
+        veto: { agentId: agent.agentId, outcome: "vetoed", message: "background job 1 `sleep 301`" }
+      })
+      assert.isFalse((yield* client.agents.get({ params: id })).resident)
+      assert.include(
+        entries.map((entry) => entry.message),
+        `Closed agent ${agent.agentId} by force, ending: pending-permission; vetoed by its provider: background job 1 \`sleep 301\``
+      )
+    }).pipe(Effect.provide(serve(provider)), recordingLogs(entries))
+  })
+
+  it.effect("a turn admitted while the close asks the provider refuses the close, though the provider then permits", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      const asking = yield* Deferred.make<void>()
+      const answer = yield* Deferred.make<void>()
+      provider.probe = () => Deferred.succeed(asking, undefined).pipe(Effect.andThen(Deferred.await(answer)), Effect.as(stopPermitted))
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const id = { id: agent.agentId }
+      const closing = yield* Effect.forkChild(Effect.flip(client.agents.close({ params: id, query: {} })))
+      yield* Deferred.await(asking)
+      // The provider has not answered yet when a prompt starts a turn; then it permits.
+      provider.turnGate = Effect.never
+      yield* client.agents.prompt({ params: id, payload: { text: "arrives meanwhile" } })
+      yield* Deferred.succeed(answer, undefined)
+      const refused = yield* Fiber.join(closing)
+      assert.strictEqual(refused._tag, "RuntimeCloseRefused")
+      assert.deepInclude(refused._tag === "RuntimeCloseRefused" ? refused.blockers : [], { agentId: agent.agentId, kind: "foreground-turn" })
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "the turn runs on")
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -530,6 +593,15 @@ describe("ApiServer", () => {
       for (const path of ["/v1/agents", "/v1/agents/{id}", "/v1/agents/{id}/prompts", "/v1/runtimes", "/v1/sweep"]) {
         assert.include(paths, path)
       }
+      // The close documents its force and its refusal.
+      const close = Schema.decodeUnknownSync(CloseOperation)(response.body).paths["/v1/agents/{id}/close"].post
+      assert.deepInclude(close.parameters.map(({ in: where, name, required }) => ({ name, in: where, required })), {
+        name: "force",
+        in: "query",
+        required: false
+      })
+      assert.include(Object.keys(close.responses), "409")
+      assert.include(close.description, "force=true")
     }).pipe(Effect.provide(serve(provider)))
   })
 
@@ -751,6 +823,19 @@ const issuesOf = (body: unknown): ReadonlyArray<{ readonly path: unknown; readon
 }
 
 const agentIdOf = (body: unknown): string => isRecord(body) && typeof body.agentId === "string" ? body.agentId : ""
+
+/** The close operation of an OpenAPI document, as far as a test reads it. */
+const CloseOperation = Schema.Struct({
+  paths: Schema.Struct({
+    "/v1/agents/{id}/close": Schema.Struct({
+      post: Schema.Struct({
+        description: Schema.String,
+        parameters: Schema.Array(Schema.Struct({ name: Schema.String, in: Schema.String, required: Schema.Boolean })),
+        responses: Schema.Record(Schema.String, Schema.Unknown)
+      })
+    })
+  })
+})
 
 const pathsOf = (body: unknown): ReadonlyArray<string> =>
   isRecord(body) && isRecord(body.paths) ? Object.keys(body.paths) : []

@@ -330,6 +330,20 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.isTrue((yield* h.registry.prompt(agent.agentId, "back")).resumed)
     }))
 
+  it.effect("a close unless blocked checks in the lane: a running turn keeps the runtime and is named; a plain close ends it", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      h.provider.turnGate = Effect.never
+      yield* h.registry.prompt(agent.agentId, "long job")
+      assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [{ kind: "foreground-turn" }])
+      assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
+      assert.strictEqual(h.provider.closes, 0)
+      assert.deepStrictEqual(yield* h.registry.close(agent.agentId), [])
+      assert.isFalse((yield* h.registry.get(agent.agentId)).resident)
+      assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [], "nothing live: nothing keeps it")
+    }))
+
   it.effect("reload closes and resumes the same session with a new runtime identity", () =>
     Effect.gen(function*() {
       const h = yield* harness()

@@ -16,6 +16,7 @@ import {
   type StopAnswer,
   stopPermitted,
   stopVetoed,
+  stopWorkUnknown,
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
@@ -348,7 +349,8 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
             if (answer.reason === missingSettlement) warnedMissingSettlement = true
             return log.pipe(
               Effect.annotateLogs({ provider, agentId: config.agentId, reason: answer.reason }),
-              Effect.as(stopVetoed(answer.reason))
+              // Before 18.3 OMP cannot say whether async work runs: a veto that names none.
+              Effect.as(answer.reason === missingSettlement ? stopWorkUnknown(answer.reason) : stopVetoed(answer.reason))
             )
           })
         })

@@ -283,7 +283,10 @@ describe("omp provider: what the real OMP 18.2 showed", () => {
       const session = yield* client.create(config)
       setState({ isSettled: null, hasPendingAsyncWork: null })
       const logs: Array<LogEntry> = []
-      assert.strictEqual(vetoed(yield* recordingLogs(logs)(session.canStopRuntime!)), missingSettlement)
+      const answer = yield* recordingLogs(logs)(session.canStopRuntime!)
+      assert.strictEqual(vetoed(answer), missingSettlement)
+      // It names no work, only that none can be ruled out: a shutdown says so apart from interrupted work.
+      assert.isTrue(!answer.canStop && answer.workUnknown === true)
       assert.strictEqual(vetoed(yield* recordingLogs(logs)(session.canStopRuntime!)), missingSettlement)
       const reasons = logs.map((entry) => [entry.level, entry.annotations["reason"]])
       // Warned once per session, then kept at debug.
