@@ -4,7 +4,7 @@
  * (docs/daemon.md) and never a 5xx; and the document declares that shape for every error.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { NetAddress } from "effect/net"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
@@ -14,8 +14,8 @@ import { send, type Target, walk } from "../../support/errorContract.ts"
 
 const token = "test-token"
 
-const serve = (provider: MemoryProvider) =>
-  ApiServer.layerTest({ token, renderMetrics: Effect.succeed("") }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
+const serve = (provider: MemoryProvider, renderMetrics: Effect.Effect<string> = Effect.succeed("")) =>
+  ApiServer.layerTest({ token, renderMetrics }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
 
 const target = Effect.map(HttpServer.HttpServer, (server): Target => ({
   port: NetAddress.isUnixPathAddress(server.address) ? 0 : server.address.port,
@@ -92,6 +92,8 @@ describe("the daemon API's error contract", () => {
         assert.deepInclude(refused, { status: 401, contentType: "application/problem+json" }, request.path)
         assert.deepInclude(refused.body, { _tag: "Unauthorized" }, request.path)
       }
+      // Unknown query parameters are ignored (a body's unknown members are not).
+      assert.strictEqual((yield* Effect.promise(() => send(server, { method: "GET", path: "/v1/runtimes?scope=runner&other=1" }))).status, 200)
       const badEscape = yield* Effect.promise(() => send(server, { method: "GET", path: "/v1/agents/agent-%ff" }))
       assert.strictEqual(badEscape.status, 400)
       assert.deepInclude(badEscape.body, {
@@ -150,4 +152,27 @@ describe("the daemon API's error contract", () => {
         : undefined
       assert.include(JSON.stringify(create), `"additionalProperties":false`)
     }).pipe(Effect.provide(serve(new MemoryProvider("codex")))))
+
+  it.live("a defect is logged and answered 500 InternalError in the problem shape", () => {
+    const logged: Array<string> = []
+    // Captures the server's log (and keeps the test quiet).
+    const capture = Logger.layer([Logger.make(({ cause, message }) => {
+      logged.push(`${String(message)} ${Cause.pretty(cause)}`)
+    })])
+    return Effect.gen(function*() {
+      const server = yield* target
+      const answer = yield* Effect.promise(() => send(server, { method: "GET", path: "/metrics", token: null }))
+      assert.strictEqual(answer.status, 500)
+      assert.strictEqual(answer.contentType, "application/problem+json")
+      assert.deepStrictEqual(answer.body, {
+        type: "urn:quiesce:error:InternalError",
+        title: "Internal error",
+        status: 500,
+        detail: "The server failed to answer (a bug; it is logged)",
+        _tag: "InternalError",
+        message: "The server failed to answer (a bug; it is logged)"
+      })
+      assert.isTrue(logged.some((line) => line.includes("metrics exploded")), logged.join("\n"))
+    }).pipe(Effect.provide(serve(new MemoryProvider("codex"), Effect.die(new Error("metrics exploded"))).pipe(Layer.provide(capture))))
+  })
 })
