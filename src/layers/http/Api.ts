@@ -61,7 +61,10 @@ import { packageVersion } from "../../domain/version.ts"
 /** The bearer token is missing or wrong. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
   message: Schema.String
-}, { httpApiStatus: 401 }) {}
+}, { httpApiStatus: 401 }) {
+  /** A request without the token (or a page session). */
+  static readonly missingToken = () => new Unauthorized({ message: "Missing or invalid bearer token" })
+}
 
 /** The request's body is larger than the daemon reads (`daemon.maxRequestBytes`); nothing was done. */
 export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("RequestTooLarge", {

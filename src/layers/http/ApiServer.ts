@@ -115,7 +115,6 @@ export const bearerAccepts = (token: string) => {
   return (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
 }
 
-const unauthorized = () => new Unauthorized({ message: "Missing or invalid bearer token" })
 
 /**
  * Whether a request carries the token (`Authorization: Bearer`) or a page session, for what no
@@ -138,12 +137,12 @@ export const authorizationLayer = (token: string) => {
     Effect.gen(function*() {
       const sessions = yield* PageSessions
       return Authorization.of({
-        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized()),
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(Unauthorized.missingToken()),
         // The key arrives as the credential; `checkSession` reads it with the cookie.
         session: (httpEffect) =>
           Effect.gen(function*() {
             const check = yield* checkSession(sessions, yield* HttpServerRequest.HttpServerRequest)
-            if (check === "unauthorized") return yield* unauthorized()
+            if (check === "unauthorized") return yield* Unauthorized.missingToken()
             if (check === "cross-origin") return yield* CrossOriginRefused.ofSession()
             return yield* httpEffect
           })
@@ -153,7 +152,7 @@ export const authorizationLayer = (token: string) => {
     Layer.merge(Layer.succeed(
       TokenAuthorization,
       TokenAuthorization.of({
-        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized())
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(Unauthorized.missingToken())
       })
     ))
   )

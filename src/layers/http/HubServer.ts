@@ -17,8 +17,15 @@ import { HubApi, hubOpenapiPath } from "./HubApi.ts"
 import { PageSessions, type SessionCheck } from "./pageSessions.ts"
 import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
 import { problemResponse } from "./problem.ts"
-import { InvalidRequest, RouteNotFound } from "./requestErrors.ts"
-import { apiRoutes, invalidPath, requestProblemResponse, requestProblemsLayer, unmatchedRequests } from "./requestProblems.ts"
+import { InvalidRequest } from "./requestErrors.ts"
+import {
+  apiRoutes,
+  invalidPath,
+  requestProblemResponse,
+  requestProblemsLayer,
+  routeNotFoundResponse,
+  unmatchedRequests
+} from "./requestProblems.ts"
 
 const handlers = HttpApiBuilder.group(
   HubApi,
@@ -86,12 +93,12 @@ export const clientMessageIdHeader = "quiesce-client-message-id"
 
 const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
-/** `/v1/homes/{name}/rest?query` → the daemon's `/v1/rest?query`. */
 const unreadableBody = InvalidRequest.of([{ path: ["payload"], message: "The body could not be read" }])
 
 /** The pattern of the forwarded routes. */
 const homesPath = "/v1/homes/*"
 
+/** `/v1/homes/{name}/rest?query` → the daemon's `/v1/rest?query`. */
 const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<SessionCheck>, maxRequestBytes: number) => {
   const maxBodySize = ByteSize.bytes(maxRequestBytes)
   return HttpRouter.add("*", homesPath, (request) =>
@@ -99,16 +106,15 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
       const daemons = yield* HubDaemons
       // The hub's token, or a page session (the daemon page of a home, served by the hub).
       const check = yield* authenticate(request)
-      if (check === "unauthorized") return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
+      if (check === "unauthorized") return errorResponse(Unauthorized.missingToken())
       if (check === "cross-origin") return errorResponse(CrossOriginRefused.ofSession())
-      const notFound = () => requestProblemResponse.notFound(RouteNotFound.of(request.method, request.url.split("?", 1)[0] ?? ""))
       const match = homePrefix.exec(request.url)
-      if (match === null) return notFound()
+      if (match === null) return routeNotFoundResponse(request)
       const name = safeDecode(match[1]!)
       if (name === undefined) return requestProblemResponse.invalid(invalidPath)
       const rest = match[2] ?? "/"
       // A daemon's own logins are not handed out through the hub: its page here uses the hub's session.
-      if (rest === "/login-links" || rest === "/session") return notFound()
+      if (rest === "/login-links" || rest === "/session") return routeNotFoundResponse(request)
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
       const body = request.method === "GET" || request.method === "HEAD"

@@ -137,6 +137,10 @@ export const requestProblemResponse = {
   internal: (error: InternalError) => problemResponse(error, Schema.encodeSync(InternalError)(error), 500)
 }
 
+/** 404 `RouteNotFound` for a request nothing serves. */
+export const routeNotFoundResponse = (request: HttpServerRequest.HttpServerRequest) =>
+  requestProblemResponse.notFound(RouteNotFound.of(request.method, pathOf(request.url)))
+
 /** A path that is not valid percent-encoded UTF-8. */
 export const invalidPath = InvalidRequest.of([{ path: ["path"], message: "Expected valid percent-encoded UTF-8" }])
 
@@ -153,13 +157,13 @@ export const unmatchedRequests = (options: UnmatchedRequestsOptions): Layer.Laye
   const allowed = allowedMethods(options.routes)
   const unmatched = Effect.fn("unmatchedRequest")(function*(request: HttpServerRequest.HttpServerRequest) {
     const check = yield* options.authenticate(request)
-    if (check === "unauthorized") return requestProblemResponse.unauthorized(new Unauthorized({ message: "Missing or invalid bearer token" }))
+    if (check === "unauthorized") return requestProblemResponse.unauthorized(Unauthorized.missingToken())
     if (check === "cross-origin") return requestProblemResponse.crossOrigin(CrossOriginRefused.ofSession())
     const path = pathOf(request.url)
     if (!decodesAsUtf8(path)) return requestProblemResponse.invalid(invalidPath)
     const methods = allowed(request.url)
     return methods.length === 0 || methods.some((method) => method === request.method)
-      ? requestProblemResponse.notFound(RouteNotFound.of(request.method, path))
+      ? routeNotFoundResponse(request)
       : requestProblemResponse.notAllowed(MethodNotAllowed.of(request.method, path, methods))
   })
   return HttpRouter.middleware((httpEffect) =>
