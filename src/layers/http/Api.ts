@@ -542,6 +542,11 @@ export class DaemonGroup extends HttpApiGroup.make("daemon")
  */
 export const payloadParseOptions = { errors: "all", onExcessProperty: "error" } as const
 
+/** What the OpenAPI documents of the daemon and the hub say of every error. */
+export const errorContract = "Every error is an RFC 9457 problem (application/problem+json) with type " +
+  "urn:quiesce:error:<_tag>, title, status, detail, _tag, message and the error's own fields. A request body " +
+  "with a member its schema does not have (additionalProperties: false) is refused: 400 InvalidRequest."
+
 /**
  * The whole API. A request failing its schema answers 400 `InvalidRequest`, whose `errors` name
  * each offending path (`["payload", "provider"]`), and every other error of the request itself
@@ -557,7 +562,7 @@ export class QuiesceApi extends HttpApi.make("quiesce")
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce daemon API",
     version: packageVersion,
-    description: "Agents, their prompts, and the idle-runtime collector."
+    description: `Agents, their prompts, and the idle-runtime collector. ${errorContract}`
   }))
 {}
 

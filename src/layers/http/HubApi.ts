@@ -26,7 +26,7 @@ import {
   RetirementRefused
 } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
-import { Authorization, payloadParseOptions, QuiesceApi, RetirementAttemptView, SessionGroup } from "./Api.ts"
+import { Authorization, errorContract, payloadParseOptions, QuiesceApi, RetirementAttemptView, SessionGroup } from "./Api.ts"
 import { asProblem } from "./problem.ts"
 import { RequestProblems } from "./requestErrors.ts"
 
@@ -166,7 +166,8 @@ export class HubApi extends HttpApi.make("quiesce-hub")
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce hub API",
     version: packageVersion,
-    description: "The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/."
+    description:
+      `The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/. ${errorContract}`
   }))
 {}
 

@@ -151,6 +151,8 @@ describe("the daemon API's error contract", () => {
         ? document["paths"]["/v1/agents"]["post"]
         : undefined
       assert.include(JSON.stringify(create), `"additionalProperties":false`)
+      const info = isRecord(document) && isRecord(document["info"]) ? document["info"] : {}
+      assert.include(String(info["description"]), "400 InvalidRequest")
     }).pipe(Effect.provide(serve(new MemoryProvider("codex")))))
 
   it.live("a defect is logged and answered 500 InternalError in the problem shape", () => {
