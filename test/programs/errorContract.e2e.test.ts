@@ -1,15 +1,36 @@
 /**
- * The hub keeps the API's error contract, as a user runs it: a real `quiesce hub` process on
- * loopback. Every operation of its published OpenAPI document, sent malformed input, and the
- * requests it forwards to a home's daemon that it refuses itself, answer every non-2xx with the
- * one problem shape and never a 5xx. (The daemon's own walk is test/layers/http/errorContract.test.ts.)
+ * The daemon and the hub keep the API's error contract, as a user runs them: real `quiesce daemon`
+ * and `quiesce hub` processes on loopback. Every operation of each one's published OpenAPI
+ * document, sent malformed input (and, for the hub, the forwarded requests it refuses itself),
+ * answers every non-2xx with the one problem shape and never a 5xx. The daemon's API in-process,
+ * with the checks of its document, is test/layers/http/errorContract.test.ts.
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { join } from "node:path"
 import { problemShapeViolations, send, walk } from "../support/errorContract.ts"
+import { cleanUpDaemons, freePort, groupAlive, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
 import { cleanUpHubs, newHubRoot, startHub, writeHubConfig } from "../support/hubProcess.ts"
 
 afterEach(cleanUpHubs)
+afterEach(cleanUpDaemons)
+
+describe("the daemon's error contract", () => {
+  it("every operation of its OpenAPI document, sent malformed input, answers the one problem shape, no 5xx, and creates nothing", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const target = { port: daemon.port, token: daemon.token() }
+    const document = (await send(target, { method: "GET", path: "/v1/openapi.json", token: null })).body
+    const result = await walk(target, document)
+    expect(result.operations).toBeGreaterThan(20)
+    expect(result.violations).toEqual([])
+    // No malformed request made an agent.
+    expect((await send(target, { method: "GET", path: "/v1/agents" })).body).toEqual([])
+    // Stopped, the daemon leaves no process behind.
+    const pid = daemon.process.pid ?? 0
+    process.kill(-pid, "SIGTERM")
+    await until(() => !groupAlive(pid), "the daemon's process group is gone", 8_000)
+  })
+})
 
 describe("the hub's error contract", () => {
   it("every operation of its OpenAPI document and the forwarding it refuses answer the one problem shape, no 5xx", async () => {
