@@ -205,7 +205,8 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     // daemon behind it is replaced.
     const old = daemonRecord(join(root, "idle"))!
     await hideAndFreeze(page)
-    expect((await hubApi(hub, "POST", "/v1/daemons/idle/retire", old)).status).toBe(202)
+    const identity = { pid: old.pid, startTime: old.startTime, instanceId: old.instanceId }
+    expect((await hubApi(hub, "POST", "/v1/daemons/idle/retire", identity)).status).toBe(202)
     await until(() => !processAlive(old.pid), "the old daemon exits")
     const created = await hubApi(hub, "POST", "/v1/homes/idle/agents", { provider: "shell", cwd: root })
     expect(created.status).toBe(201)

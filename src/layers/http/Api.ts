@@ -19,6 +19,7 @@ import { AgentLifecycle, Labels } from "../../domain/agent.ts"
 import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
 import { sessionKeySecurity } from "./pageSessions.ts"
 import { asProblem } from "./problem.ts"
+import { RequestProblems } from "./requestErrors.ts"
 import { MemberBlocker } from "../../domain/blocker.ts"
 import {
   AgentBusy,
@@ -62,7 +63,10 @@ import { packageVersion } from "../../domain/version.ts"
 /** The bearer token is missing or wrong. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
   message: Schema.String
-}, { httpApiStatus: 401 }) {}
+}, { httpApiStatus: 401 }) {
+  /** A request without the token (or a page session). */
+  static readonly missingToken = () => new Unauthorized({ message: "Missing or invalid bearer token" })
+}
 
 /** The request's body is larger than the daemon reads (`daemon.maxRequestBytes`); nothing was done. */
 export class RequestTooLarge extends Schema.TaggedError<RequestTooLarge>()("RequestTooLarge", {
@@ -502,11 +506,6 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
   .middleware(Authorization)
 {}
 
-/**
- * The whole API. Request validation failures answer 400 with an RFC 9457 problem whose `errors`
- * name each offending path (`["payload", "provider"]`), via the framework's `ProblemDetails`; a body
- * over the daemon's limit answers 413 `RequestTooLarge` on every route.
- */
 /** A warm process and its memory (null when unmeasured, never guessed). */
 export const WarmProcessRow = Schema.Struct({
   ...WarmProcessView.fields,
@@ -548,17 +547,34 @@ export class DaemonGroup extends HttpApiGroup.make("daemon")
   .middleware(Authorization)
 {}
 
+/**
+ * Options for decoding request bodies, the daemon's and the hub's: report every invalid member,
+ * not just the first, and refuse members the schema does not have (`__proto__` too), as the
+ * OpenAPI document says (`additionalProperties: false`).
+ */
+export const payloadParseOptions = { errors: "all", onExcessProperty: "error" } as const
+
+/** What the OpenAPI documents of the daemon and the hub say of every error. */
+export const errorContract = "Every error is an RFC 9457 problem (application/problem+json) with type " +
+  "urn:quiesce:error:<_tag>, title, status, detail, _tag, message and the error's own fields. A request body " +
+  "with a member its schema does not have (additionalProperties: false) is refused: 400 InvalidRequest."
+
+/**
+ * The whole API. A request failing its schema answers 400 `InvalidRequest`, whose `errors` name
+ * each offending path (`["payload", "provider"]`), and every other error of the request itself
+ * is typed too (see requestErrors.ts); a body over the daemon's limit answers 413
+ * `RequestTooLarge` on every route.
+ */
 export class QuiesceApi extends HttpApi.make("quiesce")
   .add(SystemGroup, AgentsGroup, RuntimesGroup, ReserveGroup, DaemonGroup, SessionGroup)
-  .middleware(HttpApiMiddleware.ProblemDetails)
+  .middleware(RequestProblems)
   // Added last, so it runs first: an oversized body is refused before anything else looks at it.
   .middleware(RequestBodyLimit)
-  // Report every invalid field of a body, not just the first.
-  .annotate(HttpApi.PayloadParseOptions, { errors: "all" })
+  .annotate(HttpApi.PayloadParseOptions, payloadParseOptions)
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce daemon API",
     version: packageVersion,
-    description: "Agents, their prompts, and the idle-runtime collector."
+    description: `Agents, their prompts, and the idle-runtime collector. ${errorContract}`
   }))
 {}
 

@@ -17,7 +17,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "effect/http"
-import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
@@ -61,8 +61,9 @@ import {
 import { type ConfigReloaded, ConfigReloadFailed } from "../reserve/configReload.ts"
 import type { WarmReserveView } from "../../domain/warmReserve.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
-import { checkSession, PageSessions } from "./pageSessions.ts"
-import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
+import { checkSession, PageSessions, type SessionCheck } from "./pageSessions.ts"
+import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
+import { apiRoutes, requestProblemsLayer, unmatchedRequests } from "./requestProblems.ts"
 
 // ---- admission ---------------------------------------------------------------------------------
 
@@ -114,7 +115,16 @@ export const bearerAccepts = (token: string) => {
   return (candidate: string) => token !== "" && candidate !== "" && tokenMatches(expected, candidate)
 }
 
-const unauthorized = () => new Unauthorized({ message: "Missing or invalid bearer token" })
+
+/**
+ * Whether a request carries the token (`Authorization: Bearer`) or a page session, for what no
+ * API middleware guards: requests no route takes, the hub's forwarding.
+ */
+export const checkCredentials = (accepts: (candidate: string) => boolean, sessions: PageSessions["Service"]) =>
+(request: HttpServerRequest.HttpServerRequest): Effect.Effect<SessionCheck> => {
+  const header = request.headers["authorization"] ?? ""
+  return header.startsWith("Bearer ") && accepts(header.slice(7)) ? Effect.succeed("authorized") : checkSession(sessions, request)
+}
 
 /**
  * The `Authorization` middleware: the bearer token (`bearerAccepts`), or else a page session whose
@@ -127,12 +137,12 @@ export const authorizationLayer = (token: string) => {
     Effect.gen(function*() {
       const sessions = yield* PageSessions
       return Authorization.of({
-        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized()),
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(Unauthorized.missingToken()),
         // The key arrives as the credential; `checkSession` reads it with the cookie.
         session: (httpEffect) =>
           Effect.gen(function*() {
             const check = yield* checkSession(sessions, yield* HttpServerRequest.HttpServerRequest)
-            if (check === "unauthorized") return yield* unauthorized()
+            if (check === "unauthorized") return yield* Unauthorized.missingToken()
             if (check === "cross-origin") return yield* CrossOriginRefused.ofSession()
             return yield* httpEffect
           })
@@ -142,7 +152,7 @@ export const authorizationLayer = (token: string) => {
     Layer.merge(Layer.succeed(
       TokenAuthorization,
       TokenAuthorization.of({
-        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(unauthorized())
+        bearer: (httpEffect, { credential }) => accepts(Redacted.value(credential)) ? httpEffect : Effect.fail(Unauthorized.missingToken())
       })
     ))
   )
@@ -224,8 +234,13 @@ const requestsLayer = Layer.unwrap(Effect.gen(function*() {
     ), { global: true })
 }))
 
-/** Request validation failures become 400 problems naming each offending path. */
-const problemDetailsLayer = HttpApiMiddleware.layerProblemDetails({ includeDetails: true })
+/** Requests no route takes: typed problems, once authenticated like the API's own routes. */
+const unmatchedLayer = (token: string) =>
+  Layer.unwrap(Effect.map(PageSessions, (sessions) =>
+    unmatchedRequests({
+      routes: [...apiRoutes(QuiesceApi), { method: "GET", path: openapiPath }, ...servedPages("daemon")],
+      authenticate: checkCredentials(bearerAccepts(token), sessions)
+    })))
 
 // ---- handlers ----------------------------------------------------------------------------------
 
@@ -538,7 +553,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   const middleware = Layer.mergeAll(
     authorizationLayer(options.token),
     admissionGateLayer,
-    problemDetailsLayer,
+    requestProblemsLayer,
     requestBodyLimitLayer(options.maxRequestBytes ?? defaultMaxRequestBytes)
   )
   return HttpApiBuilder.layer(QuiesceApi, { openapiPath }).pipe(
@@ -556,6 +571,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
     ),
     Layer.merge(requestsLayer),
     Layer.merge(pageRoutes("daemon")),
+    Layer.merge(unmatchedLayer(options.token)),
     // One set of sessions for the middleware, the login and the pages.
     Layer.provide(PageSessions.layer)
   )

@@ -26,8 +26,9 @@ import {
   RetirementRefused
 } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
-import { Authorization, QuiesceApi, RetirementAttemptView, SessionGroup } from "./Api.ts"
+import { Authorization, errorContract, payloadParseOptions, QuiesceApi, RetirementAttemptView, SessionGroup } from "./Api.ts"
 import { asProblem } from "./problem.ts"
+import { RequestProblems } from "./requestErrors.ts"
 
 /** The identity an action addresses: what the inventory rendered. The hub rechecks it first. */
 export const RenderedIdentity = Schema.Struct({
@@ -160,11 +161,13 @@ export class DaemonsGroup extends HttpApiGroup.make("daemons")
 
 export class HubApi extends HttpApi.make("quiesce-hub")
   .add(HubHealthGroup, DaemonsGroup, SessionGroup)
-  .middleware(HttpApiMiddleware.ProblemDetails)
+  .middleware(RequestProblems)
+  .annotate(HttpApi.PayloadParseOptions, payloadParseOptions)
   .annotateMerge(OpenApi.annotations({
     title: "Quiesce hub API",
     version: packageVersion,
-    description: "The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/."
+    description:
+      `The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/. ${errorContract}`
   }))
 {}
 

@@ -5,18 +5,27 @@
  */
 import { NodeHttpServer } from "@effect/platform-node"
 import { ByteSize, Effect, Layer, Schema } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerResponse, ProblemDetails } from "effect/http"
-import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
 import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
 import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "./Api.ts"
-import { authorizationLayer, bearerAccepts } from "./ApiServer.ts"
+import { authorizationLayer, bearerAccepts, checkCredentials } from "./ApiServer.ts"
 import { HubApi, hubOpenapiPath } from "./HubApi.ts"
-import { checkSession, PageSessions } from "./pageSessions.ts"
-import { endSession, loginLink, pageRoutes, startSession } from "./pages.ts"
-import { problemMembers } from "./problem.ts"
+import { PageSessions, type SessionCheck } from "./pageSessions.ts"
+import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
+import { problemResponse } from "./problem.ts"
+import { InvalidRequest } from "./requestErrors.ts"
+import {
+  apiRoutes,
+  invalidPath,
+  requestProblemResponse,
+  requestProblemsLayer,
+  routeNotFoundResponse,
+  unmatchedRequests
+} from "./requestProblems.ts"
 
 const handlers = HttpApiBuilder.group(
   HubApi,
@@ -64,13 +73,12 @@ const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthori
 
 /** A routing error as the API answers every error: a problem (see problem.ts) with the error's fields. */
 const errorResponse = (error: RoutingError | Unauthorized | CrossOriginRefused | RequestTooLarge) =>
-  HttpServerResponse.text(JSON.stringify({ ...encodeRouteError(error), ...problemMembers(error, statusOf[error._tag]) }), {
-    status: statusOf[error._tag],
-    contentType: ProblemDetails.contentType,
-    ...(error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error
-      ? { headers: { "retry-after": String(error.retryAfterSeconds) } }
-      : {})
-  })
+  problemResponse(
+    error,
+    encodeRouteError(error),
+    statusOf[error._tag],
+    error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error ? { "retry-after": String(error.retryAfterSeconds) } : {}
+  )
 
 const safeDecode = (text: string) => {
   try {
@@ -85,29 +93,28 @@ export const clientMessageIdHeader = "quiesce-client-message-id"
 
 const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
+const unreadableBody = InvalidRequest.of([{ path: ["payload"], message: "The body could not be read" }])
+
+/** The pattern of the forwarded routes. */
+const homesPath = "/v1/homes/*"
+
 /** `/v1/homes/{name}/rest?query` → the daemon's `/v1/rest?query`. */
-const forwardRoute = (token: string, maxRequestBytes: number) => {
-  const accepts = bearerAccepts(token)
+const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<SessionCheck>, maxRequestBytes: number) => {
   const maxBodySize = ByteSize.bytes(maxRequestBytes)
-  return Layer.unwrap(Effect.map(PageSessions, (sessions) => HttpRouter.add("*", "/v1/homes/*", (request) =>
+  return HttpRouter.add("*", homesPath, (request) =>
     Effect.gen(function*() {
       const daemons = yield* HubDaemons
-      const header = request.headers["authorization"] ?? ""
       // The hub's token, or a page session (the daemon page of a home, served by the hub).
-      if (!header.startsWith("Bearer ") || !accepts(header.slice(7))) {
-        const check = yield* checkSession(sessions, request)
-        if (check === "unauthorized") return errorResponse(new Unauthorized({ message: "Missing or invalid bearer token" }))
-        if (check === "cross-origin") {
-          return errorResponse(CrossOriginRefused.ofSession())
-        }
-      }
+      const check = yield* authenticate(request)
+      if (check === "unauthorized") return errorResponse(Unauthorized.missingToken())
+      if (check === "cross-origin") return errorResponse(CrossOriginRefused.ofSession())
       const match = homePrefix.exec(request.url)
-      if (match === null) return HttpServerResponse.empty({ status: 404 })
+      if (match === null) return routeNotFoundResponse(request)
       const name = safeDecode(match[1]!)
-      if (name === undefined) return HttpServerResponse.empty({ status: 404 })
+      if (name === undefined) return requestProblemResponse.invalid(invalidPath)
       const rest = match[2] ?? "/"
       // A daemon's own logins are not handed out through the hub: its page here uses the hub's session.
-      if (rest === "/login-links" || rest === "/session") return HttpServerResponse.empty({ status: 404 })
+      if (rest === "/login-links" || rest === "/session") return routeNotFoundResponse(request)
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
       const body = request.method === "GET" || request.method === "HEAD"
@@ -138,10 +145,10 @@ const forwardRoute = (token: string, maxRequestBytes: number) => {
         Effect.succeed(
           error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
             ? errorResponse(RequestTooLarge.of(maxRequestBytes))
-            : HttpServerResponse.empty({ status: 400 })
+            : requestProblemResponse.invalid(unreadableBody)
         )
       )
-    ))))
+    ))
 }
 
 /** Where the hub listens, its token, and the largest request body it reads (default 1 MiB). */
@@ -155,15 +162,27 @@ export interface HubServerOptions {
 
 /** The hub's routes, to serve with `HttpRouter.serve`. */
 export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestBytes">) =>
-  Layer.mergeAll(
-    HttpApiBuilder.layer(HubApi, { openapiPath: hubOpenapiPath }).pipe(
-      Layer.provide(Layer.mergeAll(handlers, health, session).pipe(
-        Layer.provide(Layer.mergeAll(authorizationLayer(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })))
-      ))
-    ),
-    forwardRoute(options.token, options.maxRequestBytes ?? defaultMaxRequestBytes),
-    pageRoutes("hub")
-  ).pipe(Layer.provide(PageSessions.layer))
+  Layer.unwrap(Effect.map(PageSessions, (sessions) => {
+    const authenticate = checkCredentials(bearerAccepts(options.token), sessions)
+    return Layer.mergeAll(
+      HttpApiBuilder.layer(HubApi, { openapiPath: hubOpenapiPath }).pipe(
+        Layer.provide(Layer.mergeAll(handlers, health, session).pipe(
+          Layer.provide(Layer.mergeAll(authorizationLayer(options.token), requestProblemsLayer))
+        ))
+      ),
+      forwardRoute(authenticate, options.maxRequestBytes ?? defaultMaxRequestBytes),
+      pageRoutes("hub"),
+      unmatchedRequests({
+        routes: [
+          ...apiRoutes(HubApi),
+          { method: "GET", path: hubOpenapiPath },
+          { method: "*", path: homesPath },
+          ...servedPages("hub")
+        ],
+        authenticate
+      })
+    )
+  })).pipe(Layer.provide(PageSessions.layer))
 
 /** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
 export const layer = (options: HubServerOptions) =>

@@ -15,6 +15,7 @@ import * as path from "node:path"
 import { packageRoot } from "../../domain/version.ts"
 import { CrossOriginRefused, LoginCodeInvalid, type LoginLink } from "./Api.ts"
 import { PageSessions, sameOriginOrRead, sessionCookieName, sessionTtlMillis } from "./pageSessions.ts"
+import type { ServedRoute } from "./requestProblems.ts"
 
 /** Which server serves the pages. */
 export type PageHost = "daemon" | "hub"
@@ -60,6 +61,16 @@ const readWebFile = (name: string): WebFile => {
 const respond = (file: WebFile, status = 200) =>
   HttpServerResponse.text(file.body, { status, contentType: file.contentType, headers: securityHeaders })
 
+/** Where the pages are (every one a GET). */
+const pagePaths = { home: "/", login: "/login", homePage: "/homes/*" } as const
+
+const assetPath = (name: string): `/${string}` => `/assets/${name}`
+
+/** The page routes a daemon or a hub serves, as paths (to tell a wrong method from an unknown path). */
+export const servedPages = (host: PageHost): ReadonlyArray<ServedRoute> =>
+  [pagePaths.home, pagePaths.login, ...assetNames.map(assetPath), ...(host === "hub" ? [pagePaths.homePage] : [])]
+    .map((path) => ({ method: "GET", path }))
+
 /** The page routes of a daemon or a hub, to merge beside its API routes. */
 export const pageRoutes = (host: PageHost): Layer.Layer<never, never, HttpRouter.HttpRouter | PageSessions> =>
   Layer.unwrap(Effect.gen(function*() {
@@ -67,21 +78,14 @@ export const pageRoutes = (host: PageHost): Layer.Layer<never, never, HttpRouter
     const login = readWebFile("login.html")
     const daemonPage = readWebFile("daemon.html")
     const home = host === "hub" ? readWebFile("hub.html") : daemonPage
-    const assets = new Map<string, WebFile>(assetNames.map((name) => [name, readWebFile(name)]))
     const guarded = (page: WebFile) => (request: HttpServerRequest.HttpServerRequest) =>
       Effect.map(sessions.isCurrent(request.cookies[sessionCookieName(request.headers["host"])] ?? ""), (valid) => valid ? respond(page) : respond(login, 401))
     const routes = [
-      HttpRouter.route("GET", "/", guarded(home)),
-      HttpRouter.route("GET", "/login", respond(login)),
-      HttpRouter.route(
-        "GET",
-        "/assets/:file",
-        Effect.map(HttpRouter.params, (params) => {
-          const file = assets.get(params["file"] ?? "")
-          return file === undefined ? HttpServerResponse.empty({ status: 404 }) : respond(file)
-        })
-      ),
-      ...(host === "hub" ? [HttpRouter.route("GET", "/homes/*", guarded(daemonPage))] : [])
+      HttpRouter.route("GET", pagePaths.home, guarded(home)),
+      HttpRouter.route("GET", pagePaths.login, respond(login)),
+      // One route per file: any other path is answered as every path nothing serves is.
+      ...assetNames.map((name) => HttpRouter.route("GET", assetPath(name), respond(readWebFile(name)))),
+      ...(host === "hub" ? [HttpRouter.route("GET", pagePaths.homePage, guarded(daemonPage))] : [])
     ]
     return HttpRouter.addAll(routes)
   }))

@@ -2,10 +2,11 @@
  * One error body over the whole API: an RFC 9457 problem (`application/problem+json`) whose
  * standard members say what happened to a person (`title`, `detail`, `status`) and whose `type`
  * and `_tag` say which typed error it is; the error's own fields (`agentId`, `turnId`, …) are
- * members beside them. Request validation failures (400) have the same shape, from the framework.
+ * members beside them. Requests the API cannot take (an invalid body, an unknown route: see
+ * requestErrors.ts) are typed errors too, with the same shape.
  */
 import { Effect, Schema, SchemaTransformation } from "effect"
-import { ProblemDetails } from "effect/http"
+import { HttpServerResponse, ProblemDetails } from "effect/http"
 import { HttpApiSchema } from "effect/http-api"
 
 /** The problem type of a typed error: `urn:quiesce:error:<tag>`. */
@@ -26,20 +27,22 @@ export const problemMembers = (error: { readonly _tag: string; readonly message:
   _tag: error._tag
 })
 
+/** What every error body has; the OpenAPI document declares it for every error of every operation. */
 const ProblemBody = Schema.StructWithRest(
   Schema.Struct({
-    type: Schema.String,
+    type: Schema.String.check(Schema.isPattern(/^urn:quiesce:error:[A-Za-z]+$/u)),
     title: Schema.String,
-    status: Schema.Number,
+    status: Schema.Int,
     detail: Schema.String,
-    _tag: Schema.String
+    _tag: Schema.String,
+    message: Schema.String
   }),
   [Schema.Record(Schema.String, Schema.Unknown)]
 )
 
 /** The error answers with `status`, its body a problem; a generated client decodes it back to the error. */
 export const asProblem = (status: number) =>
-<S extends Schema.Codec<{ readonly _tag: string; readonly message: string }, { readonly _tag: string }>>(self: S) =>
+<S extends Schema.Codec<{ readonly _tag: string; readonly message: string }, { readonly _tag: string; readonly message: string }>>(self: S) =>
   ProblemBody.pipe(
     Schema.decodeTo(
       Schema.toType(self),
@@ -55,3 +58,19 @@ export const asProblem = (status: number) =>
     HttpApiSchema.status(status),
     HttpApiSchema.asJson({ contentType: ProblemDetails.contentType })
   )
+
+/**
+ * A typed error as a response where no HttpApi encodes it (an unmatched route, the hub's
+ * forwarding): `encoded` is the error as its schema encodes it, the problem members beside it.
+ */
+export const problemResponse = (
+  error: { readonly _tag: string; readonly message: string },
+  encoded: object,
+  status: number,
+  headers: Readonly<Record<string, string>> = {}
+) =>
+  HttpServerResponse.text(JSON.stringify({ ...encoded, ...problemMembers(error, status) }), {
+    status,
+    contentType: ProblemDetails.contentType,
+    headers
+  })

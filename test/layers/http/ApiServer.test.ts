@@ -479,7 +479,13 @@ describe("ApiServer", () => {
       const wrongType = yield* raw("POST", "/v1/agents", { token, body: JSON.stringify({ provider: 42, cwd: "" }) })
       assert.strictEqual(wrongType.status, 400)
       assert.strictEqual(wrongType.contentType, "application/problem+json")
-      assert.deepInclude(wrongType.body, { status: 400, title: "Bad Request" })
+      assert.deepInclude(wrongType.body, {
+        type: "urn:quiesce:error:InvalidRequest",
+        title: "Invalid request",
+        status: 400,
+        _tag: "InvalidRequest",
+        message: "Invalid request: payload.provider: Expected string; payload.cwd: must be an absolute path (the daemon does not know the client's directory)"
+      })
       // Every invalid field is named, not just the first.
       const issues = issuesOf(wrongType.body)
       assert.deepStrictEqual(issues.map((issue) => issue.path), [["payload", "provider"], ["payload", "cwd"]])
@@ -980,7 +986,11 @@ describe("ApiServer's web pages and their login", () => {
       assert.strictEqual((yield* raw("GET", "/assets/style.css")).contentType, "text/css; charset=utf-8")
       assert.strictEqual((yield* raw("GET", "/login")).status, 200)
       for (const path of ["/assets/tsconfig.json", "/assets/..%2Fpackage.json", "/assets/daemon.html", "/assets/"]) {
-        assert.strictEqual((yield* raw("GET", path)).status, 404, path)
+        // As every path nothing serves: 401 before authentication, then 404 RouteNotFound.
+        assert.strictEqual((yield* raw("GET", path)).status, 401, path)
+        const missing = yield* raw("GET", path, { token })
+        assert.deepStrictEqual([missing.status, missing.contentType], [404, "application/problem+json"], path)
+        assert.deepInclude(missing.body, { _tag: "RouteNotFound" }, path)
       }
     }).pipe(Effect.provide(serve(provider)))
   })
