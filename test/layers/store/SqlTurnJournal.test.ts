@@ -110,6 +110,19 @@ for (const [name, make] of Object.entries(journals)) {
         ])
       }))
 
+    it.effect("lists one agent's unfinished turns in acceptance order, none of another agent's", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        yield* journal.accept({ record: turn("turn-a") })
+        yield* journal.accept({ record: turn("turn-other", { agentId: "agent-2" }) })
+        yield* journal.accept({ record: turn("turn-b") })
+        yield* journal.accept({ record: turn("turn-ended", { state: "completed", endedAt: 2_000 }) })
+        yield* journal.update(turn("turn-b", { state: "running", dispatchedAt: 2_000 }))
+        assert.deepStrictEqual((yield* journal.unfinishedOf("agent-1")).map((record) => record.turnId), ["turn-a", "turn-b"])
+        assert.deepStrictEqual((yield* journal.unfinishedOf("agent-2")).map((record) => record.turnId), ["turn-other"])
+        assert.deepStrictEqual(yield* journal.unfinishedOf("agent-3"), [])
+      }))
+
     it.effect("finds the turn that carried a delivered message, and the newest when it was sent again", () =>
       Effect.gen(function*() {
         const journal = yield* make
