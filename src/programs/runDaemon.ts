@@ -41,6 +41,7 @@ import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
 import type * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
+import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
 import { ClusterRuntimes } from "../layers/cluster/ClusterRuntimesReader.ts"
@@ -278,7 +279,10 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
   // A runner hosts the agents of the shards it holds: none until it has joined.
   let hostsHere: (agentId: string) => boolean = config.cluster === undefined ? () => true : () => false
-  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores))).pipe(
+  // Once it has joined, message delivery and finish watches go to each agent's runner too.
+  let clusterOperations: AgentOperations["Service"] | undefined
+  const operations = sharing === undefined ? undefined : RegistryOperations.layerVia(() => clusterOperations)
+  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores), operations)).pipe(
     Effect.provideService(AgentPlacement, { hostsHere: (agentId) => hostsHere(agentId) })
   )
   // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
@@ -286,6 +290,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   if (sharing !== undefined) {
     const joined = yield* joinCluster(sharing.cluster, local, sharing.shared, sharing.postgres)
     hostsHere = joined.hostsHere
+    clusterOperations = joined.operations
     services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimes, joined.runtimes)
   }
   yield* stageDone(observer, "providers")

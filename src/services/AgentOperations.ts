@@ -3,7 +3,17 @@ import type { ClusterUnavailable } from "../domain/errors.ts"
 import type { AgentRegistry } from "./AgentRegistry.ts"
 
 /** The registry operations that act on one agent, wherever it is hosted. */
-export type AgentOperationName = "create" | "prompt" | "interrupt" | "respondToPermission" | "close" | "delete" | "get" | "turn" | "turns"
+export type AgentOperationName =
+  | "create"
+  | "prompt"
+  | "interrupt"
+  | "respondToPermission"
+  | "close"
+  | "delete"
+  | "get"
+  | "turn"
+  | "turns"
+  | "awaitFinish"
 
 /** A registry operation that may also fail because the agent's host could not be reached. */
 type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, infer E, infer R>
@@ -11,9 +21,9 @@ type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, infer E,
   : never
 
 /**
- * The operations the HTTP API performs on one agent. On a lone daemon they are its registry's; on
- * a cluster's runner each goes to the runner that hosts the agent (X6), which may fail with
- * `ClusterUnavailable`.
+ * The operations the HTTP API, message delivery and finish subscriptions perform on one agent. On
+ * a lone daemon they are its registry's; on a cluster's runner each goes to the runner that hosts
+ * the agent (X6), which may fail with `ClusterUnavailable`.
  */
 export class AgentOperations extends Context.Service<AgentOperations, {
   readonly [K in AgentOperationName]: Routed<AgentRegistry["Service"][K]>

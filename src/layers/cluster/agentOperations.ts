@@ -1,36 +1,16 @@
 /**
- * The two ways the HTTP API's operations on one agent are carried out: by this daemon's own
- * registry (a lone daemon), or by the runner that hosts the agent (a cluster's runner, X6),
- * through the Agent entity's client. A failure to reach that runner is `ClusterUnavailable`;
- * the operation's own errors come back as they are.
+ * The operations on one agent carried out by the runner that hosts the agent (a cluster's runner,
+ * X6), through the Agent entity's client. A failure to reach that runner is `ClusterUnavailable`;
+ * the operation's own errors come back as they are. (On a lone daemon they are its registry's:
+ * `RegistryOperations`.)
  */
 import { Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import { ClusterUnavailable } from "../../domain/errors.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { randomId } from "../registry/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
-
-/** Every operation on this daemon's registry. */
-export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.effect(
-  AgentOperations,
-  Effect.gen(function*() {
-    const registry = yield* AgentRegistry
-    return AgentOperations.of({
-      create: registry.create,
-      prompt: registry.prompt,
-      interrupt: registry.interrupt,
-      respondToPermission: registry.respondToPermission,
-      close: registry.close,
-      delete: registry.delete,
-      get: registry.get,
-      turn: registry.turn,
-      turns: registry.turns
-    })
-  })
-)
 
 /** What the cluster itself may fail with, as the one error the API knows. */
 const routed = (agentId: string) =>
@@ -67,7 +47,12 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
         Effect.gen(function*() {
           // The cluster deduplicates by this id; a prompt without one gets one of its own.
           const clientMessageId = options?.clientMessageId ?? (yield* randomId("message"))
-          return yield* routed(agentId)(clientFor(agentId).Prompt({ text, clientMessageId, wait: options?.wait ?? false }))
+          return yield* routed(agentId)(clientFor(agentId).Prompt({
+            text,
+            clientMessageId,
+            wait: options?.wait ?? false,
+            ...(options?.messageIds === undefined ? {} : { messageIds: options.messageIds })
+          }))
         }),
       interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
       respondToPermission: (agentId, permissionId, allow) =>
@@ -76,7 +61,8 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       delete: (agentId) => routed(agentId)(clientFor(agentId).Delete()),
       get: (agentId) => routed(agentId)(clientFor(agentId).View()),
       turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
-      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit }))
+      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit })),
+      awaitFinish: (agentId) => routed(agentId)(clientFor(agentId).AwaitFinish())
     })
   })
 )
