@@ -4,6 +4,11 @@
  * reference shell provider over HTTP; and what the first prompt after a shard move costs (the
  * agent's entity starts on its new runner, which resumes the saved session) against a resume on
  * one daemon. Every answer is checked; failures are counted, not timed.
+ *
+ * Then, on three runners with the default shard locks: how soon the agents of a runner that was
+ * SIGKILLed answer again on the others (SIGKILL to the first answer of a moved agent), and what
+ * the locks cost the database while nothing happens (lock-refresh queries per second per runner,
+ * counted by pg_stat_statements).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -19,26 +24,29 @@ import {
   startDaemon,
   until
 } from "../test/support/daemonProcess.ts"
-import { startPostgres } from "../test/support/postgres.ts"
+import { killAndPrompt } from "../test/support/clusterFailover.ts"
+import { type PostgresServer, startPostgres } from "../test/support/postgres.ts"
 import { type BenchRow, median } from "./table.ts"
 
 const agentsPerRun = 24
 const promptsPerAgent = 10
 
-const runnerConfig = (url: string, sessions: string, port: number) => ({
+/** Short locks for the throughput runs, so that the shard move after a stop is quick. */
+const shortLocks = { shardLockExpiration: "5s", shardLockRefreshInterval: "1s" }
+
+const runnerConfig = (url: string, sessions: string, port: number, locks: object) => ({
   cluster: {
     storage: { kind: "postgres", url },
     runner: { host: "127.0.0.1", port },
     shardsPerGroup: 24,
-    shardLockExpiration: "5s",
-    shardLockRefreshInterval: "1s",
+    ...locks,
     pluginHome: sessions
   }
 })
 
-const startRunner = async (url: string, sessions: string): Promise<Daemon> => {
+const startRunner = async (url: string, sessions: string, locks: object = shortLocks): Promise<Daemon> => {
   const home = newHome()
-  writeFileSync(join(home, "config.json"), JSON.stringify(runnerConfig(url, sessions, await freePort())))
+  writeFileSync(join(home, "config.json"), JSON.stringify(runnerConfig(url, sessions, await freePort(), locks)))
   const daemon = startDaemon(home, await freePort())
   await ready(daemon)
   return daemon
@@ -77,8 +85,52 @@ const hostPid = async (via: Daemon, agentId: string): Promise<number | undefined
   return readStat(view.body.pid)?.ppid
 }
 
+/** How long the lock-refresh queries are counted, with nothing else happening. */
+const quietWindowSeconds = 30
+
+/**
+ * Three runners with the default shard locks: the lock-refresh queries per second per runner
+ * while nothing happens, then a runner SIGKILLed and its agents prompted at once.
+ */
+const failoverRun = async (server: PostgresServer, sessions: string) => {
+  const database = "bench_failover"
+  const url = server.createDatabase(database)
+  const runners = [await startRunner(url, sessions, {}), await startRunner(url, sessions, {}), await startRunner(url, sessions, {})]
+  const cwd = newHome()
+  const agents = await Promise.all(Array.from({ length: 6 }, (_, i) => create(runners[i % 3]!, cwd)))
+  await Promise.all(agents.map((agentId) => echo(runners[0]!, agentId, "settle")))
+  const hosts = await Promise.all(agents.map((agentId) => hostPid(runners[0]!, agentId)))
+  const hostedBy = (runner: Daemon) => agents.filter((_, i) => hosts[i] === runner.process.pid)
+  // The runner hosting the most agents dies; the prompts go through another.
+  const victim = [...runners].sort((a, b) => hostedBy(b).length - hostedBy(a).length)[0]!
+  const via = runners.find((runner) => runner !== victim)!
+
+  server.query(database, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+  server.query(database, "SELECT pg_stat_statements_reset()")
+  await new Promise((resolve) => setTimeout(resolve, quietWindowSeconds * 1000))
+  // Effect Cluster's lock refresh: its heartbeat and the check of the advisory locks it holds; and the runner list (assignments, the gone-runner check).
+  const [lockRefresh, runnerList] = server.query(database, `SELECT
+      coalesce(sum(calls) FILTER (WHERE query LIKE '%SET last_heartbeat%' OR query LIKE '%FROM pg_locks%'), 0),
+      coalesce(sum(calls) FILTER (WHERE query LIKE '%SELECT runner, healthy FROM%'), 0)
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).trim().split("|").map(Number)
+  const perRunnerPerSecond = (calls: number) => calls / runners.length / quietWindowSeconds
+
+  const moved = hostedBy(victim)
+  const failover = await killAndPrompt(victim, via, moved, cwd, "failover")
+  const runOnce = [...failover.runs.values()].every((count) => count === 1)
+  await cleanUpDaemons()
+  return {
+    moved: moved.length,
+    agents: agents.length,
+    failover,
+    runOnce,
+    lockRefresh: perRunnerPerSecond(lockRefresh ?? 0),
+    runnerList: perRunnerPerSecond(runnerList ?? 0)
+  }
+}
+
 export const clusterBench = async (): Promise<ReadonlyArray<BenchRow>> => {
-  const server = await startPostgres()
+  const server = await startPostgres(["shared_preload_libraries=pg_stat_statements"])
   const sessions = mkdtempSync(join(tmpdir(), "quiesce-bench-sessions-"))
   try {
     // One daemon on SQLite.
@@ -127,6 +179,8 @@ export const clusterBench = async (): Promise<ReadonlyArray<BenchRow>> => {
     }
     await cleanUpDaemons()
 
+    const dead = await failoverRun(server, sessions)
+
     const ms = (value: number) => `${value.toFixed(1)} ms`
     return [
       {
@@ -152,6 +206,18 @@ export const clusterBench = async (): Promise<ReadonlyArray<BenchRow>> => {
         value: `${ms(median(afterMove))}, ${moveFailures} failed`,
         target: "every answer right",
         ok: moveFailures === 0 && afterMove.length > 0
+      },
+      {
+        name: `failover: SIGKILL of a runner to the first answer of a moved agent (default locks; ${dead.moved} of ${dead.agents} agents moved)`,
+        value: `${ms(dead.failover.firstAnswerMs)} (last ${ms(dead.failover.lastAnswerMs)}), ${dead.runOnce ? "each id ran once" : "an id did not run exactly once"}`,
+        target: "< 10 s, each id once",
+        ok: dead.failover.firstAnswerMs < 10_000 && dead.runOnce
+      },
+      {
+        name: `shard-lock refresh cost, default locks (35 s expiry, 10 s refresh; ${quietWindowSeconds} s idle, pg_stat_statements)`,
+        value: `${dead.lockRefresh.toFixed(2)} lock-refresh queries/s per runner (runner list: ${dead.runnerList.toFixed(2)}/s)`,
+        target: "≤ 1 query/s per runner",
+        ok: dead.lockRefresh <= 1
       }
     ]
   } finally {

@@ -7,6 +7,7 @@ import * as MessageDeliveryLive from "../src/layers/delivery/MessageDeliveryLive
 import * as FinishSubscriptionsLive from "../src/layers/finish/FinishSubscriptionsLive.ts"
 import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
+import * as RegistryOperations from "../src/layers/registry/registryOperations.ts"
 import * as SqliteClient from "../src/layers/store/SqliteClient.ts"
 import * as SqliteDatabase from "../src/layers/store/SqliteDatabase.ts"
 import * as SqlFinishStore from "../src/layers/store/SqlFinishStore.ts"
@@ -24,6 +25,7 @@ const build = async (file: string, batchWindow: Duration.Input) => {
   const registry = AgentRegistryLive.layer.pipe(Layer.provide([stores, providerRegistryWith(provider)]))
   const all = FinishSubscriptionsLive.layer().pipe(
     Layer.provideMerge(MessageDeliveryLive.layer({ batchWindow })),
+    Layer.provideMerge(RegistryOperations.layer),
     Layer.provideMerge(registry),
     Layer.provideMerge(stores),
     // Remote targets that stay busy: recovery re-attaches watches that simply wait.

@@ -22,12 +22,9 @@ export type FinishSubscription = typeof FinishSubscription.Type
 export const FinishKind = Schema.Literals(["finished", "errored", "needs-permission", "closed"])
 export type FinishKind = typeof FinishKind.Type
 
-/** A target's finish, as a caller is told it. */
-export interface FinishOutcome {
-  readonly kind: FinishKind
-  /** The target's last reply, bounded in size. */
-  readonly lastReply: string | null
-}
+/** A target's finish, as a caller is told it: `kind`, and the target's last reply, bounded in size. */
+export const FinishOutcome = Schema.Struct({ kind: FinishKind, lastReply: Schema.NullOr(Schema.String) })
+export type FinishOutcome = typeof FinishOutcome.Type
 
 /** Replies longer than this are cut in notifications. */
 export const maxReplyLength = 4_000

@@ -1,18 +1,21 @@
 import { Duration, Effect, Layer } from "effect"
 import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
 import type { ProviderRegistrationRefused } from "../domain/errors.ts"
-import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
+import * as CheckedClose from "../layers/registry/checkedClose.ts"
+import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as WarmReserveLive from "../layers/reserve/WarmReserveLive.ts"
 import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
+import type { AgentOperations } from "../services/AgentOperations.ts"
+import type { AgentRegistry } from "../services/AgentRegistry.ts"
 import type { AgentStore } from "../services/AgentStore.ts"
 import type { FinishStore } from "../services/FinishStore.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
@@ -34,6 +37,11 @@ export interface DaemonParts<E> {
   /** Warm processes kept ready per provider (H4); none when omitted. */
   readonly warmReserve?: WarmReserveLive.WarmReserveOptions | undefined
   readonly delivery?: MessageDeliveryLive.MessageDeliveryOptions | undefined
+  /**
+   * The operations on one agent that message delivery, finish subscriptions and the API use:
+   * this registry's (the default), or a cluster runner's, which go to each agent's host.
+   */
+  readonly operations?: Layer.Layer<AgentOperations, never, AgentRegistry> | undefined
   readonly identity: DaemonIdentity
   /** How long requests in flight may take to leave after a retirement commits. */
   readonly drainTimeout?: Duration.Input | undefined
@@ -54,9 +62,10 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   const registry = AgentRegistryLive.layerWith(parts.registry ?? {}).pipe(
     Layer.provideMerge(Layer.mergeAll(reserve, parts.inspection, activity))
   )
+  const operations = (parts.operations ?? RegistryOperations.layer).pipe(Layer.provideMerge(registry))
   // The reserve starts filling once the registry has ended what a previous daemon left.
   const delivery = MessageDeliveryLive.layer(parts.delivery).pipe(
-    Layer.provideMerge(WarmReserveLive.opened.pipe(Layer.provideMerge(registry)))
+    Layer.provideMerge(WarmReserveLive.opened.pipe(Layer.provideMerge(operations)))
   )
   const finish = FinishSubscriptionsLive.layer().pipe(
     Layer.provide(RemoteFinishes.layerUnavailable),
@@ -69,8 +78,8 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   const lifecycle = DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
     Layer.provideMerge(collector)
   )
-  // The API's operations on one agent are this registry's; a cluster's runner replaces them.
-  return AgentOperationsLive.localLayer.pipe(Layer.provideMerge(lifecycle))
+  // An explicit close asks this daemon's collector first; a cluster's runner replaces it.
+  return CheckedClose.layer.pipe(Layer.provideMerge(lifecycle))
 }
 
 /** Every service of a daemon over one home, as configured, over its stores (the home's SQLite file's, opened and migrated). */
@@ -78,10 +87,12 @@ export const servicesLayer = <E>(
   home: Home["Service"],
   config: QuiesceConfig,
   identity: DaemonIdentity,
-  stores: Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, E>
+  stores: Layer.Layer<AgentStore | FinishStore | TurnJournal | RuntimeLedger, E>,
+  operations?: Layer.Layer<AgentOperations, never, AgentRegistry>
 ) =>
   daemonServices({
     stores,
+    operations,
     providers: providersLayer(config, home).pipe(Layer.provideMerge(ProviderRegistry.layer)),
     inspection: ProcessInspectionProcfs.layer(),
     collector: {

@@ -41,10 +41,12 @@ import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
 import type * as PostgresDatabase from "../layers/store/PostgresDatabase.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
+import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
 import { ClusterRuntimes } from "../layers/cluster/ClusterRuntimesReader.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
+import { AgentClose } from "../services/AgentClose.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
 import { AgentPlacement } from "../services/AgentPlacement.ts"
 import { Sharding } from "effect/cluster"
@@ -200,7 +202,11 @@ const joinCluster = Effect.fnUntraced(function*(
       shardLockRefreshInterval: cluster.shardLockRefreshInterval
     }).pipe(Layer.provide(Layer.succeedContext(Context.merge(services, shared))))
   ).pipe(Effect.mapError((error) => new ClusterJoinFailed({ message: `Cannot join the cluster as ${cluster.runner.host}:${cluster.runner.port}: ${error.message}` })))
-  const operations = yield* Layer.build(AgentOperationsLive.clusterLayer(cluster.group).pipe(Layer.provide(Layer.succeedContext(runner))))
+  const operations = yield* Layer.build(
+    Layer.mergeAll(AgentOperationsLive.clusterLayer(cluster.group), AgentOperationsLive.clusterCloseLayer).pipe(
+      Layer.provide(Layer.succeedContext(runner))
+    )
+  )
   // This runner's runtimes, reported to the shared database for `GET /v1/runtimes?scope=cluster` on any runner.
   const runtimes = yield* Layer.build(
     ClusterRuntimesLive.layer(`${cluster.runner.host}:${cluster.runner.port}`).pipe(
@@ -217,6 +223,7 @@ const joinCluster = Effect.fnUntraced(function*(
   const sharding = Context.get(runner, Sharding.Sharding)
   return {
     operations: Context.get(operations, AgentOperations),
+    close: Context.get(operations, AgentClose),
     runtimes: Context.get(runtimes, ClusterRuntimes),
     hostsHere: (agentId: string) => ClusterRunner.hostsAgent(sharding, agentId)
   }
@@ -278,7 +285,10 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     Effect.logWarning(`${problem}: creating or resuming its agents fails until it is installed (quiesce config check)`), { discard: true })
   // A runner hosts the agents of the shards it holds: none until it has joined.
   let hostsHere: (agentId: string) => boolean = config.cluster === undefined ? () => true : () => false
-  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores))).pipe(
+  // Once it has joined, message delivery and finish watches go to each agent's runner too.
+  let clusterOperations: AgentOperations["Service"] | undefined
+  const operations = sharing === undefined ? undefined : RegistryOperations.layerVia(() => clusterOperations)
+  const local = yield* Layer.build(servicesLayer(home, config, identity, Layer.succeedContext(stores), operations)).pipe(
     Effect.provideService(AgentPlacement, { hostsHere: (agentId) => hostsHere(agentId) })
   )
   // On a cluster, this runner joins it, and the API's operations on an agent go to the agent's runner.
@@ -286,7 +296,12 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   if (sharing !== undefined) {
     const joined = yield* joinCluster(sharing.cluster, local, sharing.shared, sharing.postgres)
     hostsHere = joined.hostsHere
-    services = Context.add(Context.add(local, AgentOperations, joined.operations), ClusterRuntimes, joined.runtimes)
+    clusterOperations = joined.operations
+    services = local.pipe(
+      Context.add(AgentOperations, joined.operations),
+      Context.add(AgentClose, joined.close),
+      Context.add(ClusterRuntimes, joined.runtimes)
+    )
   }
   yield* stageDone(observer, "providers")
   const reloadConfig = yield* makeConfigReload(path.join(root, "config.json"), overrides, config).pipe(

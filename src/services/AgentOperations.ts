@@ -1,24 +1,30 @@
 import { Context, type Effect } from "effect"
 import type { ClusterUnavailable } from "../domain/errors.ts"
-import type { CheckedClose } from "../domain/close.ts"
 import type { AgentRegistry } from "./AgentRegistry.ts"
 
 /** The registry operations that act on one agent, wherever it is hosted. */
-export type AgentOperationName = "create" | "prompt" | "interrupt" | "respondToPermission" | "delete" | "get" | "turn" | "turns"
+export type AgentOperationName =
+  | "create"
+  | "prompt"
+  | "interrupt"
+  | "respondToPermission"
+  | "delete"
+  | "get"
+  | "turn"
+  | "turns"
+  | "awaitFinish"
 
-/** An operation that may also fail because the agent's host could not be reached. */
-type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, infer E, infer R>
+/** A registry operation that may also fail because the agent's host could not be reached. */
+export type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, infer E, infer R>
   ? (...args: A) => Effect.Effect<S, E | ClusterUnavailable, R>
   : never
 
 /**
- * The operations the HTTP API performs on one agent. On a lone daemon they are its registry's; on
- * a cluster's runner each goes to the runner that hosts the agent (X6), which may fail with
- * `ClusterUnavailable`. `close` asks first: it is refused with what it would end (blockers, the
- * provider's veto) unless forced (see checkedClose.ts).
+ * The operations the HTTP API, message delivery and finish subscriptions perform on one agent. On
+ * a lone daemon they are its registry's; on a cluster's runner each goes to the runner that hosts
+ * the agent (X6), which may fail with `ClusterUnavailable`. A close is not among them: it asks the
+ * collector first (`AgentClose`).
  */
 export class AgentOperations extends Context.Service<AgentOperations, {
   readonly [K in AgentOperationName]: Routed<AgentRegistry["Service"][K]>
-} & {
-  readonly close: Routed<CheckedClose>
 }>()("quiesce/cluster/AgentOperations") {}

@@ -45,6 +45,11 @@ export class TurnJournal extends Context.Service<TurnJournal, {
   /** Every record not yet final (`accepted`, `running`), oldest first: what a start-up recovers. */
   readonly unfinished: Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError>
   /**
+   * One agent's records not yet final, oldest first: what a cluster's runner takes over when it
+   * starts hosting the agent (indexed by agent, so it never reads the other agents' turns).
+   */
+  readonly unfinishedOf: (agentId: string) => Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError>
+  /**
    * Forgets final records that ended before `endedBefore`, and beyond the newest `keepPerAgent` of
    * each agent. Returns how many were removed.
    */

@@ -4,7 +4,7 @@
  * They share where the shell provider keeps its sessions (one machine). Time is real: every wait
  * polls with a bound.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
@@ -22,6 +22,7 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
+import { killAndPrompt } from "../support/clusterFailover.ts"
 import { usePostgres } from "../support/usePostgres.ts"
 
 const postgres = usePostgres()
@@ -37,15 +38,22 @@ interface Runner {
   readonly address: string
 }
 
-const startRunner = async (url: string, home = newHome(), groups?: { readonly group: string; readonly groups: ReadonlyArray<string> }): Promise<Runner> => {
+/** Short shard locks, so that a runner that stops hanging (not dying) does not hold a test up. */
+const shortLocks = { shardLockExpiration: "5s", shardLockRefreshInterval: "1s" }
+
+const startRunner = async (
+  url: string,
+  home = newHome(),
+  groups?: { readonly group: string; readonly groups: ReadonlyArray<string> },
+  locks: { readonly shardLockExpiration?: string; readonly shardLockRefreshInterval?: string } = shortLocks
+): Promise<Runner> => {
   const runnerPort = await freePort()
   writeFileSync(join(home, "config.json"), JSON.stringify({
     cluster: {
       storage: { kind: "postgres", url },
       runner: { host: "127.0.0.1", port: runnerPort },
       shardsPerGroup: 12,
-      shardLockExpiration: "5s",
-      shardLockRefreshInterval: "1s",
+      ...locks,
       pluginHome,
       ...groups
     }
@@ -75,13 +83,13 @@ const hostOf = async (runners: ReadonlyArray<Runner>, via: Runner, agentId: stri
   return runners.find((runner) => runner.daemon.process.pid === parent)
 }
 
-/** Creates agents until they are hosted by every runner; their ids. */
-const spreadAgents = async (runners: ReadonlyArray<Runner>, cwd: string): Promise<ReadonlyArray<string>> => {
+/** Creates agents, at least `atLeast`, until they are hosted by every runner; their ids. */
+const spreadAgents = async (runners: ReadonlyArray<Runner>, cwd: string, atLeast = 0): Promise<ReadonlyArray<string>> => {
   const agents: Array<string> = []
   await until(async () => {
     agents.push(await createAgent(runners[agents.length % runners.length]!, cwd))
     const hosts = await Promise.all(agents.map((agentId) => hostOf(runners, runners[0]!, agentId)))
-    return runners.every((runner) => hosts.includes(runner))
+    return agents.length >= atLeast && runners.every((runner) => hosts.includes(runner))
   }, `agents are hosted by all ${runners.length} runners`, 60_000)
   return agents
 }
@@ -178,6 +186,32 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const restarted = startDaemon(victim.home, await freePort())
     await ready(restarted)
     await until(() => !groupRuns(cutPid), "nothing of the dead runner's runtime runs")
+  }, 240_000)
+
+  it("a runner SIGKILLed with the default shard locks: its agents answer again on the others within 10 s, and every client id runs once", async () => {
+    const url = postgres.database("e2e_failover")
+    const runners = [await startRunner(url, newHome(), undefined, {}), await startRunner(url, newHome(), undefined, {}), await startRunner(url, newHome(), undefined, {})]
+    const cwd = newHome()
+    const agents = await spreadAgents(runners, cwd, 9)
+    const victim = runners[1]!
+    const survivor = runners[0]!
+    const hosted: Array<string> = []
+    for (const agentId of agents) if ((await hostOf(runners, survivor, agentId)) === victim) hosted.push(agentId)
+    for (const agentId of hosted) await ask(survivor, agentId, "echo before")
+
+    const failover = await killAndPrompt(victim.daemon, survivor.daemon, hosted, cwd, "failover")
+    // Without the gone-runner check the shards wait for the dead runner's heartbeat to expire (35 s).
+    expect(failover.firstAnswerMs).toBeLessThan(10_000)
+    failover.answers.forEach((answer, i) => expect(answer.output).toBe(failover.clientIds[i]))
+    for (const clientId of failover.clientIds) expect(failover.runs.get(clientId)).toBe(1)
+    // The same client ids again, through another runner: the same turns, not run again.
+    for (const [i, agentId] of hosted.entries()) {
+      const again = await ask(runners[2]!, agentId, "echo never", failover.clientIds[i])
+      expect(again.turnId).toBe(failover.answers[i]!.turnId)
+    }
+    expect(readFileSync(join(cwd, "runs.txt"), "utf8").split("\n").filter((line) => line !== "")).toHaveLength(hosted.length)
+    // Every moved agent now runs on a runner that lives.
+    for (const agentId of hosted) expect([survivor, runners[2]]).toContain(await hostOf(runners, survivor, agentId))
   }, 240_000)
 
   it("any runner lists the whole cluster's runtimes, each by its runner; the collector releases an idle agent on its host, and never one with a background job", async () => {

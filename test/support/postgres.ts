@@ -18,6 +18,8 @@ export interface PostgresServer {
   readonly url: (database?: string) => string
   /** Creates an empty database and returns its URL. */
   readonly createDatabase: (name: string) => string
+  /** Runs `statement` in `database` through psql; its rows, one a line, columns split by `|`. */
+  readonly query: (database: string, statement: string) => string
   readonly stop: () => Promise<void>
 }
 
@@ -56,8 +58,11 @@ const run = (command: string, args: ReadonlyArray<string>, what: string) => {
   return result.stdout
 }
 
-/** Starts a fresh server; fails with PostgreSQL's own message when it cannot. */
-export const startPostgres = async (): Promise<PostgresServer> => {
+/**
+ * Starts a fresh server; fails with PostgreSQL's own message when it cannot. `settings` are
+ * more server settings (`name=value`), e.g. `shared_preload_libraries=pg_stat_statements`.
+ */
+export const startPostgres = async (settings: ReadonlyArray<string> = []): Promise<PostgresServer> => {
   const bin = postgresBin()
   if (bin === undefined) throw new Error("PostgreSQL is not installed: initdb is neither on PATH nor in /usr/lib/postgresql/*/bin")
   const folder = mkdtempSync(join(tmpdir(), "quiesce-pg-"))
@@ -74,7 +79,8 @@ export const startPostgres = async (): Promise<PostgresServer> => {
     "-D", data, "-k", folder, "-h", "127.0.0.1", "-p", String(port),
     // A test server: nothing here must survive a power cut.
     "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-    "-c", "max_connections=200"
+    "-c", "max_connections=200",
+    ...settings.flatMap((setting) => ["-c", setting])
   ])
   const server: ChildProcess = spawn(file, argv, { detached: true, stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
@@ -127,6 +133,7 @@ export const startPostgres = async (): Promise<PostgresServer> => {
       psql("postgres", `CREATE DATABASE "${name}"`)
       return url(name)
     },
+    query: psql,
     stop
   }
 }

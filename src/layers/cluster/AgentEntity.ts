@@ -23,6 +23,7 @@ import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
 import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
+import { FinishOutcome } from "../../domain/finish.ts"
 import {
   AgentBusy,
   AgentNotFound,
@@ -65,9 +66,17 @@ export const Create = Rpc.make("Create", {
   error: Schema.Union([ReservedLabel, ProviderNotFound, ProviderFailed, AgentStoreError, ShuttingDown, DaemonRetiring])
 })
 
-/** Sends a prompt once per client message id; with `wait`, answers when its turn has ended. */
+/**
+ * Sends a prompt once per client message id; with `wait`, answers when its turn has ended.
+ * `messageIds` are the delivered messages it carries (message delivery, D1).
+ */
 export const Prompt = Rpc.make("Prompt", {
-  payload: { text: Schema.String, clientMessageId: Schema.String, wait: Schema.Boolean },
+  payload: {
+    text: Schema.String,
+    clientMessageId: Schema.String,
+    wait: Schema.Boolean,
+    messageIds: Schema.optional(Schema.Array(Schema.String))
+  },
   success: PromptResult,
   error: Schema.Union([
     AgentNotFound,
@@ -138,6 +147,9 @@ export const Turns = Rpc.make("Turns", {
   error: Schema.Union([AgentNotFound, AgentStoreError])
 })
 
+/** Answers when the agent next finishes (a finish subscription's watch, D2), on the runner that runs its turns. */
+export const AwaitFinish = Rpc.make("AwaitFinish", { success: FinishOutcome, error: AgentNotFound })
+
 /** The entity; its shard group comes from the agent's id, so agents stay on their group's runners. */
 export const AgentEntity = Entity.make("Agent", [
   Create,
@@ -149,7 +161,8 @@ export const AgentEntity = Entity.make("Agent", [
   Delete,
   View,
   Turn,
-  Turns
+  Turns,
+  AwaitFinish
 ]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 /**
@@ -235,7 +248,11 @@ export const layer = AgentEntity.toLayer(
           internal: payload.internal
         }),
       Prompt: ({ payload }) =>
-        registry.prompt(agentId, payload.text, { clientMessageId: payload.clientMessageId, wait: payload.wait }).pipe(
+        registry.prompt(agentId, payload.text, {
+          clientMessageId: payload.clientMessageId,
+          wait: payload.wait,
+          ...(payload.messageIds === undefined ? {} : { messageIds: payload.messageIds })
+        }).pipe(
           Effect.map(promptResult)
         ),
       Interrupt: () => registry.interrupt(agentId),
@@ -245,7 +262,8 @@ export const layer = AgentEntity.toLayer(
       Delete: () => registry.delete(agentId),
       View: () => registry.get(agentId),
       Turn: ({ payload }) => registry.turn(agentId, payload.turnId),
-      Turns: ({ payload }) => registry.turns(agentId, payload.limit)
+      Turns: ({ payload }) => registry.turns(agentId, payload.limit),
+      AwaitFinish: () => registry.awaitFinish(agentId)
     })
   }),
   { concurrency: "unbounded" }

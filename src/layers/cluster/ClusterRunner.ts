@@ -7,14 +7,16 @@
  * Every runner hosts the agents of the shards it holds; a message for any agent, sent from any
  * runner, reaches the runner that holds the agent's shard. Runners take shards through locks in
  * the database; a runner that stops releases its shards (its entities hand their runtimes off
- * first), and one that dies loses them once its locks expire (`shardLockExpiration`).
+ * first); one whose process died loses them within seconds (`goneRunners.ts`), and one that
+ * stopped answering once its locks expire (`shardLockExpiration`).
  */
-import { NodeClusterSocket } from "@effect/platform-node"
+import { NodeClusterSocket, NodeCrypto } from "@effect/platform-node"
 import { type Duration, Effect, Layer, Option, Schedule } from "effect"
-import { EntityId, RunnerAddress, Sharding } from "effect/cluster"
+import { EntityId, RunnerAddress, Sharding, ShardingConfig, SqlMessageStorage, SqlRunnerStorage } from "effect/cluster"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
+import * as GoneRunners from "./goneRunners.ts"
 import { defaultShardGroup, shardGroupOf } from "./shardGroups.ts"
 
 /** How one runner joins the cluster: its address, the sharding settings every runner shares, and its shard group. */
@@ -36,6 +38,8 @@ export interface ClusterRunnerOptions {
   readonly shardGroup?: string | undefined
   /** Every shard group of the cluster; the same on every runner (default: `default` only). */
   readonly shardGroups?: ReadonlyArray<string> | undefined
+  /** How often this runner checks that the other runners' sockets still accept connections (default 2 s). */
+  readonly runnerCheckInterval?: Duration.Input | undefined
 }
 
 /** Whether this runner holds the shard of the agent now. */
@@ -68,18 +72,29 @@ export const takeOverLeftTurns = (interval: Duration.Input = "10 seconds") =>
  * Sharding over the `SqlClient` given (the cluster's PostgreSQL database) with the Agent entity
  * registered, served by the `AgentRegistry` and `RuntimeCollector` given.
  */
-export const layer = (options: ClusterRunnerOptions) =>
-  Layer.mergeAll(AgentEntity.layer, takeOverLeftTurns(options.takeOverInterval)).pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({
-      storage: "sql",
-      shardingConfig: {
-        runnerAddress: Option.some(RunnerAddress.make(options.host, options.port)),
-        availableShardGroups: options.shardGroups ?? [defaultShardGroup],
-        assignedShardGroups: [options.shardGroup ?? defaultShardGroup],
-        ...(options.shardsPerGroup === undefined ? {} : { shardsPerGroup: options.shardsPerGroup }),
-        ...(options.shardLockExpiration === undefined ? {} : { shardLockExpiration: options.shardLockExpiration }),
-        ...(options.shardLockRefreshInterval === undefined ? {} : { shardLockRefreshInterval: options.shardLockRefreshInterval }),
-        ...(options.entityMaxIdleTime === undefined ? {} : { entityMaxIdleTime: options.entityMaxIdleTime })
-      }
-    }))
+export const layer = (options: ClusterRunnerOptions) => {
+  const address = RunnerAddress.make(options.host, options.port)
+  const shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]> = {
+    runnerAddress: Option.some(address),
+    availableShardGroups: options.shardGroups ?? [defaultShardGroup],
+    assignedShardGroups: [options.shardGroup ?? defaultShardGroup],
+    ...(options.shardsPerGroup === undefined ? {} : { shardsPerGroup: options.shardsPerGroup }),
+    ...(options.shardLockExpiration === undefined ? {} : { shardLockExpiration: options.shardLockExpiration }),
+    ...(options.shardLockRefreshInterval === undefined ? {} : { shardLockRefreshInterval: options.shardLockRefreshInterval }),
+    ...(options.entityMaxIdleTime === undefined ? {} : { entityMaxIdleTime: options.entityMaxIdleTime })
+  }
+  // The cluster's own storage on the SqlClient given, built here (not inside the socket layer)
+  // so that the gone-runner check can mark runners in the runner storage.
+  const storage = Layer.mergeAll(
+    SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest)),
+    Layer.orDie(SqlRunnerStorage.layer)
+  ).pipe(Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)))
+  return Layer.mergeAll(
+    AgentEntity.layer,
+    takeOverLeftTurns(options.takeOverInterval),
+    GoneRunners.layer(address, options.runnerCheckInterval ?? "2 seconds")
+  ).pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({ storage: "byo", shardingConfig })),
+    Layer.provideMerge(storage)
   )
+}

@@ -9,7 +9,7 @@ import { Array as Arr, Clock, Context, Duration, Effect, Layer, Schedule, Schema
 import { Migrator, SqlClient } from "effect/sql"
 import { RuntimeRow } from "../http/Api.ts"
 import { makeRuntimeRows } from "../http/ApiServer.ts"
-import { columnTypes, Int64 } from "../store/sqlDialect.ts"
+import { columnTypes, Int64, retryLostConflicts } from "../store/sqlDialect.ts"
 import { ClusterRuntimes } from "./ClusterRuntimesReader.ts"
 
 
@@ -49,10 +49,10 @@ export const layer = (runner: string, interval: Duration.Input = "5 seconds") =>
       const current = yield* rows.all
       const encoded = yield* Effect.forEach(current, (row) =>
         Effect.map(encodeRow(row), (text) => ({ runner, agent_id: row.agentId, row: text, reported_at: now })))
-      yield* sql.withTransaction(Effect.gen(function*() {
+      yield* Effect.gen(function*() {
         yield* sql`DELETE FROM cluster_runtimes WHERE runner = ${runner}`
         if (Arr.isArrayNonEmpty(encoded)) yield* sql`INSERT INTO cluster_runtimes ${sql.insert(encoded)}`
-      }))
+      }).pipe(sql.withTransaction, retryLostConflicts)
     }).pipe(Effect.catch((error) =>
       Effect.logWarning("Reporting this runner's runtimes to the cluster failed").pipe(Effect.annotateLogs({ error: error.message }))
     ))

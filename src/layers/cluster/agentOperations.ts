@@ -1,39 +1,17 @@
 /**
- * The two ways the HTTP API's operations on one agent are carried out: by this daemon's own
- * registry (a lone daemon), or by the runner that hosts the agent (a cluster's runner, X6),
- * through the Agent entity's client. A failure to reach that runner is `ClusterUnavailable`;
- * the operation's own errors come back as they are.
+ * The operations on one agent carried out by the runner that hosts the agent (a cluster's runner,
+ * X6), through the Agent entity's client. A failure to reach that runner is `ClusterUnavailable`;
+ * the operation's own errors come back as they are. (On a lone daemon they are its registry's:
+ * `RegistryOperations`.)
  */
 import { Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import { ClusterUnavailable } from "../../domain/errors.ts"
+import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
-import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
-import { makeCheckedClose } from "../registry/checkedClose.ts"
 import { randomId } from "../registry/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
-
-/** Every operation on this daemon's registry (a close checked by its collector first). */
-export const localLayer: Layer.Layer<AgentOperations, never, AgentRegistry | RuntimeCollector> = Layer.effect(
-  AgentOperations,
-  Effect.gen(function*() {
-    const registry = yield* AgentRegistry
-    const close = yield* makeCheckedClose
-    return AgentOperations.of({
-      create: registry.create,
-      prompt: registry.prompt,
-      interrupt: registry.interrupt,
-      respondToPermission: registry.respondToPermission,
-      close,
-      delete: registry.delete,
-      get: registry.get,
-      turn: registry.turn,
-      turns: registry.turns
-    })
-  })
-)
 
 /** What the cluster itself may fail with, as the one error the API knows. */
 const routed = (agentId: string) =>
@@ -76,16 +54,28 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
         Effect.gen(function*() {
           // The cluster deduplicates by this id; a prompt without one gets one of its own.
           const clientMessageId = options?.clientMessageId ?? (yield* randomId("message"))
-          return yield* routed(agentId)(clientFor(agentId).Prompt({ text, clientMessageId, wait: options?.wait ?? false }))
+          return yield* routed(agentId)(clientFor(agentId).Prompt({
+            text,
+            clientMessageId,
+            wait: options?.wait ?? false,
+            ...(options?.messageIds === undefined ? {} : { messageIds: options.messageIds })
+          }))
         }),
       interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
       respondToPermission: (agentId, permissionId, allow) =>
         routed(agentId)(clientFor(agentId).RespondToPermission({ permissionId, allow })),
-      close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)),
       delete: (agentId) => routed(agentId)(clientFor(agentId).Delete()),
       get: (agentId) => routed(agentId)(clientFor(agentId).View()),
       turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
-      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit }))
+      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit })),
+      awaitFinish: (agentId) => routed(agentId)(clientFor(agentId).AwaitFinish())
     })
   })
+)
+
+/** A checked close sent to the runner that hosts the agent, which asks its own collector first. */
+export const clusterCloseLayer: Layer.Layer<AgentClose, never, Sharding.Sharding> = Layer.effect(
+  AgentClose,
+  Effect.map(AgentEntity.client, (clientFor) =>
+    AgentClose.of({ close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)) }))
 )

@@ -1,15 +1,17 @@
 /**
  * The live `MessageDelivery` (D1): messages to an agent are queued per recipient, batched over a
- * short window into one prompt through the registry, retried while the failure may pass, and
- * never sent twice when the turn journal shows a turn already carried them.
+ * short window into one prompt through `AgentOperations` (the registry's, or on a cluster the
+ * runner that hosts the recipient), retried while the failure may pass, and never sent twice when
+ * the turn journal shows a turn already carried them.
  *
  * @module
  */
 import { Deferred, Duration, Effect, Fiber, Layer, Option, Schedule, Semaphore } from "effect"
-import { DeliveryClosed, DeliveryFailed } from "../../domain/errors.ts"
+import { type ClusterUnavailable, DeliveryClosed, DeliveryFailed } from "../../domain/errors.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
-import { AgentRegistry, type PromptError, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import { AgentOperations } from "../../services/AgentOperations.ts"
+import type { PromptError, PromptReceipt } from "../../services/AgentRegistry.ts"
 import { type AgentMessage, MessageDelivery } from "../../services/MessageDelivery.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { randomId } from "../registry/ids.ts"
@@ -41,9 +43,12 @@ interface Recipient {
 }
 
 /** A dispatch that did not reach the provider: a refusal of the prompt, or its turn failing before it ran. */
-type DispatchError = PromptError | { readonly _tag: string; readonly message: string }
+type DispatchError = PromptError | ClusterUnavailable | { readonly _tag: string; readonly message: string }
 
-/** Failures that will not pass by retrying (a shutdown: durable senders deliver again after the restart). */
+/**
+ * Failures that will not pass by retrying (a shutdown: durable senders deliver again after the
+ * restart). `ClusterUnavailable` passes: the recipient's shard is moving.
+ */
 const isPermanent = (error: DispatchError) =>
   error._tag === "AgentNotFound" || error._tag === "AgentNotResumable" || error._tag === "ProviderNotFound" ||
   error._tag === "PromptTooLarge" || error._tag === "ShuttingDown"
@@ -64,12 +69,12 @@ export const formatBatch = (messages: ReadonlyArray<AgentMessage>): string =>
     .join("\n\n")
 
 /**
- * Builds the service over the registry and the turn journal. When the scope closes, admission
+ * Builds the service over the agent operations and the turn journal. When the scope closes, admission
  * stops, what is queued is dispatched at once and acknowledgements are awaited up to the close
  * timeout. {@link layer} wraps it.
  */
 export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageDeliveryOptions = {}) {
-  const registry = yield* AgentRegistry
+  const operations = yield* AgentOperations
   const journal = yield* TurnJournal
   const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
@@ -100,11 +105,11 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
   }
 
   /**
-   * Dispatches one prompt through the registry, until the provider has it. The client message id
+   * Dispatches one prompt to the recipient's host, until the provider has it. The client message id
    * is the batch's own, so a retry re-runs the same turn (only if it never reached the provider).
    */
   const dispatch = (recipientId: string, text: string, clientMessageId: string, messageIds: ReadonlyArray<string>) =>
-    registry.prompt(recipientId, text, { clientMessageId, messageIds }).pipe(
+    operations.prompt(recipientId, text, { clientMessageId, messageIds }).pipe(
       Effect.flatMap((receipt): Effect.Effect<PromptReceipt, DispatchError> =>
         receipt.state === "failed" && receipt.disposition === null
           ? Effect.fail(receipt.error ?? { _tag: "DispatchFailed", message: "the prompt did not reach the provider" })
@@ -278,6 +283,6 @@ export const makeMessageDelivery = Effect.fnUntraced(function*(options: MessageD
   })
 })
 
-/** The live message delivery, over the registry's prompt path and the turn journal. */
-export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentRegistry | TurnJournal> =>
+/** The live message delivery, over the agent operations' prompt path and the turn journal. */
+export const layer = (options?: MessageDeliveryOptions): Layer.Layer<MessageDelivery, never, AgentOperations | TurnJournal> =>
   Layer.effect(MessageDelivery, makeMessageDelivery(options))

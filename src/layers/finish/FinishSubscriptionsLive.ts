@@ -1,16 +1,17 @@
 /**
  * The live `FinishSubscriptions` (D2): each caller's intent to be told when a target agent
- * finishes is stored first, watched (locally through the registry, or on another server), turned
+ * finishes is stored first, watched (through `AgentOperations`: this daemon's registry, or on a
+ * cluster the runner that hosts the target; or on another server), turned
  * into a saved notification and delivered as a message to the caller, then forgotten.
  *
  * @module
  */
 import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
-import { FinishSubscriptionsClosed, type FinishWatchFailed } from "../../domain/errors.ts"
+import { FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { AgentOperations } from "../../services/AgentOperations.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
 import { type FinishRegistrationInput, FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../../services/MessageDelivery.ts"
@@ -51,11 +52,11 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
 ): Effect.fn.Return<
   FinishSubscriptions["Service"],
   never,
-  FinishStore | MessageDelivery | AgentRegistry | RemoteFinishes | Scope.Scope
+  FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | Scope.Scope
 > {
   const store = yield* FinishStore
   const delivery = yield* MessageDelivery
-  const registry = yield* AgentRegistry
+  const operations = yield* AgentOperations
   const remote = yield* RemoteFinishes
   const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
@@ -92,14 +93,22 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
 
   const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
     subscription.serverId === null
-      ? registry.awaitFinish(subscription.targetAgentId).pipe(
+      ? operations.awaitFinish(subscription.targetAgentId).pipe(
         // A target that does not exist will never finish; the caller is told it is gone.
-        Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null }))
+        Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null })),
+        // The target's runner could not be reached (its shard is moving): the watch is retried.
+        Effect.catchTag("ClusterUnavailable", (error) =>
+          Effect.fail(new FinishWatchFailed({ targetAgentId: subscription.targetAgentId, serverId: null, message: error.message })))
       )
       : remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
 
+  // Asked of the caller's host (on a cluster, this runner may not know an agent made elsewhere);
+  // a host that cannot be reached now is no sign that the caller is gone.
   const callerExists = (agentId: string) =>
-    registry.get(agentId).pipe(Effect.as(true), Effect.catchTag("AgentNotFound", () => Effect.succeed(false)))
+    operations.get(agentId).pipe(
+      Effect.as(true),
+      Effect.catchTags({ AgentNotFound: () => Effect.succeed(false), ClusterUnavailable: () => Effect.succeed(true) })
+    )
 
   /** Delivers the saved notification until the caller's provider acknowledges it. */
   const deliver = (subscription: FinishSubscription, notification: string) =>
@@ -281,8 +290,8 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   })
 })
 
-/** The live finish subscriptions, over the finish store, message delivery, the registry and remote finishes. */
+/** The live finish subscriptions, over the finish store, message delivery, the agent operations and remote finishes. */
 export const layer = (
   options?: FinishSubscriptionsOptions
-): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentRegistry | RemoteFinishes> =>
+): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentOperations | RemoteFinishes> =>
   Layer.effect(FinishSubscriptions, makeFinishSubscriptions(options))

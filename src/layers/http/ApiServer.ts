@@ -28,6 +28,7 @@ import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from ".
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
+import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
 import { ClusterRuntimes } from "../cluster/ClusterRuntimesReader.ts"
 import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
@@ -351,6 +352,7 @@ const agentsHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     // On a cluster's runner, each of these goes to the runner that hosts the agent.
     const agents = yield* AgentOperations
+    const closes = yield* AgentClose
     const registry = yield* AgentRegistry
     return handlers
       .handle("create", ({ payload }) =>
@@ -369,7 +371,7 @@ const agentsHandlers = HttpApiBuilder.group(
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
-      .handle("close", ({ params, query }) => agents.close(params.id, { force: query.force === "true" }))
+      .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params }) => agents.delete(params.id))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>
@@ -538,6 +540,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   never,
   | AgentRegistry
   | AgentOperations
+  | AgentClose
   | RuntimeCollector
   | ProcessInspection
   | DaemonLifecycle
@@ -588,7 +591,7 @@ export const layer = (
 ): Layer.Layer<
   Admission | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | AgentOperations | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createServer, {
@@ -613,7 +616,7 @@ const testServer = HttpServer.layerTestClient.pipe(
 export const layerTest = (options: RouteOptions, admission: "opening" | "open" = "open"): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | AgentOperations | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
     Layer.provideMerge(testServer),

@@ -3,8 +3,9 @@
  * of it, its providers asked fresh, finds nothing a close would end, or when the caller forces
  * it. A forced close of a runtime with work is logged, naming the agent and what it ended.
  */
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { type CheckedClose, type CloseOptions, type CloseStakes, closeStakes, endsNothing, RuntimeCloseRefused, stakesLines } from "../../domain/close.ts"
+import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 
@@ -34,3 +35,9 @@ export const makeCheckedClose: Effect.Effect<CheckedClose, never, AgentRegistry 
     return { agentId, ended: stakes }
   })
 })
+
+/** `AgentClose` on a lone daemon: checked by its own collector. */
+export const layer: Layer.Layer<AgentClose, never, AgentRegistry | RuntimeCollector> = Layer.effect(
+  AgentClose,
+  Effect.map(makeCheckedClose, (close) => AgentClose.of({ close }))
+)

@@ -600,9 +600,8 @@ export const makePrompts = (host: PromptHost) => {
    * turns (a cluster's runner takes over an agent when it starts hosting it, not at its start).
    */
   const recover = Effect.fnUntraced(function*(agentId?: string) {
-    const unfinished = (yield* host.journal.unfinished).filter((record) =>
-      (agentId === undefined || record.agentId === agentId) && !handles.has(record.turnId)
-    )
+    const stored = yield* (agentId === undefined ? host.journal.unfinished : host.journal.unfinishedOf(agentId))
+    const unfinished = stored.filter((record) => !handles.has(record.turnId))
     let interrupted = 0
     let redispatched = 0
     for (const record of unfinished) {

@@ -15,7 +15,7 @@ import { AgentLifecycle, AgentRecord, Labels, PersistenceHandle } from "../../do
 import { AgentStoreError } from "../../domain/errors.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
-import { columnTypes, failureText, Int64 } from "./sqlDialect.ts"
+import { columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ export const make: Effect.Effect<
         lifecycle = excluded.lifecycle,
         created_at = excluded.created_at,
         last_activity_at = excluded.last_activity_at,
-        closed_at = excluded.closed_at`.pipe(Effect.mapError(sqlFailure("put", record.agentId)))
+        closed_at = excluded.closed_at`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", record.agentId)))
   })
 
   const get = Effect.fn("SqlAgentStore.get")(function*(agentId: string) {
@@ -167,7 +167,7 @@ export const make: Effect.Effect<
   }).pipe(Effect.withSpan("SqlAgentStore.list"))
 
   const remove = Effect.fn("SqlAgentStore.remove")(function*(agentId: string) {
-    yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(Effect.mapError(sqlFailure("remove", agentId)))
+    yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", agentId)))
   })
 
   return AgentStore.of({ put, get, remove, list })

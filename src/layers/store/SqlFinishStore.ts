@@ -13,7 +13,7 @@ import type { SqlError } from "effect/sql"
 import { FinishStoreError } from "../../domain/errors.ts"
 import { FinishSubscription } from "../../domain/finish.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
-import { columnTypes, failureText, Int64 } from "./sqlDialect.ts"
+import { columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -135,12 +135,12 @@ export const make: Effect.Effect<
         server_id = excluded.server_id,
         state = excluded.state,
         created_at = excluded.created_at,
-        notification = excluded.notification`.pipe(Effect.mapError(sqlFailure("put", subscription.id)))
+        notification = excluded.notification`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", subscription.id)))
   })
 
   const remove = Effect.fn("SqlFinishStore.remove")(function*(id: string) {
     // Deleting a missing id deletes nothing, which is not an error.
-    yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(Effect.mapError(sqlFailure("remove", id)))
+    yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", id)))
   })
 
   const list = Effect.gen(function*() {

@@ -110,6 +110,11 @@ export const migrations = {
       PRIMARY KEY (recipient_id, message_id)
     )`
     yield* sql`CREATE INDEX turn_messages_turn ON turn_messages (turn_id)`
+  }),
+  // A runner that starts hosting an agent reads that agent's unfinished turns only.
+  "2_index_unfinished_by_agent": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE INDEX turns_agent_unfinished ON turns (agent_id, seq) WHERE state IN ('accepted', 'running')`
   })
 }
 
@@ -138,6 +143,10 @@ const decodeStored = (operation: string, row: unknown): Result.Result<TurnRecord
       message: `Stored turn ${turnId} cannot be decoded: ${error.message}`
     })
   })
+
+/** Every row decoded, or the first that does not decode. */
+const decodeAll = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<TurnRecord>, AgentStoreError> =>
+  Effect.forEach(rows, (row) => Effect.fromResult(decodeStored(operation, row)))
 
 const first = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<Option.Option<TurnRecord>, AgentStoreError> => {
   const row = rows[0]
@@ -260,17 +269,11 @@ export const make: Effect.Effect<
 
   // `seq` breaks ties of one millisecond: the later accepted comes first.
   const recent = (agentId: string, limit: number) =>
-    Effect.gen(function*() {
-      const rows = yield* sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId}
-        ORDER BY accepted_at DESC, seq DESC LIMIT ${Math.max(0, Math.trunc(limit))}`.pipe(Effect.mapError(failure("recent", agentId)))
-      const records: Array<TurnRecord> = []
-      for (const row of rows) {
-        const decoded = decodeStored("recent", row)
-        if (Result.isFailure(decoded)) return yield* decoded.failure
-        records.push(decoded.success)
-      }
-      return records
-    })
+    sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId}
+        ORDER BY accepted_at DESC, seq DESC LIMIT ${Math.max(0, Math.trunc(limit))}`.pipe(
+      Effect.mapError(failure("recent", agentId)),
+      Effect.flatMap((rows) => decodeAll("recent", rows))
+    )
 
   const byMessageId = (recipientId: string, messageId: string) =>
     sql`SELECT ${sql.literal(columns.split(", ").map((column) => `turns.${column}`).join(", "))}
@@ -280,17 +283,18 @@ export const make: Effect.Effect<
       Effect.flatMap((rows) => first("lookup", rows))
     )
 
-  const unfinished = Effect.gen(function*() {
-    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM turns
-      WHERE state IN ('accepted', 'running') ORDER BY seq`.pipe(Effect.mapError(failure("recover", undefined)))
-    const records: Array<TurnRecord> = []
-    for (const row of rows) {
-      const decoded = decodeStored("recover", row)
-      if (Result.isFailure(decoded)) return yield* decoded.failure
-      records.push(decoded.success)
-    }
-    return records
-  })
+  const unfinished = sql`SELECT ${sql.literal(columns)} FROM turns
+      WHERE state IN ('accepted', 'running') ORDER BY seq`.pipe(
+    Effect.mapError(failure("recover", undefined)),
+    Effect.flatMap((rows) => decodeAll("recover", rows))
+  )
+
+  const unfinishedOf = (agentId: string) =>
+    sql`SELECT ${sql.literal(columns)} FROM turns
+      WHERE agent_id = ${agentId} AND state IN ('accepted', 'running') ORDER BY seq`.pipe(
+      Effect.mapError(failure("recover", agentId)),
+      Effect.flatMap((rows) => decodeAll("recover", rows))
+    )
 
   const prune = Effect.fn("SqlTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
     return yield* group.submit(pruneNow(endedBefore, keepPerAgent))
@@ -314,7 +318,7 @@ export const make: Effect.Effect<
     )
   })
 
-  return TurnJournal.of({ accept, update, claim, get, recent, byClientMessageId, byMessageId, unfinished, prune, removeAgent })
+  return TurnJournal.of({ accept, update, claim, get, recent, byClientMessageId, byMessageId, unfinished, unfinishedOf, prune, removeAgent })
 })
 
 /** The journal on the database of the provided `SqlClient`, migrated when the layer is built. */

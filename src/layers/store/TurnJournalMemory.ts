@@ -77,6 +77,8 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
     byClientMessageId: (agentId, clientMessageId) => Effect.sync(() => find(byClientId.get(key(agentId, clientMessageId)))),
     byMessageId: (recipientId, messageId) => Effect.sync(() => find(byMessage.get(key(recipientId, messageId)))),
     unfinished: Effect.sync(() => [...records.values()].filter((record) => !isFinal(record.state))),
+    unfinishedOf: (agentId) =>
+      Effect.sync(() => [...records.values()].filter((record) => record.agentId === agentId && !isFinal(record.state))),
     prune: (endedBefore, keepPerAgent) =>
       Effect.sync(() => {
         const kept = new Map<string, number>()

@@ -8,10 +8,13 @@
  * A write that fails fails alone: SQLite undoes only its statement (or its savepoint), and the
  * others commit. PostgreSQL aborts the whole transaction on a failed statement, so there each
  * write runs in a savepoint of its own (`isolate`). A commit that fails fails them all: none of them is durable, so none is told it
- * is. A caller that stops waiting does not stop its write.
+ * is. A caller that stops waiting does not stop its write. A write (or a group) that lost a
+ * conflict with another database client's transaction (a deadlock between runners) is submitted
+ * again, a bounded number of times (`retryLostConflicts`).
  */
 import { Cause, Deferred, Effect, Exit, type Scope } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
+import { retryLostConflicts } from "./sqlDialect.ts"
 
 interface Job {
   /** Runs the write; returns how to answer its caller once the commit is known to have succeeded. */
@@ -58,7 +61,7 @@ export const make = (
       }
     }).pipe(Effect.ensuring(Effect.sync(() => (writing = false))))
 
-    const submit = <A, E>(write: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    const submitOnce = <A, E>(write: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
       Effect.suspend(() => {
         if (closed) return Effect.interrupt
         const done = Deferred.makeUnsafe<A, E | SqlError.SqlError>()
@@ -72,6 +75,10 @@ export const make = (
         writing = true
         return Effect.forkIn(drain, scope).pipe(Effect.andThen(Deferred.await(done)))
       })
+
+    // A write that lost a conflict with another runner's transaction (a deadlock) was undone with
+    // its savepoint, or with its group: it goes again, into a later group.
+    const submit = <A, E>(write: Effect.Effect<A, E>): Effect.Effect<A, E | SqlError.SqlError> => retryLostConflicts(submitOnce(write))
 
     return { submit }
   })

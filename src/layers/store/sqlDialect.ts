@@ -3,8 +3,8 @@
  * cluster's shared store): a few column types in the migrations, how a time comes back, and how
  * a statement reports the rows it changed. Everything else the stores say is the same SQL on both.
  */
-import { Predicate, Schema, SchemaTransformation } from "effect"
-import type { SqlClient } from "effect/sql"
+import { Effect, Predicate, Schedule, Schema, SchemaTransformation } from "effect"
+import { type SqlClient, SqlError } from "effect/sql"
 
 /** The column types that differ, as fragments for a migration's `CREATE TABLE`. */
 export const columnTypes = (sql: SqlClient.SqlClient) =>
@@ -55,3 +55,24 @@ export const failureText = (error: { readonly message: string; readonly cause?: 
   }
   return text
 }
+
+/**
+ * Whether `error` says that the transaction lost a conflict with another one, and would succeed
+ * if run again as it is: a deadlock (PostgreSQL's SQLSTATE 40P01), which PostgreSQL breaks by
+ * failing one of the transactions, or a serialization failure (40001). Runners sharing one
+ * database can lock the same rows in different orders.
+ */
+export const lostConflict = (error: unknown): boolean =>
+  SqlError.isSqlError(error) && (error.reason._tag === "DeadlockError" || error.reason._tag === "SerializationError")
+
+/** At most 5 runs again, after about 10, 20, 40, 80, 160 ms, each jittered (so two losers do not collide again in step). */
+const conflictBackoff = Schedule.exponential("10 millis").pipe(Schedule.jittered)
+
+/**
+ * Runs `transaction` again while it fails because it lost a conflict (`lostConflict`), a bounded
+ * number of times with jittered backoff; any other failure, or the last one, is its own.
+ * `transaction` must be a whole transaction, a savepoint or one statement: what the losing run
+ * did has been undone.
+ */
+export const retryLostConflicts = <A, E, R>(transaction: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(transaction, { while: (error: E) => lostConflict(error), times: 5, schedule: conflictBackoff })

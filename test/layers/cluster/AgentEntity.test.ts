@@ -224,6 +224,38 @@ describe("the Agent entity", () => {
       assert.deepStrictEqual(provider.deliveries.map((delivery) => delivery.prompt), ["left accepted"])
     }))
 
+  it.effect("a runner that starts hosting an agent reads that agent's unfinished turns only, never the whole cluster's journal", () =>
+    Effect.gen(function*() {
+      const stores = yield* sharedStores
+      const journal = Context.get(stores, TurnJournal)
+      // What the journal was asked for: the whole journal's unfinished turns, or one agent's.
+      let wholeJournalReads = 0
+      const agentReads: Array<string> = []
+      const counting = TurnJournal.of({
+        ...journal,
+        unfinished: Effect.suspend(() => {
+          wholeJournalReads++
+          return journal.unfinished
+        }),
+        unfinishedOf: (agentId) => Effect.suspend(() => {
+          agentReads.push(agentId)
+          return journal.unfinishedOf(agentId)
+        })
+      })
+      // Another agent's turn, left unfinished in the shared journal.
+      yield* journal.accept({
+        record: {
+          turnId: "turn-elsewhere", agentId: "agent-elsewhere", clientMessageId: null, text: "not ours", state: "accepted",
+          disposition: null, joinedTurnId: null, resumed: false, reply: null, error: null,
+          acceptedAt: 0, dispatchedAt: null, endedAt: null
+        }
+      })
+      const runner = yield* setup(new MemoryProvider("memory"), Context.add(stores, TurnJournal, counting))
+      yield* drive(runner.agent("agent-here").Create({ provider: "memory", cwd: "/work" }))
+      assert.deepStrictEqual(agentReads, ["agent-here"])
+      assert.strictEqual(wholeJournalReads, 0)
+    }))
+
   it.effect("a prompt queued behind the running turn when the shard leaves is not run here: the runtime is not resumed, and the prompt stays accepted for the next host", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("memory")

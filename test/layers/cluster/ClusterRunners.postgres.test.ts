@@ -9,7 +9,7 @@
  * session; a runner that stops hands its runtimes off, and the next prompt resumes each agent
  * on a runner that still serves. The collector releases an idle agent on its host only.
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -17,14 +17,19 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import * as ClusterRunner from "../../../src/layers/cluster/ClusterRunner.ts"
 import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
+import * as AgentOperationsLive from "../../../src/layers/cluster/agentOperations.ts"
 import * as ProcessInspectionProcfs from "../../../src/layers/host/ProcessInspectionProcfs.ts"
 import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
+import * as RegistryOperations from "../../../src/layers/registry/registryOperations.ts"
 import * as PostgresDatabase from "../../../src/layers/store/PostgresDatabase.ts"
 import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../../../src/layers/store/SqliteRuntimeLedger.ts"
 import { daemonServices } from "../../../src/programs/daemon.ts"
 import { pluginPath as shellPluginPath } from "../../../src/layers/providers/shell/ShellProvider.ts"
+import { AgentOperations } from "../../../src/services/AgentOperations.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
+import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
 import { freePort, groupAlive, until } from "../../support/daemonProcess.ts"
@@ -49,8 +54,11 @@ const tempFolder = (prefix: string) => {
 
 const shardsPerGroup = 12
 
-/** One runner: a daemon's services over the cluster's database, and its side of the cluster. */
-const runnerLayer = (url: string, pluginHome: string, port: number) => {
+/**
+ * One runner: a daemon's services over the cluster's database, and its side of the cluster.
+ * Its message delivery and finish watches go through `operations` (as a daemon's do once joined).
+ */
+const runnerLayer = (url: string, pluginHome: string, port: number, operations: () => AgentOperations["Service"] | undefined) => {
   // One pool per runner, for its stores and its cluster storage alike (the same layer, built once).
   const database = PostgresDatabase.layer(url)
   const ledger = SqliteRuntimeLedger.layerFromClient.pipe(Layer.provide(SqliteDatabase.layer(join(tempFolder("quiesce-runner-"), "state.db"))))
@@ -65,6 +73,7 @@ const runnerLayer = (url: string, pluginHome: string, port: number) => {
     inspection: ProcessInspectionProcfs.layer(),
     collector: { tickInterval: "3650 days" },
     registry: { sharedStore: true },
+    operations: RegistryOperations.layerVia(operations),
     identity: identityWith(noTimer)
   })
   return ClusterRunner.layer({
@@ -78,14 +87,21 @@ const runnerLayer = (url: string, pluginHome: string, port: number) => {
 
 interface Runner {
   readonly port: number
-  readonly run: <A, E>(effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding>) => Promise<A>
+  readonly run: <A, E>(
+    effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding | MessageDelivery | FinishSubscriptions>
+  ) => Promise<A>
   readonly stop: () => Promise<void>
 }
 
 const startRunner = async (url: string, pluginHome: string): Promise<Runner> => {
   const port = await freePort()
-  const runtime = ManagedRuntime.make(runnerLayer(url, pluginHome, port))
-  await runtime.runPromise(Effect.void)
+  let routed: AgentOperations["Service"] | undefined
+  const runtime = ManagedRuntime.make(runnerLayer(url, pluginHome, port, () => routed))
+  // Joined: from now on the operations go to each agent's runner.
+  routed = await runtime.runPromise(Effect.scoped(Effect.map(
+    Layer.build(AgentOperationsLive.clusterLayer()),
+    (context) => Context.get(context, AgentOperations)
+  )))
   let stopped = false
   const runner: Runner = {
     port,
@@ -229,5 +245,49 @@ describe("cluster runners on PostgreSQL", () => {
     expect(outcome._tag).toBe("Collected")
     expect(await hostOf([staying], agentId)).toBeUndefined()
   }, 240_000)
-})
 
+  it("a message delivered and a finish watched through a runner that does not host the agents are carried out by the runner that hosts them", async () => {
+    const url = postgres.database("routing")
+    const pluginHome = tempFolder("quiesce-shell-")
+    const two = [await startRunner(url, pluginHome), await startRunner(url, pluginHome)]
+    await settled(two)
+    const [via, host] = [two[0]!, two[1]!]
+    const cwd = tempFolder("quiesce-work-")
+    // Two agents hosted by `host`: a target and the caller to be told when it finishes.
+    const hosted: Array<string> = []
+    let made = 0
+    await until(async () => {
+      const agentId = `routed-${made++}`
+      await via.run(create(agentId, cwd))
+      await via.run(prompt(agentId, "echo up", `${agentId}-up`))
+      if ((await hostOf(two, agentId)) === host) hosted.push(agentId)
+      return hosted.length === 2
+    }, "two agents are hosted by the second runner", 60_000)
+    const [target, caller] = [hosted[0]!, hosted[1]!]
+
+    // A finish watch registered on `via`: the target's next finish, on `host`, is what it reports.
+    await via.run(Effect.gen(function*() {
+      const registration = yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target })
+      yield* registration.accept
+    }))
+    // The watch reaches the host a moment after the registration: the target finishes until it is told.
+    let finishes = 0
+    await until(async () => {
+      await via.run(prompt(target, "echo finished-on-host", `${target}-finish-${finishes++}`))
+      const turns = await host.run(withRegistry((registry) => Effect.orDie(registry.turns(caller, 10))))
+      return turns.some((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`) && turn.state !== "accepted")
+    }, "the caller is told on its runner that the target finished", 30_000)
+
+    // A message enqueued on `via` is prompted on `host` at once: its turn reached the provider, not left accepted.
+    const receipt = await via.run(Effect.gen(function*() {
+      const acknowledged = yield* (yield* MessageDelivery).enqueue({ recipientId: target, text: "echo delivered", id: "message-1" })
+      return yield* acknowledged
+    }))
+    expect(receipt.state).not.toBe("accepted")
+    expect(receipt.disposition).not.toBeNull()
+    await until(async () => {
+      const delivered = await host.run(withRegistry((registry) => Effect.orDie(registry.turn(target, receipt.turnId))))
+      return delivered.state === "completed"
+    }, "the delivered message's turn completes on the host")
+  }, 240_000)
+})

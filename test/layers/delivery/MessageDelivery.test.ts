@@ -3,6 +3,7 @@ import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "ef
 import { TestClock } from "effect/testing"
 import type { TurnRecord } from "../../../src/domain/turn.ts"
 import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
+import * as RegistryOperations from "../../../src/layers/registry/registryOperations.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -20,7 +21,7 @@ const setup = Effect.fnUntraced(function*() {
     Layer.provide(RuntimeLedgerMemory.layer),
     Layer.provideMerge(TurnJournalMemory.layer)
   )
-  const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(registryLayer)))
+  const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(RegistryOperations.layer), Layer.provideMerge(registryLayer)))
   const registry = Context.get(context, AgentRegistry)
   const delivery = Context.get(context, MessageDelivery)
   const agent = yield* registry.create({ provider: "codex", cwd: "/work" })
@@ -60,7 +61,7 @@ const server = Effect.fnUntraced(function*(provider: MemoryProvider, stores: Sto
     Layer.provide(RuntimeLedgerMemory.layer),
     Layer.provideMerge(Layer.succeed(TurnJournal, stores.journal))
   )
-  const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(registryLayer)))
+  const context = yield* Layer.build(MessageDeliveryLive.layer().pipe(Layer.provideMerge(RegistryOperations.layer), Layer.provideMerge(registryLayer)))
   return { registry: Context.get(context, AgentRegistry), delivery: Context.get(context, MessageDelivery) }
 })
 

@@ -4,6 +4,7 @@ import { TestClock } from "effect/testing"
 import type { FinishOutcome } from "../../../src/domain/finish.ts"
 import * as CallerProtectionLive from "../../../src/layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
+import * as RegistryOperations from "../../../src/layers/registry/registryOperations.ts"
 import * as FinishSubscriptionsLive from "../../../src/layers/finish/FinishSubscriptionsLive.ts"
 import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
@@ -69,6 +70,7 @@ const server = Effect.fnUntraced(function*(options: {
   const all = collectorLayer.pipe(
     Layer.provideMerge(finishLayer),
     Layer.provideMerge(deliveryLayer),
+    Layer.provideMerge(RegistryOperations.layer),
     Layer.provideMerge(registryLayer)
   )
   const context = yield* Layer.build(all)

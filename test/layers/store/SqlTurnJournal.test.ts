@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -10,6 +11,7 @@ import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
 import * as SqlTurnJournal from "../../../src/layers/store/SqlTurnJournal.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
+import { until } from "../../support/daemonProcess.ts"
 import { usePostgres } from "../../support/usePostgres.ts"
 
 const postgres = usePostgres()
@@ -106,6 +108,19 @@ for (const [name, make] of Object.entries(journals)) {
           ["turn-a", "running"],
           ["turn-c", "accepted"]
         ])
+      }))
+
+    it.effect("lists one agent's unfinished turns in acceptance order, none of another agent's", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        yield* journal.accept({ record: turn("turn-a") })
+        yield* journal.accept({ record: turn("turn-other", { agentId: "agent-2" }) })
+        yield* journal.accept({ record: turn("turn-b") })
+        yield* journal.accept({ record: turn("turn-ended", { state: "completed", endedAt: 2_000 }) })
+        yield* journal.update(turn("turn-b", { state: "running", dispatchedAt: 2_000 }))
+        assert.deepStrictEqual((yield* journal.unfinishedOf("agent-1")).map((record) => record.turnId), ["turn-a", "turn-b"])
+        assert.deepStrictEqual((yield* journal.unfinishedOf("agent-2")).map((record) => record.turnId), ["turn-other"])
+        assert.deepStrictEqual(yield* journal.unfinishedOf("agent-3"), [])
       }))
 
     it.effect("finds the turn that carried a delivered message, and the newest when it was sent again", () =>
@@ -221,4 +236,53 @@ describe("TurnJournal (SQLite file)", () => {
       assert.strictEqual(error._tag, "AgentStoreError")
       assert.include(error.message, "turn-bad")
     }))
+})
+
+describe("TurnJournal (PostgreSQL, beside another client's transactions)", () => {
+  it.live("a deadlock with another client's transaction (SQLSTATE 40P01) is run again: the journal's update succeeds", () =>
+    Effect.gen(function*() {
+      const url = postgres.database("deadlock")
+      const journal = yield* postgresJournal(url)
+      // Another runner's pool, on the same database.
+      const other = Context.get(yield* Layer.build(PostgresDatabase.layer(url)), SqlClient.SqlClient)
+      yield* journal.accept({ record: turn("turn-x") })
+      yield* journal.accept({ record: turn("turn-y") })
+      const holdsX = yield* Deferred.make<void>()
+      const journalWaits = yield* Deferred.make<void>()
+      // It locks turn-x, then turn-y; the journal's group locks turn-y, then waits for turn-x.
+      const otherTransaction = yield* Effect.gen(function*() {
+        // PostgreSQL then breaks the deadlock in the journal's transaction, which waited first (after 1 s).
+        yield* other`SET LOCAL deadlock_timeout = '30s'`
+        yield* other`UPDATE turns SET reply = 'other' WHERE turn_id = 'turn-x'`
+        yield* Deferred.succeed(holdsX, undefined)
+        yield* Deferred.await(journalWaits)
+        yield* other`UPDATE turns SET reply = 'other' WHERE turn_id = 'turn-y'`
+      }).pipe(other.withTransaction, Effect.forkChild)
+      yield* Deferred.await(holdsX)
+      // Submitted together: one group transaction, turn-y first.
+      const writes = yield* Effect.all([
+        journal.update(turn("turn-y", { reply: "journal" })),
+        journal.update(turn("turn-x", { reply: "journal" }))
+      ], { concurrency: "unbounded" }).pipe(Effect.forkChild)
+      /** Polls a one-row query (with a bound) until its column `value` is `expected`. */
+      const untilValue = (query: Effect.Effect<ReadonlyArray<{ readonly [column: string]: unknown }>, unknown>, expected: number, what: string) =>
+        Effect.promise(() => until(async () => (await Effect.runPromise(query))[0]?.value === expected, what, 10_000))
+      yield* untilValue(
+        other`SELECT count(*)::int AS value FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+        1,
+        "the journal's transaction waits for the other's lock"
+      )
+      yield* Deferred.succeed(journalWaits, undefined)
+      yield* Fiber.join(writes)
+      yield* Fiber.join(otherTransaction)
+      // turn-x was written again once the other transaction had committed; turn-y by the journal's first group, then by the other.
+      assert.strictEqual(Option.getOrThrow(yield* journal.get("agent-1", "turn-x")).reply, "journal")
+      assert.strictEqual(Option.getOrThrow(yield* journal.get("agent-1", "turn-y")).reply, "other")
+      // PostgreSQL did detect a deadlock (its statistics are flushed within a second or so).
+      yield* untilValue(
+        other`SELECT deadlocks::int AS value FROM pg_stat_database WHERE datname = current_database()`,
+        1,
+        "PostgreSQL counts the deadlock"
+      )
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -1,0 +1,55 @@
+/**
+ * The operations on one agent (`AgentOperations`) as this daemon's own registry carries them out
+ * (a lone daemon), and a forwarder to operations chosen later (a cluster's runner, once it has
+ * joined its cluster: `AgentOperationsLive.clusterLayer` in `quiesce/cluster`).
+ */
+import { Effect, Layer } from "effect"
+import { AgentOperations } from "../../services/AgentOperations.ts"
+import { AgentRegistry } from "../../services/AgentRegistry.ts"
+
+const local = Effect.gen(function*() {
+  const registry = yield* AgentRegistry
+  return AgentOperations.of({
+    create: registry.create,
+    prompt: registry.prompt,
+    interrupt: registry.interrupt,
+    respondToPermission: registry.respondToPermission,
+    delete: registry.delete,
+    get: registry.get,
+    turn: registry.turn,
+    turns: registry.turns,
+    awaitFinish: registry.awaitFinish
+  })
+})
+
+/** Every operation on this daemon's registry. */
+export const layer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.effect(AgentOperations, local)
+
+/**
+ * The operations `target()` returns once it returns them, and this daemon's registry's until
+ * then. A cluster's runner builds its message delivery and finish subscriptions before it joins
+ * the cluster; through this they reach, once it has joined, the runner that hosts each agent.
+ */
+export const layerVia = (
+  target: () => AgentOperations["Service"] | undefined
+): Layer.Layer<AgentOperations, never, AgentRegistry> =>
+  Layer.effect(
+    AgentOperations,
+    Effect.gen(function*() {
+      const registry = yield* local
+      const current = () => target() ?? registry
+      return AgentOperations.of({
+        create: (input) => Effect.suspend(() => current().create(input)),
+        prompt: (agentId, text, options) => Effect.suspend(() => current().prompt(agentId, text, options)),
+        interrupt: (agentId) => Effect.suspend(() => current().interrupt(agentId)),
+        respondToPermission: (agentId, permissionId, allow) =>
+          Effect.suspend(() => current().respondToPermission(agentId, permissionId, allow)),
+        delete: (agentId) => Effect.suspend(() => current().delete(agentId)),
+        get: (agentId) => Effect.suspend(() => current().get(agentId)),
+        turn: (agentId, turnId) => Effect.suspend(() => current().turn(agentId, turnId)),
+        turns: (agentId, limit) => Effect.suspend(() => current().turns(agentId, limit)),
+        awaitFinish: (agentId) => Effect.suspend(() => current().awaitFinish(agentId))
+      })
+    })
+  )
+
