@@ -5,6 +5,7 @@
  *
  * @module
  */
+export * from "../services/AgentClose.ts"
 export * from "../services/AgentOperations.ts"
 export * from "../services/AgentPlacement.ts"
 export * as AgentEntity from "../layers/cluster/AgentEntity.ts"
