@@ -339,7 +339,7 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [{ kind: "foreground-turn" }])
       assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
       assert.strictEqual(h.provider.closes, 0)
-      assert.deepStrictEqual(yield* h.registry.close(agent.agentId), [])
+      assert.deepStrictEqual(yield* h.registry.close(agent.agentId), [{ kind: "foreground-turn" }], "a plain close answers what it ended")
       assert.isFalse((yield* h.registry.get(agent.agentId)).resident)
       assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [], "nothing live: nothing keeps it")
     }))
