@@ -355,6 +355,14 @@ describe("ApiServer", () => {
       assert.isTrue((yield* client.agents.get({ params: id })).resident, "a refused close closes nothing")
       const typed = yield* Effect.flip(client.agents.close({ params: id, query: { force: "false" } }))
       assert.strictEqual(typed._tag, "RuntimeCloseRefused")
+      // Only "true" forces: any other value is a typed 400 naming it, never a silent unforced close.
+      for (const force of ["yes", "1", "TRUE", ""]) {
+        const invalid = yield* raw("POST", `/v1/agents/${agent.agentId}/close?force=${force}`, { token })
+        assert.strictEqual(invalid.status, 400, `force=${force}`)
+        assert.deepInclude(invalid.body, { _tag: "InvalidRequest", type: "urn:quiesce:error:InvalidRequest" }, `force=${force}`)
+        assert.include(JSON.stringify(invalid.body), `"path":["query","force"]`, `force=${force}`)
+      }
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "an invalid force closes nothing")
 
       const forced = yield* client.agents.close({ params: id, query: { force: "true" } })
       assert.deepStrictEqual(forced.ended, {
