@@ -3,7 +3,7 @@
  * of it, its providers asked fresh, finds nothing a close would end, or when the caller forces
  * it. A forced close of a runtime with work is logged, naming the agent and what it ended.
  */
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import type { Blocker, MemberBlocker } from "../../domain/blocker.ts"
 import { type CheckedClose, type CloseOptions, type CloseStakes, closeStakes, endsNothing, RuntimeCloseRefused, stakesLines } from "../../domain/close.ts"
 import { AgentRegistry } from "../../services/AgentRegistry.ts"
@@ -25,8 +25,10 @@ export const makeCheckedClose: Effect.Effect<CheckedClose, never, AgentRegistry 
   const collector = yield* RuntimeCollector
   return Effect.fn("AgentRegistry.checkedClose")(function*(agentId: string, options: CloseOptions) {
     // No live runtime (released, never started, unknown): nothing to lose; the registry says which.
-    const residency = yield* collector.explain(agentId, { probe: true }).pipe(Effect.option)
-    const explained = Option.match(residency, { onNone: () => nothing, onSome: closeStakes })
+    const explained = yield* collector.explain(agentId, { probe: true }).pipe(
+      Effect.map(closeStakes),
+      Effect.catchTag("RuntimeNotFound", () => Effect.succeed(nothing))
+    )
     if (!options.force && !endsNothing(explained)) return yield* RuntimeCloseRefused.of(agentId, explained)
     // Asking the provider took time: the agent's lane is read again right before the close, so
     // work admitted meanwhile (a prompt's turn, a permission) refuses an unforced close, and is
