@@ -30,8 +30,20 @@ export const refusalOf = (probe: Omit<ProbeObservation, "at"> | null | undefined
     ? null
     : { agentId: probe.agentId, outcome: probe.outcome, ...(probe.message === undefined ? {} : { message: probe.message }) }
 
-/** The stakes of closing a runtime, from its residency. */
-export const closeStakes = (residency: Residency): CloseStakes => ({ blockers: residency.blockers, veto: refusalOf(residency.veto) })
+/** What closing a runtime without a persistence handle ends: its session, for good. */
+export const notResumableDetail = "its session cannot be resumed: the close ends its conversation"
+
+/**
+ * The stakes of closing a runtime, from its residency. A runtime without a persistence handle (an
+ * ACP agent that cannot load sessions, a session not reported yet) loses its conversation to a
+ * close: the agent cannot be prompted again, so that is named too.
+ */
+export const closeStakes = (residency: Residency): CloseStakes => ({
+  blockers: residency.sessionId === null
+    ? [...residency.blockers, { agentId: residency.agentId, kind: "not-resumable", detail: notResumableDetail }]
+    : residency.blockers,
+  veto: refusalOf(residency.veto)
+})
 
 /** Whether closing loses nothing. */
 export const endsNothing = (stakes: CloseStakes): boolean => stakes.blockers.length === 0 && stakes.veto === null

@@ -174,9 +174,9 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
     allow: boolean
   ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
   /**
-   * Releases the live runtime now; the agent stays resumable. With `unlessBlocked`, the runtime's
-   * baseline blockers are checked in its lane, right before the close, and any found keep it open:
-   * they are answered (empty once closed, or when no runtime was live).
+   * Releases the live runtime now; the agent stays resumable. The runtime's baseline blockers are
+   * read in its lane, right before the close, and answered (empty when no runtime was live): with
+   * `unlessBlocked` any of them keeps the runtime open; without, they are the work the close ended.
    */
   readonly close: (
     agentId: string,

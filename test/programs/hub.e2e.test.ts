@@ -154,6 +154,29 @@ describe("the hub with real daemons", () => {
     expect(transcript).toContain("echo back")
   }, 90_000)
 
+  it("a close through the hub carries force: refused naming the veto, an invalid force a typed 400, force=true ends the job", async () => {
+    const { hubHome, root } = setUp("0s")
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+    expect((await promptVia(hub, agentId, { text: "sleep 301 &", wait: true })).body).toMatchObject({ state: "completed" })
+    const { pid: runtimePid } = (await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body
+    const close = (query: string) => hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/close${query}`)
+
+    const refused = await close("")
+    expect(refused.status).toBe(409)
+    expect(refused.body).toMatchObject({ _tag: "RuntimeCloseRefused", veto: { agentId, outcome: "vetoed", message: expect.stringContaining("sleep 301") } })
+    const invalid = await close("?force=yes")
+    expect(invalid.status).toBe(400)
+    expect(invalid.body).toMatchObject({ _tag: "InvalidRequest", errors: [{ path: ["query", "force"] }] })
+    expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body.resident).toBe(true)
+
+    const forced = await close("?force=true")
+    expect(forced.status, JSON.stringify(forced.body)).toBe(200)
+    expect(forced.body).toMatchObject({ agentId, ended: { veto: { outcome: "vetoed", message: expect.stringContaining("sleep 301") } } })
+    expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body.resident).toBe(false)
+    await until(() => !groupAlive(runtimePid), "the closed runtime's group, its job with it, is gone")
+  }, 60_000)
+
   it("one client message id sent to the old daemon, during the retirement wait and to the replacement: one turn, one turn id", async () => {
     const { dir, hubHome, root } = setUp("2s")
     // The shell runtime is slow to answer the safety query and slower to close: a long retirement.

@@ -58,7 +58,8 @@ export const send = (
     outgoing.end(request.body)
   })
 
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+/** A JSON object (not an array, not null). */
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** What is wrong with an answer, against the one problem shape; empty when nothing is. */
 export const problemShapeViolations = (answer: Answer): ReadonlyArray<string> => {

@@ -669,16 +669,15 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
       const agent = live.get(agentId)
       if (agent === undefined) return noBlockers
-      if (options?.unlessBlocked === true) {
-        yield* drainEvents(agent)
-        // Work admitted since the caller looked (a prompt's turn, a permission) keeps it; this
-        // close's own hold on the lane does not count.
-        const found = baselineBlockers(agent, isLive(agent), false)
-        if (found.length > 0) return found
-      }
+      yield* drainEvents(agent)
+      // What the close ends, as it stands once nothing more is admitted: work admitted since the
+      // caller looked (a prompt's turn, a permission) is in it; this close's own hold on the lane
+      // is not. Unless blocked, any of it keeps the runtime; otherwise the close ends it.
+      const found = baselineBlockers(agent, isLive(agent), false)
+      if (found.length > 0 && options?.unlessBlocked === true) return found
       yield* takeDown(agent)
       announceFinish(agentId, "closed")
-      return noBlockers
+      return found
     }))
   })
 

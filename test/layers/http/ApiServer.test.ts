@@ -6,6 +6,8 @@ import { NetAddress } from "effect/net"
 import { TestClock } from "effect/testing"
 import * as http from "node:http"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
+import type { MemberBlocker } from "../../../src/domain/blocker.ts"
+import { notResumableDetail } from "../../../src/domain/close.ts"
 import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
@@ -355,6 +357,14 @@ describe("ApiServer", () => {
       assert.isTrue((yield* client.agents.get({ params: id })).resident, "a refused close closes nothing")
       const typed = yield* Effect.flip(client.agents.close({ params: id, query: { force: "false" } }))
       assert.strictEqual(typed._tag, "RuntimeCloseRefused")
+      // Only "true" forces: any other value is a typed 400 naming it, never a silent unforced close.
+      for (const force of ["yes", "1", "TRUE", ""]) {
+        const invalid = yield* raw("POST", `/v1/agents/${agent.agentId}/close?force=${force}`, { token })
+        assert.strictEqual(invalid.status, 400, `force=${force}`)
+        assert.deepInclude(invalid.body, { _tag: "InvalidRequest", type: "urn:quiesce:error:InvalidRequest" }, `force=${force}`)
+        assert.include(JSON.stringify(invalid.body), `"path":["query","force"]`, `force=${force}`)
+      }
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "an invalid force closes nothing")
 
       const forced = yield* client.agents.close({ params: id, query: { force: "true" } })
       assert.deepStrictEqual(forced.ended, {
@@ -367,6 +377,30 @@ describe("ApiServer", () => {
         `Closed agent ${agent.agentId} by force, ending: pending-permission; vetoed by its provider: background job 1 \`sleep 301\``
       )
     }).pipe(Effect.provide(serve(provider)), recordingLogs(entries))
+  })
+
+  it.effect("close of a runtime that cannot be resumed is refused naming that, since it ends the conversation; forced, it says so", () => {
+    const provider = new MemoryProvider("codex")
+    return Effect.gen(function*() {
+      const client = yield* apiClient
+      // Like providers that name their session only once a turn ended: no handle yet.
+      provider.reportsSessionAfterTurn = true
+      const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const id = { id: agent.agentId }
+      const notResumable: MemberBlocker = { agentId: agent.agentId, kind: "not-resumable", detail: notResumableDetail }
+      const refused = yield* Effect.flip(client.agents.close({ params: id, query: {} }))
+      assert.strictEqual(refused._tag, "RuntimeCloseRefused")
+      assert.deepStrictEqual(refused._tag === "RuntimeCloseRefused" ? refused.blockers : [], [notResumable])
+      assert.isTrue((yield* client.agents.get({ params: id })).resident, "a refused close closes nothing")
+
+      // Once a turn named the session, the runtime has nothing to lose.
+      yield* client.agents.prompt({ params: id, payload: { text: "hello", wait: true } })
+      assert.deepStrictEqual((yield* client.agents.close({ params: id, query: {} })).ended, { blockers: [], veto: null })
+
+      const other = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
+      const forced = yield* client.agents.close({ params: { id: other.agentId }, query: { force: "true" } })
+      assert.deepStrictEqual(forced.ended, { blockers: [{ ...notResumable, agentId: other.agentId }], veto: null })
+    }).pipe(Effect.provide(serve(provider)))
   })
 
   it.effect("a turn admitted while the close asks the provider refuses the close, though the provider then permits", () => {

@@ -10,7 +10,7 @@ import { NetAddress } from "effect/net"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"
-import { send, type Target, walk } from "../../support/errorContract.ts"
+import { isRecord, send, type Target, walk } from "../../support/errorContract.ts"
 
 const token = "test-token"
 
@@ -21,8 +21,6 @@ const target = Effect.map(HttpServer.HttpServer, (server): Target => ({
   port: NetAddress.isUnixPathAddress(server.address) ? 0 : server.address.port,
   token
 }))
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** Every error response of every operation: its status and the schema of its problem body (resolved). */
 const errorBodiesOf = (document: unknown) => {

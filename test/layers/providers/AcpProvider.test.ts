@@ -265,6 +265,37 @@ describe("ACP provider (P6)", () => {
       assert.strictEqual((yield* s.collector.collectNow(agent.agentId))._tag, "Collected")
     })), 30_000)
 
+  it.live("a close while a permission is pending names it among what it ended; nothing is left pending, and the next prompt resumes", () =>
+    withAcp((s) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { receipt, permission } = yield* askPermission(s, agent.agentId)
+      const ended = (yield* s.registry.close(agent.agentId)).map((found) => found.kind)
+      assert.includeMembers(ended, ["pending-permission", "foreground-turn"])
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      assert.notStrictEqual((yield* s.registry.turn(agent.agentId, receipt.turnId)).state, "running")
+      const closed = yield* s.registry.get(agent.agentId)
+      assert.isFalse(closed.resident)
+      assert.deepStrictEqual(closed.pendingPermissions, [])
+      assert.strictEqual((yield* Effect.flip(s.registry.respondToPermission(agent.agentId, permission, true)))._tag, "PermissionNotPending")
+      const again = yield* s.promptAndFinish(agent.agentId, "after the close")
+      assert.isTrue(again.receipt.resumed)
+      assert.strictEqual(again.outcome.lastReply, "echo: after the close")
+    })), 30_000)
+
+  it.live("an agent that dies while asking leaves nothing pending: its runtime is released and an answer is not pending", () =>
+    withAcp((s) => Effect.gen(function*() {
+      const agent = yield* s.create
+      const { receipt, permission } = yield* askPermission(s, agent.agentId)
+      process.kill(-s.pids[0]!, "SIGKILL")
+      yield* bounded(s.registry.awaitIdle(agent.agentId), "the turn's end")
+      for (let i = 0; i < 100 && (yield* s.registry.get(agent.agentId)).resident; i++) yield* Effect.sleep("50 millis")
+      const dead = yield* s.registry.get(agent.agentId)
+      assert.isFalse(dead.resident, "the dead runtime is released")
+      assert.deepStrictEqual(dead.pendingPermissions, [])
+      assert.notStrictEqual((yield* s.registry.turn(agent.agentId, receipt.turnId)).state, "running")
+      assert.strictEqual((yield* Effect.flip(s.registry.respondToPermission(agent.agentId, permission, true)))._tag, "PermissionNotPending")
+    })), 30_000)
+
   it.live("an interrupt answers a pending permission cancelled, and the turn ends interrupted", () =>
     withAcp((s, home) => Effect.gen(function*() {
       const agent = yield* s.create

@@ -283,6 +283,25 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.deepStrictEqual(yield* blockers, ["foreground-turn"])
     }))
 
+  it.effect("two answers to one permission at once: one reaches the provider, the other is told it is not pending", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const answers: Array<boolean> = []
+      h.provider.onPermissionAnswer = (_, allow) => answers.push(allow)
+      h.provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "p1" })
+      // Both arrive before the request's event is processed (the page's Allow, the CLI's deny).
+      const allow = yield* Effect.forkChild(Effect.result(h.registry.respondToPermission(agent.agentId, "p1", true)))
+      const deny = yield* Effect.forkChild(Effect.result(h.registry.respondToPermission(agent.agentId, "p1", false)))
+      const outcomes = [yield* Fiber.join(allow), yield* Fiber.join(deny)]
+      assert.deepStrictEqual(answers, [true], "one answer reached the provider")
+      assert.strictEqual(outcomes[0]!._tag, "Success")
+      const second = outcomes[1]!
+      assert.strictEqual(second._tag === "Failure" ? second.failure._tag : second._tag, "PermissionNotPending")
+      yield* Effect.yieldNow
+      assert.deepStrictEqual((yield* h.registry.get(agent.agentId)).pendingPermissions, [])
+    }))
+
   it.effect("an internal agent is never released", () =>
     Effect.gen(function*() {
       const h = yield* harness()
@@ -339,7 +358,7 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [{ kind: "foreground-turn" }])
       assert.isTrue((yield* h.registry.get(agent.agentId)).resident)
       assert.strictEqual(h.provider.closes, 0)
-      assert.deepStrictEqual(yield* h.registry.close(agent.agentId), [])
+      assert.deepStrictEqual(yield* h.registry.close(agent.agentId), [{ kind: "foreground-turn" }], "a plain close answers what it ended")
       assert.isFalse((yield* h.registry.get(agent.agentId)).resident)
       assert.deepStrictEqual(yield* h.registry.close(agent.agentId, { unlessBlocked: true }), [], "nothing live: nothing keeps it")
     }))

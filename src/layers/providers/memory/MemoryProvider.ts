@@ -66,6 +66,8 @@ export class MemoryProvider {
   onOpen: ((config: SessionConfig) => void) | undefined = undefined
   /** Like providers that learn their session id from the first turn: no handle until a turn ended. */
   reportsSessionAfterTurn = false
+  /** Told of every permission answer that reaches a session. */
+  onPermissionAnswer: ((permissionId: string, allow: boolean) => void) | undefined = undefined
   /** The provider veto; undefined means the provider has no check. */
   probe: ((sessionId: string) => Effect.Effect<StopAnswer, RuntimeProbeFailed>) | undefined = undefined
   #sessions = 0
@@ -157,8 +159,11 @@ export class MemoryProvider {
           }))
         : undefined,
       outOfBand: (prompt) => this.commands.has(prompt) ? Effect.sync(() => deliver(prompt, "out-of-band")) : undefined,
-      respondToPermission: (permissionId) =>
-        Effect.sync(() => config.onEvent({ _tag: "PermissionResolved", id: permissionId })),
+      respondToPermission: (permissionId, allow) =>
+        Effect.sync(() => {
+          this.onPermissionAnswer?.(permissionId, allow)
+          config.onEvent({ _tag: "PermissionResolved", id: permissionId })
+        }),
       interrupt: Effect.void,
       close: Effect.suspend(() => {
         this.closes++
