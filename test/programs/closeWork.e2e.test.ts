@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { jobPids, processRuns } from "../support/backgroundJobs.ts"
+import { awaitJobPid, processRuns } from "../support/backgroundJobs.ts"
 import { api, cleanUpDaemons, createShellAgent, freePort, newHome, prompt, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
 
 afterEach(cleanUpDaemons)
@@ -19,8 +19,7 @@ const agentWithJob = async (daemon: ReturnType<typeof startDaemon>) => {
   const agentId = await createShellAgent(daemon)
   expect((await prompt(daemon, agentId, { text: `${job} &`, wait: true })).body).toMatchObject({ state: "completed" })
   const pid: number = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body.pid
-  const [jobPid] = jobPids(pid, job)
-  if (jobPid === undefined) throw new Error(`no ${job} of runtime ${pid} in /proc`)
+  const jobPid = await awaitJobPid(pid, job)
   return { agentId, jobPid }
 }
 

@@ -12,7 +12,7 @@ import { join } from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { defaultArgs as claudeArgs } from "../../src/layers/providers/claude/ClaudeProvider.ts"
-import { jobPids, processRuns } from "../support/backgroundJobs.ts"
+import { awaitJobPid, processRuns } from "../support/backgroundJobs.ts"
 import { chromiumMissing, launchBrowser, type RunningBrowser } from "../support/browser.ts"
 import {
   api,
@@ -294,8 +294,7 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const busy = await createShellAgent(daemon)
     expect((await prompt(daemon, busy, { text: "sleep 301 &", wait: true })).body).toMatchObject({ state: "completed" })
     const runtimePid: number = (await api(daemon, "GET", `/v1/agents/${busy}`)).body.pid
-    const [jobPid] = jobPids(runtimePid, "sleep 301")
-    if (jobPid === undefined) throw new Error("no sleep 301 in /proc")
+    const jobPid = await awaitJobPid(runtimePid, "sleep 301")
 
     const { page } = await newPage()
     await signIn(page, loginUrl(runCli(daemon, "open")))

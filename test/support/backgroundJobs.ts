@@ -5,6 +5,7 @@
  */
 import { readFileSync } from "node:fs"
 import { liveProcesses } from "../../src/layers/providers/process/detachedGroups.ts"
+import { until } from "./daemonProcess.ts"
 import { markerOf } from "./runtimeMarker.ts"
 
 const readOrUndefined = <A>(read: () => A): A | undefined => {
@@ -24,6 +25,20 @@ export const jobPids = (runtimePid: number, command: string): ReadonlyArray<numb
     if (cmdline?.split("\0").filter((part) => part !== "").join(" ") !== command) return []
     return readOrUndefined(() => markerOf(stat.pid)) === marker ? [stat.pid] : []
   })
+}
+
+/**
+ * The pid of the runtime's job `command`, waited for: a job started with `&` may still be a forked
+ * shell, not yet `command`, when the turn that started it ends.
+ */
+export const awaitJobPid = async (runtimePid: number, command: string): Promise<number> => {
+  let found: number | undefined
+  await until(() => {
+    found = jobPids(runtimePid, command)[0]
+    return found !== undefined
+  }, `runtime ${runtimePid} runs ${command}`)
+  if (found === undefined) throw new Error(`no ${command} of runtime ${runtimePid} in /proc`)
+  return found
 }
 
 /** Whether `pid` is a live process (a zombie is not). */
