@@ -165,6 +165,9 @@ const viaHub = Effect.map(root, (flags) =>
 const durationFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
+const sizeFlag = (name: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
+
 /** How the daemon run went, for the exit code. */
 const daemonOutcome: DaemonOutcome = { running: false, retired: false }
 
@@ -175,6 +178,19 @@ const daemon = Command.make(
     host: Flag.String("host").pipe(Flag.withDescription("Address to listen on (default 127.0.0.1)"), Flag.optional),
     idlePeriod: durationFlag("idle-period", "Release runtimes idle this long, e.g. 1h, 10s"),
     sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s"),
+    memoryHigh: sizeFlag(
+      "memory-high",
+      "Release runtimes, least recently active first, once their total RSS reaches this, e.g. 6GiB (with --memory-low)"
+    ),
+    memoryLow: sizeFlag("memory-low", "...until their total RSS is at most this, e.g. 4GiB (with --memory-high)"),
+    minAvailable: sizeFlag(
+      "min-available",
+      "Release runtimes, least recently active first, while the host's available memory is below this, e.g. 1GiB"
+    ),
+    maxResident: Flag.Int("max-resident").pipe(
+      Flag.withDescription("At most this many resident runtimes: release the least recently active beyond it"),
+      Flag.optional
+    ),
     daemonIdleTimeout: durationFlag(
       "daemon-idle-timeout",
       `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (default: never). A retired daemon exits ${retiredExitCode}`
@@ -194,7 +210,11 @@ const daemon = Command.make(
       port: Option.getOrUndefined(flags.port),
       host: Option.getOrUndefined(flags.host),
       idlePeriod: Option.getOrUndefined(flags.idlePeriod),
-      sweepInterval: Option.getOrUndefined(flags.sweepInterval)
+      sweepInterval: Option.getOrUndefined(flags.sweepInterval),
+      memoryHigh: Option.getOrUndefined(flags.memoryHigh),
+      memoryLow: Option.getOrUndefined(flags.memoryLow),
+      minAvailable: Option.getOrUndefined(flags.minAvailable),
+      maxResident: Option.getOrUndefined(flags.maxResident)
     }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
 ).pipe(examples("daemon"), Command.withDescription(

@@ -6,6 +6,7 @@ import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
+import * as HostMemoryProcfs from "../layers/host/HostMemoryProcfs.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
 import * as WarmReserveLive from "../layers/reserve/WarmReserveLive.ts"
@@ -13,8 +14,10 @@ import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
+import type { MemoryBudgetOptions } from "../layers/collector/memoryPressure.ts"
 import type { AgentStore } from "../services/AgentStore.ts"
 import type { FinishStore } from "../services/FinishStore.ts"
+import type { HostMemory } from "../services/HostMemory.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import type { RuntimeLedger } from "../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../services/TurnJournal.ts"
@@ -29,6 +32,8 @@ export interface DaemonParts<E> {
   /** The providers, already registered in a `ProviderRegistry` (sealed here, before anything opens). */
   readonly providers: Layer.Layer<ProviderRegistry, ProviderRegistrationRefused>
   readonly inspection: Layer.Layer<ProcessInspection>
+  /** The host's available memory, for a budget's `minAvailable`; default: procfs and the cgroup v2 hierarchy. */
+  readonly hostMemory?: Layer.Layer<HostMemory> | undefined
   readonly collector: RuntimeCollectorOptions
   readonly registry?: AgentRegistryLive.AgentRegistryOptions | undefined
   /** Warm processes kept ready per provider (H4); none when omitted. */
@@ -63,7 +68,7 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
     Layer.provideMerge(delivery)
   )
   const collector = RuntimeCollector.layer(parts.collector).pipe(
-    Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer]),
+    Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer, parts.hostMemory ?? HostMemoryProcfs.layer()]),
     Layer.provideMerge(finish)
   )
   const lifecycle = DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
@@ -71,6 +76,21 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   )
   // The API's operations on one agent are this registry's; a cluster's runner replaces them.
   return AgentOperationsLive.localLayer.pipe(Layer.provideMerge(lifecycle))
+}
+
+/** The collector's memory budget from `agents.memory` and `agents.maxResident`; none when neither is set. */
+export const memoryBudgetOf = (config: QuiesceConfig): MemoryBudgetOptions | undefined => {
+  const memory = config.agents.memory
+  const maxResident = config.agents.maxResident
+  if (memory === undefined && maxResident === undefined) return undefined
+  return {
+    high: memory?.high,
+    low: memory?.low,
+    minAvailable: memory?.minAvailable,
+    maxResident,
+    minIdle: memory?.minIdle,
+    sampleInterval: memory?.sampleInterval
+  }
 }
 
 /** Every service of a daemon over one home, as configured, over its stores (the home's SQLite file's, opened and migrated). */
@@ -89,7 +109,8 @@ export const servicesLayer = <E>(
       idlePeriod: config.agents.idlePeriod,
       tickInterval: config.agents.sweepInterval,
       probeTimeout: config.agents.probeTimeout,
-      probeConcurrency: config.agents.probeConcurrency
+      probeConcurrency: config.agents.probeConcurrency,
+      memory: memoryBudgetOf(config)
     },
     registry: { turnRetention: config.agents.turnRetention, sharedStore: config.cluster !== undefined },
     warmReserve: { targets: warmReserveTargets(config) },
