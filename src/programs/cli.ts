@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
+import { formatByteSize } from "../domain/byteSize.ts"
 import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
 import {
   defaultLogFileOptions,
@@ -26,7 +27,7 @@ import {
 } from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
-import type { LoginLink, PromptResult } from "../layers/http/Api.ts"
+import type { LoginLink, MemoryView, PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
 import {
   addHome,
@@ -558,11 +559,13 @@ const runtimes = Command.make(
   },
   Effect.fn(function*({ cluster, json }) {
     const api = yield* client
-    const [rows, reserves] = yield* Effect.all([
+    const [rows, reserves, memory] = yield* Effect.all([
       api.runtimes.list({ query: cluster ? { scope: "cluster" } : {} }),
       // A daemon older than the warm reserve has no such route: it keeps no warm processes.
-      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([])))
-    ], { concurrency: 2 })
+      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([]))),
+      // Nor one older than the memory budget: it has none.
+      api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+    ], { concurrency: 3 })
     if (json) return yield* printJson(rows)
     // Warm processes hold no agent yet; they are listed (and their memory counted) after the runtimes.
     const warm = reserves.flatMap((reserve) => reserve.ready.map((process) => ({ ...process, provider: reserve.provider })))
@@ -570,7 +573,7 @@ const runtimes = Command.make(
       return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
     }
     const table = [
-      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
+      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", ...(memory === null ? [] : ["EVICT"]), "WHY"],
       ...rows.map((row) => [
         row.agentId,
         row.provider,
@@ -578,6 +581,7 @@ const runtimes = Command.make(
         mib(row.rssBytes),
         row.state,
         releaseIn(row.eligibleAt),
+        ...(memory === null ? [] : [row.evictionRank === undefined || row.evictionRank === null ? "-" : `#${row.evictionRank}`]),
         whyResident(row).join(", ") || "-"
       ]),
       ...warm.map((process) => [
@@ -587,13 +591,38 @@ const runtimes = Command.make(
         mib(process.rssBytes),
         "warm",
         "-",
+        ...(memory === null ? [] : ["-"]),
         process.expiring ? "idle limit reached: replaced once its successor is ready" : "warm reserve"
       ])
     ]
     yield* printColumns(table)
     yield* Console.log(memoryTotalLine([...rows, ...warm]))
+    if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
   })
 ).pipe(examples("runtimes"), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
+
+/** Usage against the memory budget, for people; "none" without one. */
+const memoryBudgetLine = (memory: MemoryView | null): string => {
+  if (memory === null) return "no budget (released by the idle period alone)"
+  const { budget } = memory
+  const parts = [
+    budget.high === null || budget.low === null
+      ? `${formatByteSize(memory.residentBytes)} resident`
+      : `${formatByteSize(memory.residentBytes)} of ${formatByteSize(budget.high)} (release down to ${formatByteSize(budget.low)})`,
+    ...(budget.maxResident === null ? [] : [`${memory.residentRuntimes} of at most ${budget.maxResident} runtimes`]),
+    ...(budget.minAvailable === null
+      ? []
+      : [`${memory.availableBytes === null ? "available unknown" : `${formatByteSize(memory.availableBytes)} available`}, floor ${formatByteSize(budget.minAvailable)}`]),
+    ...(memory.unmeasuredRuntimes === 0 ? [] : [`${memory.unmeasuredRuntimes} unmeasured`])
+  ]
+  const pressure = memory.pressure === null
+    ? "no pressure"
+    : `under pressure since ${memory.pressure.since} (${relative(memory.pressure.since)}): ${memory.pressure.causes.join(", ")}`
+  const held = memory.held.length === 0
+    ? ""
+    : `; nothing more can be released: held by ${memory.held.map((holder) => `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`})`).join(", ")}`
+  return `${parts.join("; ")}; ${pressure}${held}`
+}
 
 /** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
 const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null; readonly measuredProcesses: number | null }>) => {
@@ -636,7 +665,10 @@ const explain = Command.make(
       `state       ${row.state}`,
       `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
       `release     ${row.eligibleAt === null ? `not while it is ${row.state}` : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
-      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`
+      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`,
+      ...(row.evictionRank === undefined
+        ? []
+        : [`pressure    ${row.evictionRank === null ? "never released (not resumable)" : `#${row.evictionRank} in the eviction order (1 goes first)`}`])
     ]
     for (const line of lines) yield* Console.log(line)
   })
@@ -673,11 +705,14 @@ const status = Command.make(
   { json: jsonFlag("the status") },
   Effect.fn(function*({ json }) {
     const api = yield* client
-    const [view, health, agents] = yield* Effect.all([api.daemon.status(), api.health(), api.agents.list()], {
-      concurrency: "unbounded"
-    })
+    const [view, health, agents, memory] = yield* Effect.all([
+      api.daemon.status(),
+      api.health(),
+      api.agents.list(),
+      api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+    ], { concurrency: "unbounded" })
     const counts = { agents: agents.length, resident: agents.filter((agent) => agent.resident).length }
-    if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts })
+    if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts, memory })
     const timeout = view.idleTimeout.millis === null
       ? `none (${view.idleTimeout.value === null ? "omitted" : `${view.idleTimeout.value}, ${view.idleTimeout.source}`})`
       : `${view.idleTimeout.value} (from ${view.idleTimeout.source})`
@@ -685,6 +720,7 @@ const status = Command.make(
       `daemon      pid ${view.pid}, instance ${view.instanceId}, ${view.host}:${view.port}, quiesce ${view.packageVersion} (protocol ${view.protocolVersion})`,
       `up          ${duration(health.uptimeSeconds)}; ${counts.agents} agent${counts.agents === 1 ? "" : "s"}, ${counts.resident} resident`,
       `phase       ${view.phase}${view.failure === null ? "" : ` — ${view.failure.kind}: ${view.failure.message}`}`,
+      `memory      ${memoryBudgetLine(memory)}`,
       `idle timer  ${timeout}`,
       `idle since  ${view.idleSince} (${relative(view.idleSince)})`,
       `retires     ${view.deadline === null ? "-" : `${view.deadline} (${relative(view.deadline)}) if nothing happens`}`,

@@ -6,7 +6,7 @@
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { api, cleanUpDaemons, exited, freePort, groupRuns, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
+import { api, cleanUpDaemons, exited, freePort, groupRuns, newHome, ready, runCli, startDaemon, until } from "../support/daemonProcess.ts"
 
 afterEach(cleanUpDaemons)
 
@@ -83,12 +83,21 @@ describe("memory budget (issue 28)", () => {
     const rows: Array<{ agentId: string; rssBytes: number | null; evictionRank?: number | null }> =
       (await api(daemon, "GET", "/v1/runtimes")).body
     expect(rows.reduce((sum, row) => sum + (row.rssBytes ?? 0), 0)).toBeLessThan(low)
-    expect(rows.length).toBeLessThan(30)
+    expect(rows.length, JSON.stringify({ ...memory, order: undefined })).toBeLessThan(30)
     for (const agent of vetoed) {
       expect((await api(daemon, "GET", `/v1/agents/${agent.agentId}`)).body.resident).toBe(true)
     }
     expect(memory.budget).toMatchObject({ high: 1400 * mib, low })
     expect(rows.every((row) => row.evictionRank === null || typeof row.evictionRank === "number")).toBe(true)
+
+    const status = runCli(daemon, "status")
+    expect(status.status).toBe(0)
+    expect(status.stdout).toMatch(/^memory +\d+\.\d MiB of 1\.4 GiB \(release down to 1000\.0 MiB\); no pressure/m)
+    const table = runCli(daemon, "runtimes")
+    expect(table.stdout).toMatch(/EVICT/)
+    expect(table.stdout).toMatch(/^budget \d+\.\d MiB of 1\.4 GiB/m)
+    const explained = runCli(daemon, "explain", vetoed[0]!.agentId)
+    expect(explained.stdout).toMatch(/^pressure +#\d+ in the eviction order/m)
 
     const metrics = await (await fetch(`http://127.0.0.1:${daemon.port}/metrics`)).text()
     expect(metrics).toMatch(/quiesce_memory_releases_total\{cause="pressure"\} [1-9]/)

@@ -95,6 +95,9 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const unsampled: RuntimeMemory = { rssBytes: null, evictionRank: null }
   // Without a start time from the owner, the first sample's pins the process (pid reuse).
   const pinnedStartTimes = new WeakMap<object, number>()
+  // A runtime not measured in time (a loaded host) counts with its last measured RSS, so a slow
+  // sample never makes usage look low; one never measured is unmeasured.
+  const lastMeasured = new WeakMap<object, number>()
   yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
 
   /** A runtime's own first blocker, caller protection included (unless ignored); undefined when clear. */
@@ -623,6 +626,12 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const now = yield* Clock.currentTimeMillis
       const snapshot = yield* candidates.capture
       const rss = yield* sampleResident(snapshot)
+      for (let i = 0; i < snapshot.length; i++) {
+        const identity = snapshot[i]!.identity
+        const bytes = rss[i]
+        if (bytes !== undefined) lastMeasured.set(identity, bytes)
+        else rss[i] = lastMeasured.get(identity)
+      }
       const availableBytes = budget.minAvailable === undefined || Option.isNone(hostMemory)
         ? undefined
         : Option.getOrUndefined(yield* hostMemory.value.available)

@@ -204,7 +204,8 @@ describe("memory budget: the pressure sweep", () => {
       const sampleOf = (pid: number, startTime: number): ProcessSample => ({
         pid,
         startTime,
-        rssBytes: mib(100),
+        // The process that took a's pid is much larger: it must never be counted as a.
+        rssBytes: pid === 101 && startTime === 6 ? mib(900) : mib(100),
         measuredProcesses: 1,
         unmeasuredProcesses: 0
       })
@@ -233,9 +234,21 @@ describe("memory budget: the pressure sweep", () => {
       startOfA = 6
       yield* collector.checkMemory
       status = Option.getOrThrow(yield* collector.memory)
-      assert.strictEqual(status.residentBytes, 0, "a's pid now names another process")
-      assert.strictEqual(status.unmeasuredRuntimes, 2)
+      assert.strictEqual(status.residentBytes, mib(100), "a's pid names another process: a keeps its last measured RSS")
+      assert.strictEqual(status.unmeasuredRuntimes, 1)
       assert.isFalse(a.closed || b.closed)
+    }))
+
+  it.effect("a runtime not measured in time counts with its last measured RSS, so a slow sample never hides usage", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario(3, watermarks(1000, 500))
+      yield* s.checkAt(10)
+      s.runtime("r0").rss = undefined
+      s.runtimes.add("fresh", { activity: minutes(10) })
+      yield* s.checkAt(11)
+      const status = Option.getOrThrow(yield* s.collector.memory)
+      assert.strictEqual(status.residentBytes, mib(300))
+      assert.strictEqual(status.unmeasuredRuntimes, 1, "only the one never measured")
     }))
 
   it.effect("explain shows each runtime's RSS and place in the eviction order", () =>
