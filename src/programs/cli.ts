@@ -86,7 +86,8 @@ const withLogFormat = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   daemon: [
     { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
-    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" }
+    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
+    { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
   ],
   agents: [{ command: "quiesce agents list", description: "Every agent of the daemon" }],
   "agents create": [
