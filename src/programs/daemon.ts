@@ -1,4 +1,5 @@
 import { Duration, Effect, Layer } from "effect"
+import { formatByteSize } from "../domain/byteSize.ts"
 import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
 import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
@@ -119,6 +120,19 @@ export const servicesLayer = <E>(
     identity
   })
 
+/** The memory budget in words, for the ready line: "none", or its watermarks. */
+const describeMemoryBudget = (config: QuiesceConfig): string => {
+  const memory = config.agents.memory
+  const parts = [
+    ...(memory?.high === undefined || memory.low === undefined
+      ? []
+      : [`RSS high ${formatByteSize(memory.high)}, low ${formatByteSize(memory.low)}`]),
+    ...(memory?.minAvailable === undefined ? [] : [`min available ${formatByteSize(memory.minAvailable)}`]),
+    ...(config.agents.maxResident === undefined ? [] : [`max ${config.agents.maxResident} resident`])
+  ]
+  return parts.length === 0 ? "none" : parts.join(", ")
+}
+
 /** One log line once the daemon is ready, with where it listens. */
 export const logReady = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
   Effect.logInfo(`Quiesce ready on http://${identity.host}:${identity.port}`).pipe(
@@ -129,6 +143,7 @@ export const logReady = (home: Home["Service"], config: QuiesceConfig, identity:
         : Duration.format(Duration.millis(identity.shutdownDeadlineMillis)),
       idlePeriod: Duration.format(config.agents.idlePeriod),
       idleRuntimeCleanup: config.agents.idleRuntimeCleanup,
+      memoryBudget: describeMemoryBudget(config),
       daemonIdleTimeout: identity.idleTimeout.millis === null
         ? `none (${identity.idleTimeout.value ?? "omitted"})`
         : `${identity.idleTimeout.value} (${identity.idleTimeout.source})`
