@@ -747,10 +747,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         }))
       }
       if (owedBytes > 0 || owedRuntimes > 0) {
+        // The status names the holders as of every such sweep; the log says it once per episode.
+        const held = yield* holdersOf(snapshot, rss, released)
+        memoryStatus = status(held)
         if (!current.reportedHeld) {
           current.reportedHeld = true
-          const held = yield* holdersOf(snapshot, rss, released)
-          memoryStatus = status(held)
           yield* Effect.logWarning("Memory pressure: nothing more can be released without losing work").pipe(
             Effect.annotateLogs({
               ...usageNote,
@@ -759,8 +760,6 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
               heldBy: held.map(describeHolder).join("; ")
             })
           )
-        } else if (memoryStatus !== undefined) {
-          memoryStatus = status(memoryStatus.held)
         }
       }
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }

@@ -121,6 +121,8 @@ describe("memory budget: the pressure sweep", () => {
         assert.strictEqual(held.get("r0")?.rssBytes, mib(100))
         assert.deepStrictEqual(yield* s.checkAt(31), [])
         assert.deepStrictEqual(s.resident(), ["r0", "r1", "r2"])
+        const still = Option.getOrThrow(yield* s.collector.memory)
+        assert.deepStrictEqual(still.held.map((holder) => holder.agentId).sort(), ["r0", "r1", "r2"], "named at every sweep")
         const explained = yield* s.collector.explain("r2")
         assert.deepStrictEqual(explained.memory, { rssBytes: mib(100), evictionRank: null }, "never in the order")
       }).pipe(recordingLogs(entries))
