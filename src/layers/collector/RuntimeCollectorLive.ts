@@ -1,6 +1,5 @@
 import { Cause, Clock, Deferred, Effect, Exit, Option, Schedule, type Scope, Semaphore } from "effect"
-import type { MemoryHolder, MemoryStatus, PressureCause, ReleaseCause, RuntimeMemory } from "../../domain/memory.ts"
-import { formatByteSize } from "../../domain/byteSize.ts"
+import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { type CollectionError, RuntimeCloseFailed, RuntimeNotFound } from "../../domain/errors.ts"
@@ -21,28 +20,18 @@ import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
 import {
   recordCollection,
-  recordPressureEpisode,
   recordRelease,
   recordReleasedBytes,
   recordSweep,
   type RetentionReason,
   RetentionTally,
   setMemoryBudget,
-  setMemoryUsage,
   setResidentRuntimes
 } from "../metrics/Metrics.ts"
 import { type FamilyIndex, indexFamilies, makeFamilyIndexCache } from "./FamilyIndex.ts"
 import { IdleClocks } from "./IdleClocks.ts"
-import {
-  activeCauses,
-  budgetView,
-  estimateRelease,
-  evictionOrder,
-  familyRecency,
-  type MemorySettings,
-  resolveMemorySettings,
-  shortfallOf
-} from "./memoryPressure.ts"
+import { makeMemoryBudget } from "./MemoryBudget.ts"
+import { budgetView, type MemorySettings, resolveMemorySettings } from "./memoryPressure.ts"
 import { describeDefect, type ProbeVerdict, runProbe } from "./probe.ts"
 import { type CollectorSettings, resolveCollectorSettings } from "./settings.ts"
 
@@ -85,19 +74,6 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const scope = yield* Effect.scope
   let stopped = false
   const sweepIndex = makeFamilyIndexCache()
-  // The memory budget's state (see checkMemory): the watermarks crossed now, the episode under
-  // way, and each runtime's RSS and eviction rank at the last sample, by agent id.
-  let activePressure: ReadonlySet<PressureCause> = new Set()
-  let episode: { since: number; released: number; releasedBytes: number; reportedHeld: boolean } | undefined
-  let episodes = 0
-  let memoryStatus: MemoryStatus | undefined
-  let memoryOf = new Map<string, RuntimeMemory>()
-  const unsampled: RuntimeMemory = { rssBytes: null, evictionRank: null }
-  // Without a start time from the owner, the first sample's pins the process (pid reuse).
-  const pinnedStartTimes = new WeakMap<object, number>()
-  // A runtime not measured in time (a loaded host) counts with its last measured RSS, so a slow
-  // sample never makes usage look low; one never measured is unmeasured.
-  const lastMeasured = new WeakMap<object, number>()
   yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
 
   /** A runtime's own first blocker, caller protection included (unless ignored); undefined when clear. */
@@ -461,7 +437,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         state,
         idleSince,
         releasableAt,
-        ...(memorySettings === undefined ? {} : { memory: memoryOf.get(root.agentId) ?? unsampled })
+        ...(memoryBudget === undefined ? {} : { memory: memoryBudget.memoryOf(root.agentId) })
       }
     })
 
@@ -543,249 +519,36 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       return { report, remaining }
     }))
 
-  /**
-   * The RSS of each runtime of the snapshot, or undefined when unmeasured: one `sampleAll` over
-   * the runtimes that name their process, and the owner's own `residentBytes` for the others.
-   */
-  const sampleResident = (snapshot: ReadonlyArray<RuntimeCandidate>): Effect.Effect<Array<number | undefined>> =>
-    Effect.gen(function*() {
-      const rss = new Array<number | undefined>(snapshot.length).fill(undefined)
-      const askOwner: Array<number> = []
-      if (Option.isSome(inspection)) {
-        const pids: Array<number> = []
-        for (const candidate of snapshot) if (candidate.process !== undefined) pids.push(candidate.process.pid)
-        const samples = pids.length === 0 ? new Map() : yield* inspection.value.sampleAll(pids)
-        for (let i = 0; i < snapshot.length; i++) {
-          const candidate = snapshot[i]!
-          if (candidate.process === undefined) {
-            askOwner.push(i)
-            continue
-          }
-          const sample = samples.get(candidate.process.pid)
-          if (sample === undefined || Option.isNone(sample)) continue
-          const expected = candidate.process.startTime ?? pinnedStartTimes.get(candidate.identity)
-          if (expected === undefined) pinnedStartTimes.set(candidate.identity, sample.value.startTime)
-          else if (expected !== sample.value.startTime) continue
-          rss[i] = sample.value.rssBytes
-        }
-      } else for (let i = 0; i < snapshot.length; i++) askOwner.push(i)
-      yield* Effect.forEach(askOwner, (i) => {
-        const own = snapshot[i]!.residentBytes
-        return own === undefined ? Effect.void : Effect.map(own, (bytes) => {
-          rss[i] = bytes
-        })
-      }, { concurrency: settings.probeConcurrency, discard: true })
-      return rss
-    })
+  const memoryBudget = memorySettings === undefined ? undefined : makeMemoryBudget({
+    budget: memorySettings,
+    probeConcurrency: settings.probeConcurrency,
+    candidates,
+    inspection,
+    hostMemory,
+    clocks,
+    index: sweepIndex,
+    isBlocked: (candidate) => Effect.map(firstBlocker(candidate), (found) => found !== undefined),
+    decide: (snapshot, roots, index, cause) =>
+      decide(snapshot, {
+        roots,
+        ignoreIdlePeriod: false,
+        idlePeriodMillis: memorySettings.minIdleMillis,
+        index: () => index,
+        cause
+      }),
+    explainFamily
+  })
 
-  /** The largest resident runtimes still held after a pressure sweep, each with what keeps it (fresh). */
-  const holdersOf = (snapshot: ReadonlyArray<RuntimeCandidate>, rss: ReadonlyArray<number | undefined>, released: ReadonlySet<string>) =>
-    Effect.gen(function*() {
-      const kept = snapshot.map((candidate, position) => ({ candidate, bytes: rss[position] }))
-        .filter(({ candidate }) => !released.has(candidate.agentId))
-        .sort((a, b) => (b.bytes ?? -1) - (a.bytes ?? -1))
-        .slice(0, 10)
-      const now = yield* Clock.currentTimeMillis
-      const holders: Array<MemoryHolder> = []
-      for (const { bytes, candidate } of kept) {
-        const family = yield* candidates.captureFamily(candidate.agentId)
-        if (family.length === 0) continue
-        const residency = yield* explainFamily(family, now)
-        holders.push({
-          agentId: candidate.agentId,
-          provider: candidate.provider,
-          rssBytes: bytes ?? null,
-          blockers: residency.blockers,
-          veto: residency.veto === null ? null : residency.veto.message ?? residency.veto.outcome,
-          state: residency.state
-        })
-      }
-      return holders
-    })
-
-  const describeHolder = (holder: MemoryHolder) =>
-    `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}, ${
-      holder.veto !== null
-        ? `vetoed: ${holder.veto}`
-        : holder.blockers.length > 0
-        ? `blocked: ${holder.blockers.map((b) => `${b.kind}${b.agentId === holder.agentId ? "" : ` of ${b.agentId}`}`).join(", ")}`
-        : holder.state === "not-resumable"
-        ? "not resumable"
-        : "not idle for minIdle yet"
-    })`
-
-  /**
-   * One budget sample and, under pressure, one pressure sweep (see RuntimeCollector.checkMemory).
-   * The families released are the eviction order's first eligible ones, taken in batches just
-   * large enough to cover what is still owed; each batch is one decision with every check (C4–C8)
-   * and `minIdle` for the idle period, so a veto or a declined close only makes the next batch
-   * reach further down the order.
-   */
-  const relieve = (budget: MemorySettings): Effect.Effect<SweepReport> =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const snapshot = yield* candidates.capture
-      const rss = yield* sampleResident(snapshot)
-      for (let i = 0; i < snapshot.length; i++) {
-        const identity = snapshot[i]!.identity
-        const bytes = rss[i]
-        if (bytes !== undefined) lastMeasured.set(identity, bytes)
-        else rss[i] = lastMeasured.get(identity)
-      }
-      const availableBytes = budget.minAvailable === undefined || Option.isNone(hostMemory)
-        ? undefined
-        : Option.getOrUndefined(yield* hostMemory.value.available)
-      let residentBytes = 0
-      let unmeasuredRuntimes = 0
-      for (const bytes of rss) {
-        if (bytes === undefined) unmeasuredRuntimes++
-        else residentBytes += bytes
-      }
-      const usage = { residentBytes, residentRuntimes: snapshot.length, availableBytes }
-      yield* setMemoryUsage(residentBytes, availableBytes)
-      const index = sweepIndex(snapshot)
-      const recency = familyRecency(snapshot, index)
-      const order = evictionOrder(snapshot, index, recency)
-      const causes = activeCauses(budget, usage, activePressure)
-      activePressure = causes
-      const usageNote = {
-        residentBytes,
-        residentRuntimes: snapshot.length,
-        ...(availableBytes === undefined ? {} : { availableBytes })
-      }
-      if (causes.size > 0 && episode === undefined) {
-        episode = { since: now, released: 0, releasedBytes: 0, reportedHeld: false }
-        episodes++
-        yield* recordPressureEpisode
-        yield* Effect.logInfo("Memory pressure: releasing idle runtimes, least recently active first").pipe(
-          Effect.annotateLogs({ ...usageNote, causes: [...causes].join(", ") })
-        )
-      } else if (causes.size === 0 && episode !== undefined) {
-        yield* Effect.logInfo("Memory pressure over").pipe(Effect.annotateLogs({
-          ...usageNote,
-          released: episode.released,
-          releasedBytes: episode.releasedBytes,
-          lastedMillis: now - episode.since
-        }))
-        episode = undefined
-      }
-      const ranks = new Map<string, RuntimeMemory>()
-      for (let i = 0; i < snapshot.length; i++) ranks.set(snapshot[i]!.agentId, { rssBytes: rss[i] ?? null, evictionRank: null })
-      order.forEach((position, rank) => ranks.set(snapshot[position]!.agentId, { rssBytes: rss[position] ?? null, evictionRank: rank + 1 }))
-      memoryOf = ranks
-      const status = (held: ReadonlyArray<MemoryHolder>): MemoryStatus => ({
-        budget: budgetView(budget),
-        sampledAt: now,
-        residentBytes,
-        residentRuntimes: snapshot.length,
-        unmeasuredRuntimes,
-        availableBytes: availableBytes ?? null,
-        pressure: episode === undefined ? null : { since: episode.since, causes: [...causes] },
-        episodes,
-        order: order.map((position) => ({
-          agentId: snapshot[position]!.agentId,
-          rssBytes: rss[position] ?? null,
-          lastActiveAt: recency[position]!
-        })),
-        held
-      })
-      memoryStatus = status([])
-      if (causes.size === 0 || episode === undefined) return emptySweepReport
-      const current = episode
-
-      // Only families clear now and idle for minIdle are worth a decision; the decision checks again.
-      // A family seen clear here is seen clear as a sweep would see it: a retention's fresh idle
-      // period starts now.
-      const own = new Array<boolean>(snapshot.length)
-      for (let i = 0; i < snapshot.length; i++) own[i] = (yield* firstBlocker(snapshot[i]!)) !== undefined
-      const blockedBy = index.propagate((i) => own[i]!)
-      const eligible = order.filter((position) =>
-        blockedBy[position] === -1 && now - clocks.observeClear(snapshot[position]!, now) >= budget.minIdleMillis
-      )
-      const cause: ReleaseCause = causes.has("high") || causes.has("min-available") ? "pressure" : "max-resident"
-      const estimate = estimateRelease(rss)
-      const shortfall = shortfallOf(budget, usage, causes)
-      let owedBytes = shortfall.bytes
-      let owedRuntimes = shortfall.runtimes
-      const collected: Array<CollectedRuntime> = []
-      const failures: Array<SweepFailure> = []
-      const released = new Set<string>()
-      let releasedBytes = 0
-      let next = 0
-      while ((owedBytes > 0 || owedRuntimes > 0) && next < eligible.length) {
-        const batch: Array<number> = []
-        for (let bytes = 0, runtimes = 0; next < eligible.length && (bytes < owedBytes || runtimes < owedRuntimes);) {
-          const position = eligible[next++]!
-          batch.push(position)
-          bytes += estimate(position)
-          runtimes++
-        }
-        const report = yield* decide(snapshot, {
-          roots: batch,
-          ignoreIdlePeriod: false,
-          idlePeriodMillis: budget.minIdleMillis,
-          index: () => index,
-          cause
-        })
-        collected.push(...report.collected)
-        failures.push(...report.failures)
-        for (const entry of report.collected) released.add(entry.agentId)
-        for (const position of batch) {
-          if (!released.has(snapshot[position]!.agentId)) continue
-          owedBytes -= estimate(position)
-          owedRuntimes--
-          releasedBytes += rss[position] ?? 0
-        }
-      }
-      current.released += collected.length
-      current.releasedBytes += releasedBytes
-      if (collected.length > 0) {
-        yield* Effect.logInfo("Memory pressure: released runtimes").pipe(Effect.annotateLogs({
-          cause,
-          released: collected.map((entry) => entry.agentId).join(", "),
-          releasedBytes
-        }))
-      }
-      if (owedBytes > 0 || owedRuntimes > 0) {
-        // The status names the holders as of every such sweep; the log says it once per episode.
-        const held = yield* holdersOf(snapshot, rss, released)
-        memoryStatus = status(held)
-        if (!current.reportedHeld) {
-          current.reportedHeld = true
-          yield* Effect.logWarning("Memory pressure: nothing more can be released without losing work").pipe(
-            Effect.annotateLogs({
-              ...usageNote,
-              owedBytes: Math.max(0, owedBytes),
-              owedRuntimes: Math.max(0, owedRuntimes),
-              heldBy: held.map(describeHolder).join("; ")
-            })
-          )
-        }
-      }
-      return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
-    }).pipe(Effect.ensuring(retained.flush))
-
-  const checkMemory: Effect.Effect<SweepReport> = memorySettings === undefined
+  const checkMemory: Effect.Effect<SweepReport> = memoryBudget === undefined
     ? Effect.succeed(emptySweepReport)
     : decisions.withPermits(1)(
-      Effect.suspend(() => settings.enabled && !stopped ? relieve(memorySettings) : Effect.succeed(emptySweepReport))
+      Effect.suspend(() =>
+        settings.enabled && !stopped ? Effect.ensuring(memoryBudget.relieve, retained.flush) : Effect.succeed(emptySweepReport)
+      )
     )
 
   const memory: Effect.Effect<Option.Option<MemoryStatus>> = Effect.sync(() =>
-    memorySettings === undefined
-      ? Option.none()
-      : Option.some(memoryStatus ?? {
-        budget: budgetView(memorySettings),
-        sampledAt: null,
-        residentBytes: 0,
-        residentRuntimes: 0,
-        unmeasuredRuntimes: 0,
-        availableBytes: null,
-        pressure: null,
-        episodes,
-        order: [],
-        held: []
-      })
+    memoryBudget === undefined ? Option.none() : Option.some(memoryBudget.status())
   )
 
   if (settings.enabled && memorySettings !== undefined) {
