@@ -672,6 +672,10 @@ const explain = Command.make(
         : [`pressure    ${row.evictionRank === null ? "never released (not resumable)" : `#${row.evictionRank} in the eviction order (1 goes first)`}`])
     ]
     for (const line of lines) yield* Console.log(line)
+    if (row.evictionRank !== undefined) {
+      const memory = yield* api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+      yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
+    }
   })
 ).pipe(examples("explain"), Command.withDescription(
   "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"

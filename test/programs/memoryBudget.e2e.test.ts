@@ -98,6 +98,7 @@ describe("memory budget (issue 28)", () => {
     expect(table.stdout).toMatch(/^budget \d+\.\d MiB of 1\.4 GiB/m)
     const explained = runCli(daemon, "explain", vetoed[0]!.agentId)
     expect(explained.stdout).toMatch(/^pressure +#\d+ in the eviction order/m)
+    expect(explained.stdout).toMatch(/^budget +\d+\.\d MiB of 1\.4 GiB/m)
 
     const metrics = await (await fetch(`http://127.0.0.1:${daemon.port}/metrics`)).text()
     expect(metrics).toMatch(/quiesce_memory_releases_total\{cause="pressure"\} [1-9]/)
