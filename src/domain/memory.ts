@@ -75,7 +75,10 @@ export type MemoryStatus = typeof MemoryStatus.Type
 export const RuntimeMemory = Schema.Struct({
   /** RSS at the last budget sample; null when unmeasured. */
   rssBytes: Schema.NullOr(Schema.Number),
-  /** 1-based place in the eviction order (1 is released first); null when it is never released (not resumable). */
+  /**
+   * 1-based place in the eviction order at the last sample (1 is released first); null when it is
+   * not in it: never released (not resumable), or resident since that sample.
+   */
   evictionRank: Schema.NullOr(Schema.Number)
 })
 export type RuntimeMemory = typeof RuntimeMemory.Type

@@ -669,7 +669,13 @@ const explain = Command.make(
       `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`,
       ...(row.evictionRank === undefined
         ? []
-        : [`pressure    ${row.evictionRank === null ? "never released (not resumable)" : `#${row.evictionRank} in the eviction order (1 goes first)`}`])
+        : [`pressure    ${
+          row.evictionRank !== null
+            ? `#${row.evictionRank} in the eviction order (1 goes first)`
+            : row.sessionId === null
+            ? "never released (not resumable)"
+            : "not ranked yet (resident since the last sample)"
+        }`])
     ]
     for (const line of lines) yield* Console.log(line)
     if (row.evictionRank !== undefined) {

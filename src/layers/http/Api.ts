@@ -262,7 +262,7 @@ export const RuntimeRow = Schema.Struct({
   blockers: Schema.Array(MemberBlocker),
   /** The last provider probe, when it did not permit the release. */
   lastProbe: Schema.NullOr(ProbeView),
-  /** With a memory budget: its place in the eviction order (1 is released first), null when never released (not resumable). */
+  /** With a memory budget: its place in the eviction order at the last sample (1 is released first); null when not in it (not resumable, or resident since). */
   evictionRank: Schema.optionalKey(Schema.NullOr(Schema.Number)),
   /** With `?scope=cluster`: the runner that hosts it (its `host:port`), and when that runner last reported it. */
   runner: Schema.optionalKey(Schema.String),
