@@ -134,16 +134,18 @@ export const makeMemoryBudget = (host: MemoryBudgetHost): MemoryBudget => {
       return holders
     })
 
-  const describeHolder = (holder: MemoryHolder) =>
-    `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}, ${
-      holder.veto !== null
-        ? `vetoed: ${holder.veto}`
-        : holder.blockers.length > 0
-        ? `blocked: ${holder.blockers.map((b) => `${b.kind}${b.agentId === holder.agentId ? "" : ` of ${b.agentId}`}`).join(", ")}`
-        : holder.state === "not-resumable"
-        ? "not resumable"
-        : "not idle for minIdle yet"
-    })`
+  /** One holder for the log: its RSS and every reason it is kept (blockers, veto, no persistence). */
+  const describeHolder = (holder: MemoryHolder) => {
+    const reasons = [
+      ...(holder.state === "not-resumable" ? ["not resumable"] : []),
+      ...(holder.blockers.length === 0
+        ? []
+        : [`blocked: ${holder.blockers.map((b) => `${b.kind}${b.agentId === holder.agentId ? "" : ` of ${b.agentId}`}`).join(", ")}`]),
+      ...(holder.veto === null ? [] : [`vetoed: ${holder.veto}`])
+    ]
+    const bytes = holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)
+    return `${holder.agentId} (${bytes}, ${reasons.length === 0 ? "not idle for minIdle yet" : reasons.join("; ")})`
+  }
 
   /**
    * One budget sample and, under pressure, one pressure sweep (see RuntimeCollector.checkMemory).
