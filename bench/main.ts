@@ -3,6 +3,7 @@ import { clusterBench } from "./cluster.ts"
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
+import { memoryBench } from "./memory.ts"
 import { registryBench } from "./registry.ts"
 import { retirementBench } from "./retirement.ts"
 import { samplingBench } from "./sampling.ts"
@@ -13,6 +14,7 @@ import { turnsBench } from "./turns.ts"
 if (globalThis.gc === undefined) console.warn("run with --expose-gc (npm run bench) for stable heap and timing figures")
 printTable([
   ...(await collectorBench()),
+  ...(await memoryBench()),
   ...(await registryBench()),
   ...(await finishBench()),
   ...(await shellBench()),

@@ -47,6 +47,12 @@ import {
  * }} Turn
  * @typedef {{ pid: number, readyAt: number, expiring: boolean, rssBytes: number | null, measuredProcesses: number | null }} WarmProcess
  * @typedef {{ provider: string, target: number, ready: WarmProcess[], starting: number, lastFailure: string | null, retryAt: number | null }} WarmReserve
+ * @typedef {{
+ *   budget: { high: number | null, low: number | null, minAvailable: number | null, maxResident: number | null },
+ *   residentBytes: number, residentRuntimes: number, unmeasuredRuntimes: number, availableBytes: number | null,
+ *   pressure: { since: string, causes: string[] } | null, episodes: number,
+ *   held: { agentId: string, rssBytes: number | null, veto: string | null, blockers: MemberBlocker[] }[]
+ * }} Memory
  * @typedef {import("./common.js").Outcome} Outcome
  */
 
@@ -61,8 +67,8 @@ const title = document.getElementById("title")
 const turnDialog = document.getElementById("turn-dialog")
 const closeDialog = document.getElementById("close-dialog")
 
-/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], problem: string | null }} */
-let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], problem: null }
+/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], memory: Memory | null, problem: string | null }} */
+let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: null }
 
 /**
  * @param {string} agentId
@@ -347,6 +353,37 @@ const daemonSummary = (daemon) =>
   )
 
 /**
+ * The resident runtimes' memory against the budget (docs/collector.md), and a pressure episode under way.
+ * @param {Memory} memory
+ */
+const memorySummary = (memory) =>
+  h(
+    "p",
+    { class: "summary", "data-memory": "" },
+    "memory ",
+    h("strong", {}, formatBytes(memory.residentBytes)),
+    memory.budget.high === null || memory.budget.low === null
+      ? ""
+      : ` of ${formatBytes(memory.budget.high)} (released down to ${formatBytes(memory.budget.low)})`,
+    memory.budget.maxResident === null ? "" : ` · ${memory.residentRuntimes} of at most ${memory.budget.maxResident} runtimes`,
+    memory.budget.minAvailable === null
+      ? ""
+      : ` · ${memory.availableBytes === null ? "available unknown" : `${formatBytes(memory.availableBytes)} available`}, floor ${formatBytes(memory.budget.minAvailable)}`,
+    memory.unmeasuredRuntimes === 0 ? "" : ` · ${memory.unmeasuredRuntimes} unmeasured`,
+    " · ",
+    memory.pressure === null
+      ? "no pressure"
+      : h("span", { class: "badge badge-retiring" }, `under pressure (${memory.pressure.causes.join(", ")}) since ${relative(memory.pressure.since)}`),
+    memory.held.length === 0
+      ? ""
+      : ` · nothing more can be released: held by ${memory.held.map((holder) =>
+        `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatBytes(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${
+          holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`
+        })`
+      ).join(", ")}`
+  )
+
+/**
  * One provider's warm reserve: processes started before any agent needs them, and their memory.
  * @param {WarmReserve} reserve
  */
@@ -372,6 +409,7 @@ const render = () => {
     {},
     shown.problem === null ? null : h("div", { class: "outcome outcome-refused", role: "status", "data-problem": "" }, shown.problem),
     shown.daemon === null ? null : daemonSummary(shown.daemon),
+    shown.memory === null ? null : memorySummary(shown.memory),
     shown.agents.length === 0
       ? h("p", { class: "empty" }, shown.problem === null ? "No agent yet: create one with quiesce agents create." : "")
       : h(
@@ -406,13 +444,16 @@ const refresh = async () => {
     const runtimesRead = api(`${base}/runtimes`)
     /** @type {Promise<WarmReserve[]>} */
     const reservesRead = api(`${base}/warm-reserve`)
-    const [daemon, agents, runtimes, reserves] = await Promise.all([daemonRead, agentsRead, runtimesRead, reservesRead])
-    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), reserves, problem: null }
+    /** @type {Promise<Memory | null>} */
+    // A daemon older than the memory budget has no such route: it has no budget.
+    const memoryRead = api(`${base}/memory`).catch(() => null)
+    const [daemon, agents, runtimes, reserves, memory] = await Promise.all([daemonRead, agentsRead, runtimesRead, reservesRead, memoryRead])
+    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), reserves, memory, problem: null }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   } catch (error) {
     // Through a hub, a retired home answers with what it is (a read never starts its daemon).
     const text = error instanceof ApiError ? `${error.tag}: ${error.message}` : failureOutcome(error).text
-    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], problem: text }
+    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: text }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   }
   render()

@@ -29,6 +29,12 @@ export interface RuntimeCandidate {
   readonly blockers: Effect.Effect<ReadonlyArray<Blocker>>
   /** Memory the runtime's process tree holds now, if the owner can tell: what a release gives back (X3). */
   readonly residentBytes?: Effect.Effect<number | undefined> | undefined
+  /**
+   * The runtime's root process, for a memory budget sampled through a `ProcessInspection`: its pid
+   * and, when the owner knows it, its start time (without one the collector pins the start time
+   * of its first sample, so a reused pid is never measured as the runtime).
+   */
+  readonly process?: { readonly pid: number; readonly startTime?: number | undefined } | undefined
   /** The provider's optional veto (C6): only `canStop: true` permits; a veto says why. */
   readonly canStopRuntime?: Effect.Effect<StopAnswer, RuntimeProbeFailed> | undefined
   /**

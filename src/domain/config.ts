@@ -1,4 +1,5 @@
 import { Duration, Effect, Schema } from "effect"
+import { ByteSize } from "./byteSize.ts"
 import { GoDuration } from "./goDuration.ts"
 import { defaultTurnRetention } from "./turn.ts"
 import { WarmReserveSize } from "./warmReserve.ts"
@@ -18,6 +19,31 @@ const duration = (fallback: string, description: string) =>
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThan(0))
 
+const byteSize = (description: string) =>
+  Schema.optionalKey(ByteSize.pipe(Schema.annotate({ description: `${description} e.g. "4GiB", "512MiB".` })))
+
+/**
+ * `agents.memory`: a memory budget the resident runtimes stay under (docs/collector.md). When a
+ * watermark is crossed the collector releases the safest runtimes, least recently active first.
+ */
+export const MemoryBudgetConfig = Schema.Struct({
+  high: byteSize(
+    "Start releasing when the resident runtimes' total RSS reaches this (with `low`)."
+  ),
+  low: byteSize("Release until the resident runtimes' total RSS is at most this (with `high`, below it)."),
+  minAvailable: byteSize(
+    "Start releasing when the host's available memory falls below this: MemAvailable, and inside a cgroup v2 memory.max - memory.current, whichever is smaller; release until it is a quarter above it."
+  ),
+  minIdle: duration("2m", "Under memory pressure, the idle period shrinks to this; nothing else is relaxed."),
+  sampleInterval: duration("5s", "How often the memory budget is sampled.")
+}).check(Schema.makeFilter((memory) =>
+  (memory.high === undefined) === (memory.low === undefined)
+    ? memory.high === undefined || memory.low === undefined || memory.low < memory.high ||
+      "agents.memory.low must be below agents.memory.high"
+    : "agents.memory.high and agents.memory.low go together: set both, or neither"
+))
+export type MemoryBudgetConfig = typeof MemoryBudgetConfig.Type
+
 /** `agents` in `<home>/config.json`: how idle runtimes are collected. */
 export const AgentsConfig = Schema.Struct({
   idleRuntimeCleanup: Schema.Boolean.pipe(
@@ -31,6 +57,14 @@ export const AgentsConfig = Schema.Struct({
     Schema.annotate({ description: "How many families are probed at once. Default 16." }),
     Schema.withDecodingDefaultKey(Effect.succeed(16))
   ),
+  memory: Schema.optionalKey(MemoryBudgetConfig.pipe(Schema.annotate({
+    description:
+      "A memory budget: under pressure the collector releases runtimes that are safe right now, least recently active first. Off by default."
+  }))),
+  maxResident: Schema.optionalKey(PositiveInt.pipe(Schema.annotate({
+    description:
+      "At most this many resident runtimes: beyond it the collector releases the safe ones, least recently active first, as under memory pressure. Off by default."
+  }))),
   turnRetention: duration(
     defaultTurnRetention,
     "How long ended turns stay in the journal: a prompt repeating an older clientMessageId starts a new turn (at most 1000 ended turns are kept per agent)."

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { BlockerKind, MemberBlocker } from "./blocker.ts"
 import { CollectionError } from "./errors.ts"
+import { RuntimeMemory } from "./memory.ts"
 
 /** A runtime a sweep released, and the provider session it can be resumed from. */
 export const CollectedRuntime = Schema.Struct({
@@ -60,7 +61,9 @@ export const Residency = Schema.Struct({
   /** Epoch ms since which the runtime counts as idle: last activity or last retention. */
   idleSince: Schema.Number,
   /** Earliest epoch ms at which it could be released if nothing changes; null when blocked or never. */
-  releasableAt: Schema.NullOr(Schema.Number)
+  releasableAt: Schema.NullOr(Schema.Number),
+  /** With a memory budget: its RSS at the last budget sample and its place in the eviction order. */
+  memory: Schema.optionalKey(RuntimeMemory)
 })
 export type Residency = typeof Residency.Type
 

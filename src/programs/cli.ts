@@ -16,6 +16,7 @@ import type { MemberBlocker } from "../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../domain/close.ts"
 import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../domain/retirement.ts"
 import { packageVersion } from "../domain/version.ts"
+import { formatByteSize } from "../domain/byteSize.ts"
 import { defaultHome, tokenProblem } from "../layers/host/Home.ts"
 import {
   defaultLogFileOptions,
@@ -28,7 +29,7 @@ import {
 } from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
-import type { LoginLink, ProbeView, PromptResult } from "../layers/http/Api.ts"
+import type { LoginLink, MemoryView, ProbeView, PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
 import {
   addHome,
@@ -87,7 +88,8 @@ const withLogFormat = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
   daemon: [
     { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
-    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" }
+    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
+    { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
   ],
   agents: [{ command: "quiesce agents list", description: "Every agent of the daemon" }],
   "agents create": [
@@ -170,6 +172,9 @@ const viaHub = Effect.map(root, (flags) =>
 const durationFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
+const sizeFlag = (name: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
+
 /** How the daemon run went, for the exit code. */
 const daemonOutcome: DaemonOutcome = { running: false, retired: false }
 
@@ -180,6 +185,19 @@ const daemon = Command.make(
     host: Flag.String("host").pipe(Flag.withDescription("Address to listen on (default 127.0.0.1)"), Flag.optional),
     idlePeriod: durationFlag("idle-period", "Release runtimes idle this long, e.g. 1h, 10s"),
     sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s"),
+    memoryHigh: sizeFlag(
+      "memory-high",
+      "Release runtimes, least recently active first, once their total RSS reaches this, e.g. 6GiB (with --memory-low)"
+    ),
+    memoryLow: sizeFlag("memory-low", "...until their total RSS is at most this, e.g. 4GiB (with --memory-high)"),
+    minAvailable: sizeFlag(
+      "min-available",
+      "Release runtimes, least recently active first, while the host's available memory is below this, e.g. 1GiB"
+    ),
+    maxResident: Flag.Int("max-resident").pipe(
+      Flag.withDescription("At most this many resident runtimes: release the least recently active beyond it"),
+      Flag.optional
+    ),
     daemonIdleTimeout: durationFlag(
       "daemon-idle-timeout",
       `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (default: never). A retired daemon exits ${retiredExitCode}`
@@ -199,7 +217,11 @@ const daemon = Command.make(
       port: Option.getOrUndefined(flags.port),
       host: Option.getOrUndefined(flags.host),
       idlePeriod: Option.getOrUndefined(flags.idlePeriod),
-      sweepInterval: Option.getOrUndefined(flags.sweepInterval)
+      sweepInterval: Option.getOrUndefined(flags.sweepInterval),
+      memoryHigh: Option.getOrUndefined(flags.memoryHigh),
+      memoryLow: Option.getOrUndefined(flags.memoryLow),
+      minAvailable: Option.getOrUndefined(flags.minAvailable),
+      maxResident: Option.getOrUndefined(flags.maxResident)
     }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
 ).pipe(examples("daemon"), Command.withDescription(
@@ -568,11 +590,13 @@ const runtimes = Command.make(
   },
   Effect.fn(function*({ cluster, json }) {
     const api = yield* client
-    const [rows, reserves] = yield* Effect.all([
+    const [rows, reserves, memory] = yield* Effect.all([
       api.runtimes.list({ query: cluster ? { scope: "cluster" } : {} }),
       // A daemon older than the warm reserve has no such route: it keeps no warm processes.
-      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([])))
-    ], { concurrency: 2 })
+      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([]))),
+      // Nor one older than the memory budget: it has none.
+      api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+    ], { concurrency: 3 })
     if (json) return yield* printJson(rows)
     // Warm processes hold no agent yet; they are listed (and their memory counted) after the runtimes.
     const warm = reserves.flatMap((reserve) => reserve.ready.map((process) => ({ ...process, provider: reserve.provider })))
@@ -580,7 +604,7 @@ const runtimes = Command.make(
       return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
     }
     const table = [
-      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", "WHY"],
+      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", ...(memory === null ? [] : ["EVICT"]), "WHY"],
       ...rows.map((row) => [
         row.agentId,
         row.provider,
@@ -588,6 +612,7 @@ const runtimes = Command.make(
         mib(row.rssBytes),
         row.state,
         releaseIn(row.eligibleAt),
+        ...(memory === null ? [] : [row.evictionRank === undefined || row.evictionRank === null ? "-" : `#${row.evictionRank}`]),
         whyResident(row).join(", ") || "-"
       ]),
       ...warm.map((process) => [
@@ -597,13 +622,38 @@ const runtimes = Command.make(
         mib(process.rssBytes),
         "warm",
         "-",
+        ...(memory === null ? [] : ["-"]),
         process.expiring ? "idle limit reached: replaced once its successor is ready" : "warm reserve"
       ])
     ]
     yield* printColumns(table)
     yield* Console.log(memoryTotalLine([...rows, ...warm]))
+    if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
   })
 ).pipe(examples("runtimes"), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
+
+/** Usage against the memory budget, for people; "none" without one. */
+const memoryBudgetLine = (memory: MemoryView | null): string => {
+  if (memory === null) return "no budget (released by the idle period alone)"
+  const { budget } = memory
+  const parts = [
+    budget.high === null || budget.low === null
+      ? `${formatByteSize(memory.residentBytes)} resident`
+      : `${formatByteSize(memory.residentBytes)} of ${formatByteSize(budget.high)} (release down to ${formatByteSize(budget.low)})`,
+    ...(budget.maxResident === null ? [] : [`${memory.residentRuntimes} of at most ${budget.maxResident} runtimes`]),
+    ...(budget.minAvailable === null
+      ? []
+      : [`${memory.availableBytes === null ? "available unknown" : `${formatByteSize(memory.availableBytes)} available`}, floor ${formatByteSize(budget.minAvailable)}`]),
+    ...(memory.unmeasuredRuntimes === 0 ? [] : [`${memory.unmeasuredRuntimes} unmeasured`])
+  ]
+  const pressure = memory.pressure === null
+    ? "no pressure"
+    : `under pressure since ${memory.pressure.since} (${relative(memory.pressure.since)}): ${memory.pressure.causes.join(", ")}`
+  const held = memory.held.length === 0
+    ? ""
+    : `; nothing more can be released: held by ${memory.held.map((holder) => `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`})`).join(", ")}`
+  return `${parts.join("; ")}; ${pressure}${held}`
+}
 
 /** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
 const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null; readonly measuredProcesses: number | null }>) => {
@@ -639,9 +689,22 @@ const explain = Command.make(
       `state       ${row.state}`,
       `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
       `release     ${row.eligibleAt === null ? `not while it is ${row.state}` : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
-      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`
+      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`,
+      ...(row.evictionRank === undefined
+        ? []
+        : [`pressure    ${
+          row.evictionRank !== null
+            ? `#${row.evictionRank} in the eviction order (1 goes first)`
+            : row.sessionId === null
+            ? "never released (not resumable)"
+            : "not ranked yet (resident since the last sample)"
+        }`])
     ]
     for (const line of lines) yield* Console.log(line)
+    if (row.evictionRank !== undefined) {
+      const memory = yield* api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+      yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
+    }
   })
 ).pipe(examples("explain"), Command.withDescription(
   "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
@@ -676,11 +739,14 @@ const status = Command.make(
   { json: jsonFlag("the status") },
   Effect.fn(function*({ json }) {
     const api = yield* client
-    const [view, health, agents] = yield* Effect.all([api.daemon.status(), api.health(), api.agents.list()], {
-      concurrency: "unbounded"
-    })
+    const [view, health, agents, memory] = yield* Effect.all([
+      api.daemon.status(),
+      api.health(),
+      api.agents.list(),
+      api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+    ], { concurrency: "unbounded" })
     const counts = { agents: agents.length, resident: agents.filter((agent) => agent.resident).length }
-    if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts })
+    if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts, memory })
     const timeout = view.idleTimeout.millis === null
       ? `none (${view.idleTimeout.value === null ? "omitted" : `${view.idleTimeout.value}, ${view.idleTimeout.source}`})`
       : `${view.idleTimeout.value} (from ${view.idleTimeout.source})`
@@ -688,6 +754,7 @@ const status = Command.make(
       `daemon      pid ${view.pid}, instance ${view.instanceId}, ${view.host}:${view.port}, quiesce ${view.packageVersion} (protocol ${view.protocolVersion})`,
       `up          ${duration(health.uptimeSeconds)}; ${counts.agents} agent${counts.agents === 1 ? "" : "s"}, ${counts.resident} resident`,
       `phase       ${view.phase}${view.failure === null ? "" : ` — ${view.failure.kind}: ${view.failure.message}`}`,
+      `memory      ${memoryBudgetLine(memory)}`,
       `idle timer  ${timeout}`,
       `idle since  ${view.idleSince} (${relative(view.idleSince)})`,
       `retires     ${view.deadline === null ? "-" : `${view.deadline} (${relative(view.deadline)}) if nothing happens`}`,

@@ -1,10 +1,12 @@
 import { Duration, Effect, Layer } from "effect"
+import { formatByteSize } from "../domain/byteSize.ts"
 import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
 import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
 import { Home } from "../layers/host/Home.ts"
+import * as HostMemoryProcfs from "../layers/host/HostMemoryProcfs.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
 import * as CheckedClose from "../layers/registry/checkedClose.ts"
@@ -16,8 +18,10 @@ import { RemoteFinishes } from "../services/RemoteFinishes.ts"
 import { RuntimeCollector, type RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
 import type { AgentOperations } from "../services/AgentOperations.ts"
 import type { AgentRegistry } from "../services/AgentRegistry.ts"
+import type { MemoryBudgetOptions } from "../layers/collector/memoryPressure.ts"
 import type { AgentStore } from "../services/AgentStore.ts"
 import type { FinishStore } from "../services/FinishStore.ts"
+import type { HostMemory } from "../services/HostMemory.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import type { RuntimeLedger } from "../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../services/TurnJournal.ts"
@@ -32,6 +36,8 @@ export interface DaemonParts<E> {
   /** The providers, already registered in a `ProviderRegistry` (sealed here, before anything opens). */
   readonly providers: Layer.Layer<ProviderRegistry, ProviderRegistrationRefused>
   readonly inspection: Layer.Layer<ProcessInspection>
+  /** The host's available memory, for a budget's `minAvailable`; default: procfs and the cgroup v2 hierarchy. */
+  readonly hostMemory?: Layer.Layer<HostMemory> | undefined
   readonly collector: RuntimeCollectorOptions
   readonly registry?: AgentRegistryLive.AgentRegistryOptions | undefined
   /** Warm processes kept ready per provider (H4); none when omitted. */
@@ -72,7 +78,7 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
     Layer.provideMerge(delivery)
   )
   const collector = RuntimeCollector.layer(parts.collector).pipe(
-    Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer]),
+    Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer, parts.hostMemory ?? HostMemoryProcfs.layer()]),
     Layer.provideMerge(finish)
   )
   const lifecycle = DaemonLifecycleLive.layer({ identity: parts.identity, drainTimeout: parts.drainTimeout }).pipe(
@@ -80,6 +86,21 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
   )
   // An explicit close asks this daemon's collector first; a cluster's runner replaces it.
   return CheckedClose.layer.pipe(Layer.provideMerge(lifecycle))
+}
+
+/** The collector's memory budget from `agents.memory` and `agents.maxResident`; none when neither is set. */
+export const memoryBudgetOf = (config: QuiesceConfig): MemoryBudgetOptions | undefined => {
+  const memory = config.agents.memory
+  const maxResident = config.agents.maxResident
+  if (memory === undefined && maxResident === undefined) return undefined
+  return {
+    high: memory?.high,
+    low: memory?.low,
+    minAvailable: memory?.minAvailable,
+    maxResident,
+    minIdle: memory?.minIdle,
+    sampleInterval: memory?.sampleInterval
+  }
 }
 
 /** Every service of a daemon over one home, as configured, over its stores (the home's SQLite file's, opened and migrated). */
@@ -100,7 +121,8 @@ export const servicesLayer = <E>(
       idlePeriod: config.agents.idlePeriod,
       tickInterval: config.agents.sweepInterval,
       probeTimeout: config.agents.probeTimeout,
-      probeConcurrency: config.agents.probeConcurrency
+      probeConcurrency: config.agents.probeConcurrency,
+      memory: memoryBudgetOf(config)
     },
     registry: { turnRetention: config.agents.turnRetention, sharedStore: config.cluster !== undefined },
     warmReserve: { targets: warmReserveTargets(config) },
@@ -108,6 +130,19 @@ export const servicesLayer = <E>(
     delivery: { closeTimeout: deliveryCloseTimeout },
     identity
   })
+
+/** The memory budget in words, for the ready line: "none", or its watermarks. */
+const describeMemoryBudget = (config: QuiesceConfig): string => {
+  const memory = config.agents.memory
+  const parts = [
+    ...(memory?.high === undefined || memory.low === undefined
+      ? []
+      : [`RSS high ${formatByteSize(memory.high)}, low ${formatByteSize(memory.low)}`]),
+    ...(memory?.minAvailable === undefined ? [] : [`min available ${formatByteSize(memory.minAvailable)}`]),
+    ...(config.agents.maxResident === undefined ? [] : [`max ${config.agents.maxResident} resident`])
+  ]
+  return parts.length === 0 ? "none" : parts.join(", ")
+}
 
 /** One log line once the daemon is ready, with where it listens. */
 export const logReady = (home: Home["Service"], config: QuiesceConfig, identity: DaemonIdentity) =>
@@ -119,6 +154,7 @@ export const logReady = (home: Home["Service"], config: QuiesceConfig, identity:
         : Duration.format(Duration.millis(identity.shutdownDeadlineMillis)),
       idlePeriod: Duration.format(config.agents.idlePeriod),
       idleRuntimeCleanup: config.agents.idleRuntimeCleanup,
+      memoryBudget: describeMemoryBudget(config),
       daemonIdleTimeout: identity.idleTimeout.millis === null
         ? `none (${identity.idleTimeout.value ?? "omitted"})`
         : `${identity.idleTimeout.value} (${identity.idleTimeout.source})`

@@ -101,18 +101,27 @@ const armForcedExit = (deadlineMillis: number) => {
   setTimeout(force, deadlineMillis).unref()
 }
 
-const flagChecks: ReadonlyArray<{ readonly key: keyof ConfigOverrides; readonly flag: string; readonly section: "agents" | "daemon" }> = [
-  { key: "port", flag: "--port", section: "daemon" },
-  { key: "host", flag: "--host", section: "daemon" },
-  { key: "idlePeriod", flag: "--idle-period", section: "agents" },
-  { key: "sweepInterval", flag: "--sweep-interval", section: "agents" }
+/** A flag's value alone, where the configuration has it. */
+const at = (section: "agents" | "daemon", key: string) => (value: unknown) => ({ [section]: { [key]: value } })
+/** A size flag decodes as any one size of `agents.memory` would (the watermarks' pairing is checked with the file). */
+const size = (value: unknown) => ({ agents: { memory: { minAvailable: value } } })
+
+const flagChecks: ReadonlyArray<{ readonly key: keyof ConfigOverrides; readonly flag: string; readonly config: (value: unknown) => unknown }> = [
+  { key: "port", flag: "--port", config: at("daemon", "port") },
+  { key: "host", flag: "--host", config: at("daemon", "host") },
+  { key: "idlePeriod", flag: "--idle-period", config: at("agents", "idlePeriod") },
+  { key: "sweepInterval", flag: "--sweep-interval", config: at("agents", "sweepInterval") },
+  { key: "memoryHigh", flag: "--memory-high", config: size },
+  { key: "memoryLow", flag: "--memory-low", config: size },
+  { key: "minAvailable", flag: "--min-available", config: size },
+  { key: "maxResident", flag: "--max-resident", config: at("agents", "maxResident") }
 ]
 
 /** Each flag given is decoded alone, as the configuration decodes it, and its error names the flag. */
 const checkFlags = (overrides: ConfigOverrides) =>
-  Effect.forEach(flagChecks, ({ flag, key, section }) => {
+  Effect.forEach(flagChecks, ({ config, flag, key }) => {
     const value = overrides[key]
-    return value === undefined ? Effect.void : decodeConfig({ [section]: { [key]: value } }).pipe(
+    return value === undefined ? Effect.void : decodeConfig(config(value)).pipe(
       Effect.mapError((error) => new ConfigInvalid({ message: `${flag}: ${error.message.split("\n")[0]}` }))
     )
   }, { discard: true })

@@ -1,7 +1,9 @@
-import { Context, type Duration, type Effect, Layer } from "effect"
+import { Context, type Duration, type Effect, Layer, type Option } from "effect"
 import type { RuntimeNotFound } from "../domain/errors.ts"
+import type { MemoryStatus } from "../domain/memory.ts"
 import type { RetirementBlocker } from "../domain/retirement.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../domain/sweep.ts"
+import type { MemoryBudgetOptions } from "../layers/collector/memoryPressure.ts"
 import { makeRuntimeCollector } from "../layers/collector/RuntimeCollectorLive.ts"
 import type { CallerProtection } from "./CallerProtection.ts"
 import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
@@ -18,6 +20,13 @@ export interface RuntimeCollectorOptions {
   readonly probeTimeout?: Duration.Input | undefined
   /** How many families are probed, and how many runtimes closed, at once (X4). Default 16. */
   readonly probeConcurrency?: number | undefined
+  /**
+   * A memory budget (docs/collector.md): under pressure, runtimes safe right now are released
+   * least recently active first. RSS comes from a `ProcessInspection` in the context (for
+   * candidates that name their `process`), else from each candidate's `residentBytes`; the
+   * `minAvailable` floor reads `HostMemory` from the context. Off when omitted.
+   */
+  readonly memory?: MemoryBudgetOptions | undefined
 }
 
 /** How to explain a runtime: `probe` asks its family's providers now instead of showing the last answer. */
@@ -47,6 +56,14 @@ export class RuntimeCollector extends Context.Service<RuntimeCollector, {
    * left to the daemon, which knows which of what callers are owed survives it.
    */
   readonly retirementBlockers: (probe: boolean) => Effect.Effect<ReadonlyArray<RetirementBlocker>>
+  /**
+   * Samples the memory budget now and, under pressure, runs one pressure sweep: runtimes safe
+   * right now, idle for `minIdle`, least recently active first, until usage is under the low
+   * watermark. Runs on its own every `sampleInterval`; empty without a budget.
+   */
+  readonly checkMemory: Effect.Effect<SweepReport>
+  /** The budget and the resident runtimes against it, as of the last sample; `None` without a budget. */
+  readonly memory: Effect.Effect<Option.Option<MemoryStatus>>
   /** For a daemon's retirement: releases every resident runtime as a collection; `remaining` were not. */
   readonly releaseAll: Effect.Effect<{ readonly report: SweepReport; readonly remaining: ReadonlyArray<string> }>
 }>()("quiesce/collector/RuntimeCollector") {

@@ -79,8 +79,29 @@ describe("configuration file", () => {
       assert.strictEqual(Duration.toMillis(config.agents.sweepInterval), 30_000)
     }))
 
+  it.effect("reads a memory budget: sizes in bytes, minIdle 2m and sampleInterval 5s by default, off when absent", () =>
+    Effect.gen(function*() {
+      const config = yield* decodeConfigJson(
+        `{"agents":{"memory":{"high":"6GiB","low":"4GiB","minAvailable":"512MiB"},"maxResident":8}}`
+      )
+      const memory = config.agents.memory
+      assert.strictEqual(memory?.high, 6 * 1024 ** 3)
+      assert.strictEqual(memory?.low, 4 * 1024 ** 3)
+      assert.strictEqual(memory?.minAvailable, 512 * 1024 ** 2)
+      assert.strictEqual(memory === undefined ? 0 : Duration.toMillis(memory.minIdle), 120_000)
+      assert.strictEqual(memory === undefined ? 0 : Duration.toMillis(memory.sampleInterval), 5_000)
+      assert.strictEqual(config.agents.maxResident, 8)
+      const none = yield* decodeConfigJson(`{}`)
+      assert.isUndefined(none.agents.memory)
+      assert.isUndefined(none.agents.maxResident)
+    }))
+
   for (
     const [text, path, words] of [
+      [`{"agents":{"memory":{"high":"6GiB"}}}`, `["agents"]["memory"]`, "go together"],
+      [`{"agents":{"memory":{"high":"4GiB","low":"6GiB"}}}`, `["agents"]["memory"]`, "must be below"],
+      [`{"agents":{"memory":{"minAvailable":"lots"}}}`, `["agents"]["memory"]["minAvailable"]`, "expected a size"],
+      [`{"agents":{"maxResident":0}}`, `["agents"]["maxResident"]`, "greater than 0"],
       [`{"agents":{"idlePeriod":"-1h"}}`, `["agents"]["idlePeriod"]`, "must not be negative"],
       [`{"agents":{"idlePeriod":"soon"}}`, `["agents"]["idlePeriod"]`, "Go-style duration"],
       [`{"agents":{"idlePerod":"1h"}}`, `["agents"]["idlePerod"]`, "excess property"],

@@ -335,6 +335,22 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(await row.locator(".outcome-ok").textContent()).toContain("sleep 301")
   }, 120_000)
 
+  it("the daemon page shows memory against the budget", async () => {
+    const home = newHome()
+    writeFileSync(join(home, "config.json"), JSON.stringify({
+      agents: { memory: { high: "64GiB", low: "32GiB", sampleInterval: "500ms" }, maxResident: 5 }
+    }))
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    await createShellAgent(daemon)
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+    const memory = page.locator("[data-memory]")
+    await expect.poll(() => memory.textContent(), { timeout: 20_000 }).toMatch(/memory \d+\.\d MiB of 64\.00 GiB \(released down to 32\.00 GiB\)/)
+    expect(await memory.textContent()).toContain("1 of at most 5 runtimes")
+    expect(await memory.textContent()).toContain("no pressure")
+  }, 60_000)
+
   it("the daemon page answers a pending permission: Allow lets the runtime's turn go on", async () => {
     const home = newHome()
     // Claude Code's stream-json, spoken by the scripted peer: its "permission" turn asks can_use_tool.

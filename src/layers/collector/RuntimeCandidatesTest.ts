@@ -21,6 +21,10 @@ export class FakeRuntime {
   /** Runs inside the close, after revalidation succeeded and before the runtime is marked closed. */
   closing: Effect.Effect<void> = Effect.void
   probeCalls = 0
+  /** The RSS the runtime reports as its own `residentBytes`; undefined: unmeasured. */
+  rss: number | undefined = undefined
+  /** When set, the runtime names this process for a `ProcessInspection` to sample. */
+  process: { readonly pid: number; readonly startTime?: number } | undefined = undefined
   /** How many times the collector asked to close this runtime. */
   closeRequests = 0
 
@@ -50,6 +54,8 @@ export class FakeRuntime {
       sessionId: this.resumable ? `session-${this.agentId}` : null,
       lastActivityAt: this.activity,
       blockers: this.blockers,
+      residentBytes: Effect.sync(() => this.rss),
+      process: this.process,
       canStopRuntime: probe === undefined
         ? undefined
         : Effect.suspend(() => {
@@ -75,7 +81,7 @@ export class FakeRuntime {
 export class FakeRuntimes {
   readonly all: Array<FakeRuntime> = []
 
-  add(agentId: string, setup: Partial<Pick<FakeRuntime, "parentAgentId" | "resumable" | "busy" | "activity">> = {}) {
+  add(agentId: string, setup: Partial<Pick<FakeRuntime, "parentAgentId" | "resumable" | "busy" | "activity" | "rss" | "process">> = {}) {
     const runtime = Object.assign(new FakeRuntime(agentId), setup)
     this.all.push(runtime)
     return runtime

@@ -1,4 +1,5 @@
 import { Cause, Clock, Deferred, Effect, Exit, Option, Schedule, type Scope, Semaphore } from "effect"
+import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { type CollectionError, RuntimeCloseFailed, RuntimeNotFound } from "../../domain/errors.ts"
@@ -13,18 +14,24 @@ import {
 } from "../../domain/sweep.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { CallerProtection } from "../../services/CallerProtection.ts"
+import { HostMemory } from "../../services/HostMemory.ts"
+import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { ExplainOptions, RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
 import {
   recordCollection,
+  recordRelease,
   recordReleasedBytes,
   recordSweep,
   type RetentionReason,
   RetentionTally,
+  setMemoryBudget,
   setResidentRuntimes
 } from "../metrics/Metrics.ts"
 import { type FamilyIndex, indexFamilies, makeFamilyIndexCache } from "./FamilyIndex.ts"
 import { IdleClocks } from "./IdleClocks.ts"
+import { makeMemoryBudget } from "./MemoryBudget.ts"
+import { budgetView, type MemorySettings, resolveMemorySettings } from "./memoryPressure.ts"
 import { describeDefect, type ProbeVerdict, runProbe } from "./probe.ts"
 import { type CollectorSettings, resolveCollectorSettings } from "./settings.ts"
 
@@ -35,6 +42,10 @@ interface DecisionScope {
   /** Positions in the snapshot whose family is decided; undefined means every runtime. */
   readonly roots: ReadonlyArray<number> | undefined
   readonly ignoreIdlePeriod: boolean
+  /** The idle period this decision applies instead of the configured one (a pressure sweep's `minIdle`). */
+  readonly idlePeriodMillis?: number | undefined
+  /** Why its releases happen, for the memory metrics and the log; undefined for requests (collect now, retirement). */
+  readonly cause?: ReleaseCause | undefined
   readonly index: (snapshot: ReadonlyArray<RuntimeCandidate>) => FamilyIndex
   /**
    * A daemon's retirement: the daemon itself has checked what callers are owed (deliveries, and
@@ -51,8 +62,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   options?: RuntimeCollectorOptions
 ): Effect.fn.Return<RuntimeCollector["Service"], never, RuntimeCandidates | CallerProtection | Scope.Scope> {
   const settings: CollectorSettings = resolveCollectorSettings(options)
+  const memorySettings: MemorySettings | undefined = resolveMemorySettings(options?.memory)
   const candidates = yield* RuntimeCandidates
   const protection = yield* CallerProtection
+  const inspection = yield* Effect.serviceOption(ProcessInspection)
+  const hostMemory = yield* Effect.serviceOption(HostMemory)
   const clocks = new IdleClocks()
   const lastProbes = new WeakMap<object, ProbeObservation>()
   // Sweeps and collect-now requests own the idle clocks in turn, never together.
@@ -115,7 +129,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     index: FamilyIndex,
     position: number,
     released: ReadonlySet<object>,
-    ignoreCallerProtection: boolean
+    ignoreCallerProtection: boolean,
+    cause: ReleaseCause | undefined
   ): Effect.Effect<
     | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
     | { readonly _tag: "Declined" }
@@ -142,9 +157,12 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
               provider: root.provider,
               sessionId: root.sessionId ?? ""
             }
-            yield* Effect.logInfo("Collected idle agent runtime").pipe(Effect.annotateLogs(entry))
+            yield* Effect.logInfo("Collected idle agent runtime").pipe(
+              Effect.annotateLogs(cause === undefined ? entry : { ...entry, cause })
+            )
             yield* recordCollection(root.provider)
             if (residentBytes !== undefined) yield* recordReleasedBytes(residentBytes)
+            if (cause !== undefined) yield* recordRelease(cause, residentBytes)
             return { _tag: "Collected", entry } as const
           }
           clocks.retain(root, at)
@@ -193,8 +211,9 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       const collected: Array<CollectedRuntime> = []
       // Families that go on: with a probe to ask, or clear and idle long enough to close.
       const pending: Array<{ readonly position: number; readonly probe: boolean }> = []
+      const idlePeriodMillis = decision.idlePeriodMillis ?? settings.idlePeriodMillis
       const idleEnough = (root: RuntimeCandidate, at: number) =>
-        decision.ignoreIdlePeriod || at - clocks.observeClear(root, at) >= settings.idlePeriodMillis
+        decision.ignoreIdlePeriod || at - clocks.observeClear(root, at) >= idlePeriodMillis
 
       const roots = decision.roots
       const rootCount = roots === undefined ? snapshot.length : roots.length
@@ -321,7 +340,14 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           if (!idleEnough(root, at)) return
         }
         yield* settledBefore(position)
-        const outcome = yield* closeRuntime(snapshot, index, position, released, decision.ignoreCallerProtection === true)
+        const outcome = yield* closeRuntime(
+          snapshot,
+          index,
+          position,
+          released,
+          decision.ignoreCallerProtection === true,
+          decision.cause
+        )
         if (outcome._tag === "Collected") {
           released.add(root.identity)
           collected.push(outcome.entry)
@@ -348,7 +374,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.suspend(() =>
       settings.enabled && !stopped
         ? Effect.flatMap(candidates.capture, (snapshot) =>
-          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex }).pipe(
+          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex, cause: "idle" }).pipe(
             Effect.tap((report) =>
               recordSweep.pipe(Effect.andThen(setResidentRuntimes(snapshot.length - report.collected.length)))
             )
@@ -410,7 +436,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         veto,
         state,
         idleSince,
-        releasableAt
+        releasableAt,
+        ...(memoryBudget === undefined ? {} : { memory: memoryBudget.memoryOf(root.agentId) })
       }
     })
 
@@ -502,6 +529,47 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       return { report, remaining }
     }))
 
+  const memoryBudget = memorySettings === undefined ? undefined : makeMemoryBudget({
+    budget: memorySettings,
+    probeConcurrency: settings.probeConcurrency,
+    candidates,
+    inspection,
+    hostMemory,
+    clocks,
+    index: sweepIndex,
+    isBlocked: (candidate) => Effect.map(firstBlocker(candidate), (found) => found !== undefined),
+    decide: (snapshot, roots, index, cause) =>
+      decide(snapshot, {
+        roots,
+        ignoreIdlePeriod: false,
+        idlePeriodMillis: memorySettings.minIdleMillis,
+        index: () => index,
+        cause
+      }),
+    explainFamily
+  })
+
+  const checkMemory: Effect.Effect<SweepReport> = memoryBudget === undefined
+    ? Effect.succeed(emptySweepReport)
+    : decisions.withPermits(1)(
+      Effect.suspend(() =>
+        settings.enabled && !stopped ? Effect.ensuring(memoryBudget.relieve, retained.flush) : Effect.succeed(emptySweepReport)
+      )
+    )
+
+  const memory: Effect.Effect<Option.Option<MemoryStatus>> = Effect.sync(() =>
+    memoryBudget === undefined ? Option.none() : Option.some(memoryBudget.status())
+  )
+
+  if (settings.enabled && memorySettings !== undefined) {
+    yield* setMemoryBudget(budgetView(memorySettings))
+    yield* checkMemory.pipe(
+      Effect.catchCause((cause) => Effect.logError("Memory budget check failed", cause)),
+      Effect.schedule(Schedule.fixed(memorySettings.sampleInterval)),
+      Effect.forkScoped
+    )
+  }
+
   if (settings.enabled) {
     yield* sweep.pipe(
       Effect.catchCause((cause) => Effect.logError("Idle runtime sweep failed", cause)),
@@ -510,6 +578,6 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     )
   }
 
-  return { sweep, collectNow, explain, retirementBlockers, releaseAll }
+  return { sweep, collectNow, explain, retirementBlockers, releaseAll, checkMemory, memory }
 })
 

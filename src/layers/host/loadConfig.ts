@@ -14,6 +14,11 @@ export class ConfigInvalid extends Schema.TaggedError<ConfigInvalid>()("ConfigIn
 export interface ConfigOverrides {
   readonly idlePeriod?: string | undefined
   readonly sweepInterval?: string | undefined
+  /** `agents.memory.high`, `.low`, `.minAvailable` (sizes such as "6GiB"), and `agents.maxResident`. */
+  readonly memoryHigh?: string | undefined
+  readonly memoryLow?: string | undefined
+  readonly minAvailable?: string | undefined
+  readonly maxResident?: number | undefined
   readonly port?: number | undefined
   readonly host?: string | undefined
 }
@@ -37,10 +42,24 @@ export const loadConfig = Effect.fn("loadConfig")(function*(configFile: string, 
   if (!isRecord(raw)) return yield* new ConfigInvalid({ message: `${configFile}: expected a JSON object` })
   const agents = isRecord(raw["agents"]) ? raw["agents"] : raw["agents"] === undefined ? {} : raw["agents"]
   const daemon = isRecord(raw["daemon"]) ? raw["daemon"] : raw["daemon"] === undefined ? {} : raw["daemon"]
+  const memoryFlags = withoutUndefined({ high: overrides.memoryHigh, low: overrides.memoryLow, minAvailable: overrides.minAvailable })
+  const memory = Object.keys(memoryFlags).length === 0
+    ? undefined
+    : isRecord(agents) && isRecord(agents["memory"])
+    ? { ...agents["memory"], ...memoryFlags }
+    : memoryFlags
   const merged = {
     ...raw,
     agents: isRecord(agents)
-      ? { ...agents, ...withoutUndefined({ idlePeriod: overrides.idlePeriod, sweepInterval: overrides.sweepInterval }) }
+      ? {
+        ...agents,
+        ...withoutUndefined({
+          idlePeriod: overrides.idlePeriod,
+          sweepInterval: overrides.sweepInterval,
+          memory,
+          maxResident: overrides.maxResident
+        })
+      }
       : agents,
     daemon: isRecord(daemon) ? { ...daemon, ...withoutUndefined({ port: overrides.port, host: overrides.host }) } : daemon
   }

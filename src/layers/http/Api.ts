@@ -55,6 +55,7 @@ import {
   RetirementRefused
 } from "../../domain/retirement.ts"
 import { CollectedRuntime, ProbeObservation, ResidencyState } from "../../domain/sweep.ts"
+import { EvictionEntry, MemoryBudget, MemoryHolder, PressureCause } from "../../domain/memory.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
 import { packageVersion } from "../../domain/version.ts"
 
@@ -268,11 +269,28 @@ export const RuntimeRow = Schema.Struct({
   blockers: Schema.Array(MemberBlocker),
   /** The last provider probe, when it did not permit the release. */
   lastProbe: Schema.NullOr(ProbeView),
+  /** With a memory budget: its place in the eviction order at the last sample (1 is released first); null when not in it (not resumable, or resident since). */
+  evictionRank: Schema.optionalKey(Schema.NullOr(Schema.Number)),
   /** With `?scope=cluster`: the runner that hosts it (its `host:port`), and when that runner last reported it. */
   runner: Schema.optionalKey(Schema.String),
   reportedAt: Schema.optionalKey(Schema.String)
 })
 export type RuntimeRow = typeof RuntimeRow.Type
+
+/** The memory budget and the resident runtimes against it, as of the last sample (times ISO 8601). */
+export const MemoryView = Schema.Struct({
+  budget: MemoryBudget,
+  sampledAt: Schema.NullOr(Schema.String),
+  residentBytes: Schema.Number,
+  residentRuntimes: Schema.Number,
+  unmeasuredRuntimes: Schema.Number,
+  availableBytes: Schema.NullOr(Schema.Number),
+  pressure: Schema.NullOr(Schema.Struct({ since: Schema.String, causes: Schema.Array(PressureCause) })),
+  episodes: Schema.Number,
+  order: Schema.Array(Schema.Struct({ ...EvictionEntry.fields, lastActiveAt: Schema.String })),
+  held: Schema.Array(MemoryHolder)
+})
+export type MemoryView = typeof MemoryView.Type
 
 export const CollectResult = Schema.Struct({
   outcome: Schema.Literals(["collected", "retained", "failed"]),
@@ -501,7 +519,9 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
       success: CollectResult,
       error: RuntimeNotFoundError
     }).middleware(AdmissionGate),
-    HttpApiEndpoint.post("sweep", "/v1/sweep", { success: SweepResult }).middleware(AdmissionGate)
+    HttpApiEndpoint.post("sweep", "/v1/sweep", { success: SweepResult }).middleware(AdmissionGate),
+    /** The memory budget, usage against it and the eviction order; null when no budget is configured. */
+    HttpApiEndpoint.get("memory", "/v1/memory", { success: Schema.NullOr(MemoryView) })
   )
   .middleware(Authorization)
 {}

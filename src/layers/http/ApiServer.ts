@@ -25,6 +25,7 @@ import { parentAgentIdOf } from "../../domain/agent.ts"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RuntimeNotFound, ShuttingDown, StillOpening, WorkingDirectoryNotFound } from "../../domain/errors.ts"
 import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from "../../domain/sweep.ts"
+import type { MemoryStatus } from "../../domain/memory.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { RetirementAttempt } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
@@ -45,6 +46,7 @@ import {
   type DaemonStatusView,
   defaultTurnsLimit,
   type ErrorSummary,
+  type MemoryView,
   openapiPath,
   type ProbeView,
   type PromptResult,
@@ -325,7 +327,15 @@ const runtimeRow = (view: AgentView, residency: Residency, sample: Option.Option
   eligibleAt: residency.releasableAt === null ? null : iso(residency.releasableAt),
   state: residency.state,
   blockers: residency.blockers,
-  lastProbe: probeView(residency.veto)
+  lastProbe: probeView(residency.veto),
+  ...(residency.memory === undefined ? {} : { evictionRank: residency.memory.evictionRank })
+})
+
+const memoryView = (status: MemoryStatus): MemoryView => ({
+  ...status,
+  sampledAt: status.sampledAt === null ? null : iso(status.sampledAt),
+  pressure: status.pressure === null ? null : { since: iso(status.pressure.since), causes: status.pressure.causes },
+  order: status.order.map((entry) => ({ ...entry, lastActiveAt: iso(entry.lastActiveAt) }))
 })
 
 const systemHandlers = (renderMetrics: Effect.Effect<string>) =>
@@ -469,6 +479,7 @@ const runtimesHandlers = HttpApiBuilder.group(
       .handle("explain", ({ params }) => explainRuntime(params.id))
       .handle("collect", ({ params }) => Effect.map(collector.collectNow(params.id), collectResult))
       .handle("sweep", () => Effect.map(collector.sweep, sweepResult))
+      .handle("memory", () => Effect.map(collector.memory, (status) => Option.isSome(status) ? memoryView(status.value) : null))
   })
 )
 

@@ -8,6 +8,7 @@
 import { Context, Effect, Metric } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import type { BlockerKind } from "../../domain/blocker.ts"
+import type { MemoryBudget, ReleaseCause } from "../../domain/memory.ts"
 
 /** Why a runtime stayed resident in a decision: a baseline blocker, a provider veto, or a failure. */
 export type RetentionReason = BlockerKind | "veto" | "probe-failure" | "close-declined" | "close-failure"
@@ -63,6 +64,44 @@ export const releasedBytes = Metric.counter("quiesce_released_bytes_total", {
   incremental: true
 })
 
+/** Total RSS of the measured resident runtimes at the last budget sample. */
+export const memoryResidentBytes = Metric.gauge("quiesce_memory_resident_bytes", {
+  description: "Total RSS of the measured resident runtimes at the last memory budget sample."
+})
+
+/** The host's available memory at the last budget sample (when `minAvailable` is set and it could be read). */
+export const memoryAvailableBytes = Metric.gauge("quiesce_memory_available_bytes", {
+  description: "The host's available memory at the last memory budget sample."
+})
+
+/** The budget's watermarks in bytes; attribute `watermark` (`high`, `low`, `min_available`). */
+export const memoryBudgetBytes = Metric.gauge("quiesce_memory_budget_bytes", {
+  description: "The memory budget's watermarks in bytes, by watermark."
+})
+
+/** `agents.maxResident`. */
+export const memoryMaxResident = Metric.gauge("quiesce_memory_max_resident", {
+  description: "The most resident runtimes the budget allows."
+})
+
+/** Pressure episodes begun. */
+export const memoryPressureEpisodes = Metric.counter("quiesce_memory_pressure_episodes_total", {
+  description: "Memory pressure episodes begun.",
+  incremental: true
+})
+
+/** Runtimes released, by cause (`idle`, `pressure`, `max-resident`). */
+export const memoryReleases = Metric.counter("quiesce_memory_releases_total", {
+  description: "Runtimes released, by cause: idle, pressure or max-resident.",
+  incremental: true
+})
+
+/** RSS given back by releases, by cause, as sampled just before each close. */
+export const memoryReleasedBytes = Metric.counter("quiesce_memory_released_bytes_total", {
+  description: "Bytes of RSS given back by releasing runtimes, by cause.",
+  incremental: true
+})
+
 /**
  * One metric per label value, built once: a metric built with its attributes keeps its series key,
  * where `Metric.withAttributes` re-derives the context (and, when values alternate, the key) on
@@ -82,6 +121,9 @@ const labelled = (name: string, description: string, label: string) => {
 
 const collectionsOf = labelled(collections.id, collections.description ?? "", "provider")
 const retentionsOf = labelled(retentions.id, retentions.description ?? "", "reason")
+const releasesOf = labelled(memoryReleases.id, memoryReleases.description ?? "", "cause")
+const releasedBytesOf = labelled(memoryReleasedBytes.id, memoryReleasedBytes.description ?? "", "cause")
+const budgetOf = (watermark: string) => Metric.withAttributes(memoryBudgetBytes, { watermark })
 
 /** Counts one completed sweep in `quiesce_sweeps_total`. */
 export const recordSweep: Effect.Effect<void> = Metric.update(sweeps, 1)
@@ -121,6 +163,30 @@ export const setResidentRuntimes = (count: number): Effect.Effect<void> => Metri
 /** Adds the RSS a collection released; for the code that sampled the runtime before closing it. */
 export const recordReleasedBytes = (bytes: number): Effect.Effect<void> =>
   bytes > 0 && Number.isFinite(bytes) ? Metric.update(releasedBytes, bytes) : Effect.void
+
+/** Counts one release for `cause`, and the RSS it gave back when measured. */
+export const recordRelease = (cause: ReleaseCause, bytes: number | undefined): Effect.Effect<void> =>
+  Metric.update(releasesOf(cause), 1).pipe(
+    Effect.andThen(bytes !== undefined && bytes > 0 && Number.isFinite(bytes) ? Metric.update(releasedBytesOf(cause), bytes) : Effect.void)
+  )
+
+/** Counts one pressure episode begun. */
+export const recordPressureEpisode: Effect.Effect<void> = Metric.update(memoryPressureEpisodes, 1)
+
+/** Sets the budget's gauges to the configured watermarks. */
+export const setMemoryBudget = (budget: MemoryBudget): Effect.Effect<void> =>
+  Effect.all([
+    budget.high === null ? Effect.void : Metric.update(budgetOf("high"), budget.high),
+    budget.low === null ? Effect.void : Metric.update(budgetOf("low"), budget.low),
+    budget.minAvailable === null ? Effect.void : Metric.update(budgetOf("min_available"), budget.minAvailable),
+    budget.maxResident === null ? Effect.void : Metric.update(memoryMaxResident, budget.maxResident)
+  ], { discard: true })
+
+/** Sets the sampled gauges: resident RSS, and available memory when read. */
+export const setMemoryUsage = (residentBytes: number, availableBytes: number | undefined): Effect.Effect<void> =>
+  Metric.update(memoryResidentBytes, residentBytes).pipe(
+    Effect.andThen(availableBytes === undefined ? Effect.void : Metric.update(memoryAvailableBytes, availableBytes))
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Prometheus text exposition format

@@ -820,6 +820,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     residentBytes: agent.session.pid === undefined || Option.isNone(inspection)
       ? undefined
       : Effect.map(inspection.value.sample(agent.session.pid), (sample) => Option.getOrUndefined(sample)?.rssBytes),
+    process: agent.session.pid === undefined ? undefined : { pid: agent.session.pid },
     canStopRuntime: agent.session.canStopRuntime,
     closeIfEligible: (revalidate) =>
       Effect.suspend(() => {

@@ -199,6 +199,21 @@ describe("loadConfig", () => {
       assert.include((yield* Effect.flip(loadConfig(file))).message, file)
     }))
 
+  it.effect("memory flags are laid over the file's agents.memory, keeping what they do not set", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir
+      const file = join(root, "config.json")
+      writeFileSync(file, JSON.stringify({ agents: { memory: { high: "6GiB", low: "4GiB", minIdle: "5m" } } }))
+      const config = yield* loadConfig(file, { memoryLow: "3GiB", minAvailable: "1GiB", maxResident: 12 })
+      assert.strictEqual(config.agents.memory?.high, 6 * 1024 ** 3)
+      assert.strictEqual(config.agents.memory?.low, 3 * 1024 ** 3)
+      assert.strictEqual(config.agents.memory?.minAvailable, 1024 ** 3)
+      assert.strictEqual(config.agents.memory === undefined ? 0 : Duration.toMillis(config.agents.memory.minIdle), 300_000)
+      assert.strictEqual(config.agents.maxResident, 12)
+      const alone = yield* Effect.flip(loadConfig(join(root, "absent.json"), { memoryHigh: "6GiB" }))
+      assert.include(alone.message, "go together")
+    }))
+
   it.effect("a missing file means every default", () =>
     Effect.gen(function*() {
       const config = yield* loadConfig(join(yield* tempDir, "absent.json"))
