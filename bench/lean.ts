@@ -185,7 +185,7 @@ export const leanBench = async (samples: number, released: number, wakes: number
     const shellBuilt: Array<number> = []
     const shellSources: Array<number> = []
     for (let i = 0; i < samples; i++) {
-      shellBuilt.push(await idleShell(join(root, "dist/plugins/shell/main.js")))
+      shellBuilt.push(await idleShell(join(root, "dist/plugins/shell/main.cjs")))
       shellSources.push(await idleShell(join(root, "plugins/shell/main.ts")))
     }
     const shell = median(shellBuilt)

@@ -2,7 +2,7 @@
 // The `quiesce` command: runs the CLI's bundle (dist/cli, made by npm run build and by npm ci).
 // bin/quiesce, a POSIX sh script, is the same command for PATH: it execs the project's Node 24
 // directly, so it never starts an older Node first.
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
 const requiredMajor = 24
@@ -33,6 +33,9 @@ if (Number(process.versions.node.split(".")[0]) < requiredMajor) {
       process.kill(process.pid, signal)
     })
   }
+} else if (process.argv.length === 3 && process.argv[2] === "--version") {
+  // The version alone needs no CLI: it is printed without loading the bundle.
+  console.log(`quiesce v${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version}`)
 } else {
   // V8's code cache for the bundle, kept between runs: a command starts in a fraction of the time.
   const { enableCompileCache } = await import("node:module")

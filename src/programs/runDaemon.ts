@@ -25,7 +25,7 @@ import {
   shutdownDeadlineMillis
 } from "../domain/retirement.ts"
 import { ClusterJoinFailed } from "../domain/errors.ts"
-import { packageRoot, packageVersion } from "../domain/version.ts"
+import { longRunningNodeFlags, packageRoot, packageVersion } from "../domain/version.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { ConfigInvalid, type ConfigOverrides, loadConfig, missingProviderCommands, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
@@ -123,6 +123,7 @@ export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: st
   const config = yield* loadConfig(path.join(root, "config.json"), {})
   yield* Console.log(systemdUnit({
     node: process.execPath,
+    nodeFlags: longRunningNodeFlags,
     // The built command, whichever way this one was started (from the sources too).
     cli: path.join(packageRoot, "bin/quiesce.mjs"),
     home: root,

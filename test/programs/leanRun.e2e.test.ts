@@ -1,7 +1,7 @@
 /**
  * The way the README runs Quiesce is the built one: `npm start` and `npm run hub` run
  * bin/quiesce.mjs (the CLI's bundle), the daemons a built hub launches run it too, and so do the
- * shell runtimes of a built daemon (dist/plugins/shell/main.js) — never the TypeScript sources.
+ * shell runtimes of a built daemon (dist/plugins/shell/main.cjs) — never the TypeScript sources.
  * The `quiesce` command on PATH (bin/quiesce) hands over to the project's Node by exec: the
  * process it starts is the command itself, with no wrapper left beside it, whatever `node` is on PATH.
  */
@@ -25,6 +25,9 @@ const commandLine = (pid: number) => {
   return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((word) => word !== "")
     .map((word) => (word.startsWith(".") || /^[\w-]+\//.test(word) ? resolve(cwd, word) : word))
 }
+
+/** A Node command line from its script on: the Node and its flags left out. */
+const fromScript = (line: ReadonlyArray<string>) => line.slice(1 + line.slice(1).findIndex((word) => !word.startsWith("-")))
 
 /** The command lines of every live process of group `pgid`. */
 const groupCommandLines = (pgid: number) =>
@@ -57,11 +60,12 @@ describe("the lean way to run", () => {
     const daemon = startDaemon(home, await freePort(), [], { command: ["npm", "start", "--silent", "--"] })
     await ready(daemon)
     const pid = await daemonPid(home)
-    expect(commandLine(pid).slice(1, 4)).toEqual([builtCli, "daemon", "--home"])
+    expect(commandLine(pid)).toContain("--max-semi-space-size=1")
+    expect(fromScript(commandLine(pid)).slice(0, 3)).toEqual([builtCli, "daemon", "--home"])
     const created = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: home })
     expect(created.status).toBe(201)
     const runtimes = (liveProcesses() ?? []).filter((stat) => stat.ppid === pid).map((stat) => commandLine(stat.pid))
-    expect(runtimes.map((line) => line[1])).toContain(join(root, "dist/plugins/shell/main.js"))
+    expect(runtimes.map((line) => fromScript(line)[0])).toContain(join(root, "dist/plugins/shell/main.cjs"))
     expect(noSources([...groupCommandLines(daemon.process.pid!), ...runtimes])).toEqual([])
   }, 60_000)
 
@@ -72,14 +76,15 @@ describe("the lean way to run", () => {
     writeHubConfig(hubHome, [{ name: "work", dir }])
     const hub = await startHub(hubHome, ["npm", "run", "--silent", "hub", "--"])
     const hubLines = groupCommandLines(hub.process.pid!)
-    expect(hubLines.some((line) => line[1] === builtCli && line[2] === "hub")).toBe(true)
+    expect(hubLines.some((line) => fromScript(line)[0] === builtCli && fromScript(line)[1] === "hub")).toBe(true)
     expect(noSources(hubLines)).toEqual([])
     const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd: hubRoot })
     expect(created.status).toBe(201)
     const record = daemonRecord(dir)
     expect(record).toBeDefined()
     const daemonLine = commandLine(record!.pid)
-    expect(daemonLine.slice(1, 3)).toEqual([builtCli, "--home"])
+    expect(daemonLine).toContain("--max-semi-space-size=1")
+    expect(fromScript(daemonLine).slice(0, 2)).toEqual([builtCli, "--home"])
     expect(daemonLine).toContain("daemon")
     expect(noSources(groupCommandLines(record!.pid))).toEqual([])
   }, 60_000)
@@ -97,7 +102,7 @@ describe("the lean way to run", () => {
     expect(pid).toBe(daemon.process.pid)
     expect(realpathSync(`/proc/${pid}/exe`)).toBe(projectNode)
     expect(readStat(pid)?.ppid).toBe(process.pid)
-    expect(commandLine(pid).slice(1, 3)).toEqual([builtCli, "daemon"])
+    expect(fromScript(commandLine(pid)).slice(0, 2)).toEqual([builtCli, "daemon"])
     // Nothing else lives in its group: no wrapper, no second Node.
     expect((liveProcesses() ?? []).filter((stat) => stat.pgid === pid).map((stat) => stat.pid)).toEqual([pid])
   }, 60_000)
