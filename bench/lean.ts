@@ -13,6 +13,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { longRunningNodeFlags } from "../src/domain/version.ts"
 import { liveProcesses } from "../src/layers/providers/process/detachedGroups.ts"
 import { until } from "../test/support/daemonProcess.ts"
 import { cleanUpHubs, hubApi, inventoryRow, newHubRoot, processAlive, startHub, writeHubConfig } from "../test/support/hubProcess.ts"
@@ -53,12 +54,16 @@ interface Started {
   readonly token: string
 }
 
-/** Starts a daemon over a new home with `cli` and waits for its ready line: the time from spawn to it. */
+/**
+ * Starts a daemon over a new home with `cli` and waits for its ready line: the time from spawn to it.
+ * The build runs with the flags the package starts it with (`npm start`, a hub, the systemd unit).
+ */
 const startDaemon = (cli: string, flags: ReadonlyArray<string> = []) =>
   new Promise<Started>((resolve, reject) => {
     const home = mkdtempSync(join(tmpdir(), "quiesce-bench-lean-"))
     const start = performance.now()
-    const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", "0", ...flags], {
+    const nodeFlags = cli === built ? longRunningNodeFlags : []
+    const child = spawn(process.execPath, [...nodeFlags, cli, "--home", home, "daemon", "--port", "0", ...flags], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"]
     })
@@ -237,11 +242,18 @@ export const leanBench = async (samples: number, released: number, wakes: number
     const hubHome = join(hubRoot, "hub")
     const dir = join(hubRoot, "work")
     writeHubConfig(hubHome, [{ name: "work", dir }])
-    const hub = await startHub(hubHome, [process.execPath, built, "hub"])
+    const hub = await startHub(hubHome, [process.execPath, ...longRunningNodeFlags, built, "hub"])
     const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd: hubRoot })
     const agentId: string = created.body.agentId
     await hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, { text: "true", wait: true })
     const wakeTimes: Array<number> = []
+    const stages = { launch: [] as Array<number>, open: [] as Array<number>, resume: [] as Array<number>, rest: [] as Array<number> }
+    /** The last `annotation` (a `123ms` figure) of a log line with `message`, in JSON log lines. */
+    const lastFigure = (log: string, message: string, annotation: string) => {
+      const line = log.split("\n").filter((text) => text.includes(message)).at(-1)
+      const figure = line === undefined ? undefined : JSON.parse(line).annotations?.[annotation]
+      return typeof figure === "string" ? Number.parseFloat(figure) : Number.NaN
+    }
     let failures = 0
     for (let i = 0; i < wakes; i++) {
       const row = await inventoryRow(hub, "work")
@@ -250,8 +262,18 @@ export const leanBench = async (samples: number, released: number, wakes: number
       await until(() => !processAlive(row.pid), "the retired daemon exits", 20_000)
       const start = performance.now()
       const answer = await hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, { text: `echo ${i}`, wait: true })
-      wakeTimes.push(performance.now() - start)
+      const total = performance.now() - start
+      wakeTimes.push(total)
       if (answer.body?.state !== "completed" || answer.body?.resumed !== true) failures++
+      // The stages, from the hub's log and the daemon's (its output, in the hub's logs/work.log).
+      const daemonLog = readFileSync(join(hubHome, "logs/work.log"), "utf8")
+      const launchTook = lastFigure(hub.output(), "Started the daemon of work", "launchTook")
+      const startedIn = lastFigure(daemonLog, "Quiesce ready", "startedIn")
+      const resumeTook = lastFigure(daemonLog, "Resumed agent runtime", "resumeTook")
+      stages.launch.push(launchTook - startedIn)
+      stages.open.push(startedIn)
+      stages.resume.push(resumeTook)
+      stages.rest.push(total - launchTook - resumeTook)
     }
     await sleep(1000)
     const hubRss = rssMiB(hub.process.pid!)
@@ -262,6 +284,12 @@ export const leanBench = async (samples: number, released: number, wakes: number
       value: `${fmt(wake)} (min ${fmt(Math.min(...wakeTimes))}, max ${fmt(Math.max(...wakeTimes))}), ${failures} failed`,
       target: `p50 ≤ ${wakeLimitMs} ms`,
       ok: failures === 0 && wake <= wakeLimitMs
+    })
+    rows.push({
+      name: `  its stages, p50 of ${wakes}: launch | daemon start to ready | first resume | forward and the turn`,
+      value: [stages.launch, stages.open, stages.resume, stages.rest].map((times) => fmt(median(times))).join(" | "),
+      target: "",
+      ok: undefined
     })
   } finally {
     await cleanUpHubs()

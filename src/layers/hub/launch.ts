@@ -109,7 +109,7 @@ export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdenti
       if (settled || Option.isNone(record) || record.value.pid !== child.pid) return
       settle()
       resume(Effect.succeed(record.value))
-    }, 25)
+    }, 10)
     const deadline = setTimeout(() => {
       if (settled) return
       settle()
