@@ -9,7 +9,7 @@
 //   its dependencies, the optional ones too, so the command needs nothing installed beside it.
 import { build, type Plugin } from "esbuild"
 import { execFileSync } from "node:child_process"
-import { rmSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
 import { builtinModules } from "node:module"
 import { fileURLToPath } from "node:url"
 
@@ -55,6 +55,25 @@ const builtinsByValue: Plugin = {
   }
 }
 
+/**
+ * effect's cli/CliOutput.js builds an `Intl.Segmenter` when it is loaded: ICU's break iterator,
+ * ~10 ms and ~3.5 MiB in every command and every daemon, though only help and tables measure text.
+ * Here it is built on first use. The build fails if the module no longer reads as expected.
+ */
+const lazySegmenter: Plugin = {
+  name: "lazy-segmenter",
+  setup(plugin) {
+    plugin.onLoad({ filter: /[\\/]effect[\\/]dist[\\/]cli[\\/]CliOutput\.js$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8")
+      const eager = /const graphemeSegmenter = \/\*#__PURE__\*\/new Intl\.Segmenter\(undefined, \{\s*granularity: "grapheme"\s*\}\);/
+      if (!eager.test(source)) return { errors: [{ text: `${args.path}: the eager Intl.Segmenter this build defers is not there` }] }
+      const lazy = "let graphemeSegmenterBuilt;\n" +
+        "const graphemeSegmenter = { segment: (text) => (graphemeSegmenterBuilt ??= new Intl.Segmenter(undefined, { granularity: \"grapheme\" })).segment(text) };"
+      return { contents: source.replace(eager, lazy), loader: "js" }
+    })
+  }
+}
+
 const outdir = `${root}dist/cli`
 const result = await build({
   absWorkingDir: root,
@@ -71,7 +90,7 @@ const result = await build({
   // Some bundled dependencies are CommonJS and call require.
   banner: { js: 'import { createRequire as quiesceRequire } from "node:module"; const require = quiesceRequire(import.meta.url);' },
   metafile: true,
-  plugins: [builtinsByValue],
+  plugins: [builtinsByValue, lazySegmenter],
   logLevel: "warning"
 })
 const outputs = Object.entries(result.metafile.outputs).filter(([file]) => file.endsWith(".mjs"))
