@@ -33,7 +33,8 @@ const run = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, measureRss: bo
   return { ms, maxRssKiB: measureRss ? Number(result.output[3]?.toString()) : 0 }
 }
 
-const measure = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, samples: number) => {
+/** `args` run with this Node, warmed once: the median time of `samples` runs, and the peak RSS of one more. */
+export const measureCommand = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, samples: number) => {
   // Warm: the compile cache is written by the first run, as after a user's first command.
   run(args, env, false)
   const times = Array.from({ length: samples }, () => run(args, env, false).ms)
@@ -48,7 +49,7 @@ export const cliBench = async (samples: number): Promise<ReadonlyArray<BenchRow>
     await ready(daemon)
     await createShellAgent(daemon)
     const env = { ...process.env, QUIESCE_HOME: home }
-    const bare = measure(["-e", "0"], env, samples)
+    const bare = measureCommand(["-e", "0"], env, samples)
     const rows: Array<BenchRow> = [{
       name: `bare node -e 0 (median of ${samples})`,
       value: `${bare.ms.toFixed(0)} ms, ${bare.rssMiB.toFixed(0)} MiB`,
@@ -56,7 +57,7 @@ export const cliBench = async (samples: number): Promise<ReadonlyArray<BenchRow>
       ok: undefined
     }]
     for (const command of [["--version"], ["agents", "list"], ["runtimes"]]) {
-      const figures = measure([bin, ...command], env, samples)
+      const figures = measureCommand([bin, ...command], env, samples)
       const ok = figures.ms <= startFactor * bare.ms && figures.rssMiB < rssLimitMiB
       rows.push({
         name: `quiesce ${command.join(" ")} (median of ${samples})`,

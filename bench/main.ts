@@ -3,6 +3,7 @@ import { clusterBench } from "./cluster.ts"
 import { collectorBench } from "./collector.ts"
 import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
+import { leanBench } from "./lean.ts"
 import { memoryBench } from "./memory.ts"
 import { registryBench } from "./registry.ts"
 import { retirementBench } from "./retirement.ts"
@@ -23,5 +24,6 @@ printTable([
   ...(await retirementBench(100, 10)),
   ...(await hubBench(20, 500)),
   ...(await cliBench(20)),
+  ...(await leanBench(5, 100, 7)),
   ...(await clusterBench())
 ])

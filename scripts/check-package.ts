@@ -172,7 +172,7 @@ async function main() {
   const tarball = join(work, String(info["filename"]))
   const files = Array.isArray(info["files"]) ? info["files"].map((file) => String(record(file)["path"])) : []
   figures.push(["tarball", `${kib(statSync(tarball).size)} (${files.length} files, ${mib(Number(info["unpackedSize"]))} unpacked)`])
-  check(files.includes("dist/index.d.ts") && files.includes("dist/plugins/shell/main.js") && files.includes("dist/cli/quiesce.mjs"), "the tarball holds the declarations, the built shell plugin and the CLI")
+  check(files.includes("dist/index.d.ts") && files.includes("dist/plugins/shell/main.cjs") && files.includes("dist/cli/quiesce.mjs"), "the tarball holds the declarations, the built shell plugin and the CLI")
   check(!files.some((file) => file.startsWith("test/") || file.startsWith("bench/") || file.startsWith("node_modules/")), "the tarball holds no tests, benchmarks or dependencies")
 
   // The core alone: the package and effect, nothing optional.

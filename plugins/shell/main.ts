@@ -1,9 +1,10 @@
 /**
  * The reference provider plugin "shell" for the plugin provider protocol (versions 1 and 2).
  *
- * Run as `node plugins/shell/main.ts` (Node 24 strips the types). It speaks newline-delimited
- * JSON over stdio: daemon → plugin on stdin, plugin → daemon on stdout, one JSON object per line
- * (at most 1 MiB), diagnostics on stderr. One process hosts one session: each `turn` prompt is a
+ * Run as `node plugins/shell/main.ts` (Node 24 strips the types), or built, as
+ * `node dist/plugins/shell/main.cjs`. It speaks newline-delimited JSON over stdio: daemon → plugin
+ * on stdin, plugin → daemon on stdout, one JSON object per line (at most 1 MiB), diagnostics on
+ * stderr. One process hosts one session: each `turn` prompt is a
  * shell command run with `sh -c` in the session's cwd; a prompt ending in `&` (or `bg: <command>`)
  * starts a background job whose exit is reported as an autonomous `notification`. A shell command
  * reads no input while it runs, so the plugin does not offer steering: the daemon queues a prompt
@@ -13,8 +14,7 @@
  * file is its example. See src/domain/pluginProtocol.ts for the message schemas.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 
@@ -89,13 +89,28 @@ interface Transcript {
   readonly entries: Array<Entry>
 }
 
+/**
+ * `bytes` random bytes as hex, read from the kernel's generator: node:crypto would cost an idle
+ * runtime a few MiB more for the two ids this plugin ever mints.
+ */
+const randomHex = (bytes: number): string => {
+  const buffer = Buffer.alloc(bytes)
+  const descriptor = openSync("/dev/urandom", "r")
+  try {
+    readSync(descriptor, buffer, 0, bytes, null)
+  } finally {
+    closeSync(descriptor)
+  }
+  return buffer.toString("hex")
+}
+
 /** Session ids become file names: only the shape this plugin mints (or something as harmless) is accepted. */
 const validSessionId = (id: string): boolean => /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id)
 
 const transcriptPath = (home: string, sessionId: string): string => join(home, "shell", `${sessionId}.json`)
 
 const writeTranscript = (path: string, transcript: Transcript): void => {
-  const temp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`
+  const temp = `${path}.${process.pid}.${randomHex(4)}.tmp`
   try {
     writeFileSync(temp, JSON.stringify(transcript, null, 2) + "\n", { mode: 0o600 })
     renameSync(temp, path)
@@ -406,7 +421,7 @@ const handleOpen = (message: Message, requestId: string): void => {
       if (started !== null) nextJob = Math.max(nextJob, Number(started[1]) + 1)
     }
   } else {
-    const id = `shell-${randomBytes(8).toString("hex")}`
+    const id = `shell-${randomHex(8)}`
     const path = transcriptPath(home, id)
     const transcript: Transcript = { sessionId: id, entries: [] }
     writeTranscript(path, transcript)

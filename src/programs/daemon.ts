@@ -149,6 +149,8 @@ export const logReady = (home: Home["Service"], config: QuiesceConfig, identity:
   Effect.logInfo(`Quiesce ready on http://${identity.host}:${identity.port}`).pipe(
     Effect.annotateLogs({
       home: home.root,
+      // Since the process started: Node's own start, loading the code, and the open.
+      startedIn: `${Math.round(performance.now())}ms`,
       shutdownDeadline: identity.shutdownDeadlineMillis === undefined
         ? "unrecorded"
         : Duration.format(Duration.millis(identity.shutdownDeadlineMillis)),

@@ -4,7 +4,8 @@
  * crashing never takes a daemon with it; a restarted hub finds them again through their records.
  */
 import { Context, Effect, Layer } from "effect"
-import { FetchHttpClient, HttpServer } from "effect/http"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { HttpServer } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { HomeUnavailable } from "../layers/host/Home.ts"
@@ -43,7 +44,7 @@ export const runHub = (options: HubRunOptions) =>
     yield* Effect.addFinalizer(() => removeHubAddress(hubHome))
     const server = HubServer.layer({ host: hubHost, port: options.port, token }).pipe(
       Layer.provide(HubDaemons.layer(options)),
-      Layer.provide(Layer.mergeAll(FetchHttpClient.layer, ProcessInspectionProcfs.layer()))
+      Layer.provide(Layer.mergeAll(NodeHttpClient.layerNodeHttp, ProcessInspectionProcfs.layer()))
     )
     const running = yield* Layer.build(server).pipe(
       Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(hubHost, options.port, error.cause, "quiesce hub --port")))

@@ -3,14 +3,19 @@ import { join } from "node:path"
 import type { ProviderConfig, QuiesceConfig } from "../domain/config.ts"
 import { ProviderRegistrationRefused } from "../domain/errors.ts"
 import type { Home } from "../layers/host/Home.ts"
-import * as ClaudeProvider from "../layers/providers/claude/ClaudeProvider.ts"
-import * as CodexProvider from "../layers/providers/codex/CodexProvider.ts"
-import * as OpenCodeProvider from "../layers/providers/opencode/OpenCodeProvider.ts"
-import * as PiProvider from "../layers/providers/pi/PiProvider.ts"
 import * as PluginProvider from "../layers/providers/plugin/PluginProvider.ts"
 import * as ShellProvider from "../layers/providers/shell/ShellProvider.ts"
 import type { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { optionalPackageProblem } from "./optionalPackages.ts"
+
+/**
+ * An agent CLI's adapter, loaded only when a provider of its kind is configured: a daemon that
+ * serves the shell alone never loads the others' code.
+ */
+const loadedWhenConfigured = <M>(
+  load: () => Promise<M>,
+  layer: (module: M) => Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry>
+): Layer.Layer<never, ProviderRegistrationRefused, ProviderRegistry> => Layer.unwrap(Effect.map(Effect.promise(load), layer))
 
 /** The adapter layer that serves one configured provider id; shell and plugin providers keep their sessions under `pluginHome`. */
 export const providerLayer = (
@@ -43,14 +48,26 @@ export const providerLayer = (
         }).pipe(Effect.map((AcpProvider) => AcpProvider.layer({ provider, ...config, args: config.args ?? [] })))
       )
     case "codex":
-      return CodexProvider.layer({ provider, ...config })
+      return loadedWhenConfigured(
+        () => import("../layers/providers/codex/CodexProvider.ts"),
+        (CodexProvider) => CodexProvider.layer({ provider, ...config })
+      )
     case "pi":
     case "omp":
-      return PiProvider.layer({ provider, variant: config.kind, ...config })
+      return loadedWhenConfigured(
+        () => import("../layers/providers/pi/PiProvider.ts"),
+        (PiProvider) => PiProvider.layer({ provider, variant: config.kind, ...config })
+      )
     case "claude":
-      return ClaudeProvider.layer({ provider, ...config })
+      return loadedWhenConfigured(
+        () => import("../layers/providers/claude/ClaudeProvider.ts"),
+        (ClaudeProvider) => ClaudeProvider.layer({ provider, ...config })
+      )
     case "opencode":
-      return OpenCodeProvider.layer({ provider, ...config })
+      return loadedWhenConfigured(
+        () => import("../layers/providers/opencode/OpenCodeProvider.ts"),
+        (OpenCodeProvider) => OpenCodeProvider.layer({ provider, ...config })
+      )
   }
 }
 

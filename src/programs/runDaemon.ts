@@ -25,7 +25,7 @@ import {
   shutdownDeadlineMillis
 } from "../domain/retirement.ts"
 import { ClusterJoinFailed } from "../domain/errors.ts"
-import { packageVersion } from "../domain/version.ts"
+import { longRunningNodeFlags, packageRoot, packageVersion } from "../domain/version.ts"
 import { Home } from "../layers/host/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { ConfigInvalid, type ConfigOverrides, loadConfig, missingProviderCommands, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
@@ -132,11 +132,11 @@ const shutdownDeadlineOf = (config: QuiesceConfig) => shutdownDeadlineMillis(Dur
 /** Prints the systemd user unit of `root`'s daemon, with a stop timeout beyond its configured deadline. */
 export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: string) {
   const config = yield* loadConfig(path.join(root, "config.json"), {})
-  const cli = process.argv[1]
-  if (cli === undefined) return yield* new ConfigInvalid({ message: "Cannot tell which script runs the CLI" })
   yield* Console.log(systemdUnit({
     node: process.execPath,
-    cli: path.resolve(cli),
+    nodeFlags: longRunningNodeFlags,
+    // The built command, whichever way this one was started (from the sources too).
+    cli: path.join(packageRoot, "bin/quiesce.mjs"),
     home: root,
     shutdownDeadlineMillis: shutdownDeadlineOf(config),
     path: process.env["PATH"]

@@ -10,6 +10,8 @@ import { retiredExitCode } from "../domain/retirement.ts"
 export interface SystemdUnitOptions {
   /** The Node.js that runs the CLI. */
   readonly node: string
+  /** Flags of that Node, before the script. */
+  readonly nodeFlags?: ReadonlyArray<string> | undefined
   /** The CLI's entry script. */
   readonly cli: string
   readonly home: string
@@ -48,7 +50,7 @@ export const systemdUnit = (options: SystemdUnitOptions): string => {
     "Type=notify",
     // READY=1 is sent by systemd-notify, a child of the daemon.
     "NotifyAccess=all",
-    `ExecStart=${[options.node, options.cli, "--home", options.home, "daemon"].map((word) => systemdQuote(word)).join(" ")}`,
+    `ExecStart=${[options.node, ...(options.nodeFlags ?? []), options.cli, "--home", options.home, "daemon"].map((word) => systemdQuote(word)).join(" ")}`,
     ...(options.path === undefined ? [] : [`Environment=${systemdQuote(`PATH=${options.path}`, "assignment")}`]),
     "KillMode=mixed",
     `TimeoutStopSec=${stopSeconds}`,

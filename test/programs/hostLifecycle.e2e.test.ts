@@ -252,7 +252,8 @@ describe("the shutdown deadline (H3)", () => {
     expect(unit.stdout).toContain("Type=notify\n")
     expect(unit.stdout).toContain("KillMode=mixed\n")
     expect(unit.stdout).toContain("TimeoutStopSec=63\n")
-    expect(unit.stdout).toContain(`ExecStart=${process.execPath} ${cli} --home ${home} daemon\n`)
+    // Started from the sources here, the unit still runs the built command, never the TypeScript.
+    expect(unit.stdout).toContain(`ExecStart=${process.execPath} --max-semi-space-size=1 ${join(import.meta.dirname, "../../bin/quiesce.mjs")} --home ${home} daemon\n`)
     expect(unit.stdout).toContain("SuccessExitStatus=75\n")
     daemon.process.kill("SIGTERM")
     expect(await exited(daemon.process)).toBe(0)

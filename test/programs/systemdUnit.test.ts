@@ -17,5 +17,7 @@ describe("the systemd unit (H1, H3)", () => {
     expect(unit).toContain("Description=Quiesce daemon (/h/50%%)\n")
     expect(unit).toContain("KillMode=mixed\nTimeoutStopSec=27\n")
     expect(unit).not.toContain("Environment=")
+    const withFlags = systemdUnit({ node: "/n", nodeFlags: ["--max-semi-space-size=1"], cli: "/c.mjs", home: "/h", shutdownDeadlineMillis: 17_000, path: undefined })
+    expect(withFlags).toContain("ExecStart=/n --max-semi-space-size=1 /c.mjs --home /h daemon\n")
   })
 })

@@ -84,6 +84,8 @@ export interface StartOptions {
   readonly umask?: string | undefined
   /** Added to the daemon's environment. */
   readonly env?: Readonly<Record<string, string>> | undefined
+  /** What stands for `quiesce daemon` (e.g. `npm start --`); by default the CLI from its sources. */
+  readonly command?: ReadonlyArray<string> | undefined
 }
 
 export const startDaemon = (
@@ -92,11 +94,18 @@ export const startDaemon = (
   flags: ReadonlyArray<string> = [],
   options: StartOptions = {}
 ): Daemon => {
-  const argv = [cli, "--home", home, "daemon", "--port", String(port), ...flags]
+  const [file, ...argv] = [
+    ...(options.command ?? [process.execPath, cli, "daemon"]),
+    "--home",
+    home,
+    "--port",
+    String(port),
+    ...flags
+  ]
   // `exec` keeps the pid (and the process group) the daemon's own.
   const [command, args] = options.umask === undefined
-    ? [process.execPath, argv]
-    : ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, process.execPath, ...argv]]
+    ? [file, argv]
+    : ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, file, ...argv]]
   const child: ChildProcess = spawn(command, args, {
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],

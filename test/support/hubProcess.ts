@@ -47,8 +47,10 @@ export const writeHubConfig = (
   )
 }
 
-export const startHub = async (hubHome: string): Promise<Hub> => {
-  const child = spawn(process.execPath, [cli, "--home", hubHome, "hub", "--port", "0"], {
+/** Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default the CLI from its sources. */
+export const startHub = async (hubHome: string, command: ReadonlyArray<string> = [process.execPath, cli, "hub"]): Promise<Hub> => {
+  const [file, ...args] = command
+  const child = spawn(file, [...args, "--home", hubHome, "--port", "0"], {
     detached: true,
     stdio: ["ignore", "pipe", "pipe"]
   })

@@ -6,7 +6,7 @@
  * The daemon owns its idle timer: the hub only observes (passive status reads) and recovers. It
  * never signals a daemon to retire it, and never acts on a record it has not verified.
  */
-import { Context, Deferred, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
 import { HttpClient } from "effect/http"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -41,8 +41,8 @@ import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import {
   daemonClient,
   type Discovered,
-  discover,
-  locate,
+  discover as discoverWithClient,
+  locate as locateWithClient,
   type VerifiedDaemons
 } from "./discovery.ts"
 import { makeForwarder, type RoutedRequest, type RoutedResponse } from "./forward.ts"
@@ -314,6 +314,10 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
     HubDaemons,
     Effect.gen(function*() {
       const http = yield* HttpClient.HttpClient
+      // Every status call to a daemon goes through the hub's client (node:http in the hub program).
+      const discover = (home: ManagedHome) => discoverWithClient(home).pipe(Effect.provideService(HttpClient.HttpClient, http))
+      const locate = (home: ManagedHome, verified: VerifiedDaemons) =>
+        locateWithClient(home, verified).pipe(Effect.provideService(HttpClient.HttpClient, http))
       const inspection = yield* ProcessInspection
       const { hubHome } = options
       const unavailableWait = Duration.toMillis(Duration.fromInputUnsafe(options.unavailableWait ?? "60 seconds"))
@@ -400,6 +404,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           if (isStopped(hubHome, home.name)) return "stopped" as const
           if ((yield* discover(home)).state !== "absent") return "present" as const
           if (liveLockHolder(home.dir) !== undefined) return "held" as const
+          const launchedAt = yield* Clock.currentTimeMillis
           const launched = yield* launchDaemon({
             hubHome,
             home,
@@ -408,8 +413,10 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           }).pipe(Effect.result)
           if (launched._tag === "Success") {
             if (launched.success === "retired") return "started" as const
+            // From the launch to the daemon's record (its start to ready, and the hub's poll).
+            const took = (yield* Clock.currentTimeMillis) - launchedAt
             yield* Effect.logInfo(`Started the daemon of ${home.name}`).pipe(
-              Effect.annotateLogs({ pid: launched.success.pid, home: home.dir, idleTimeout: hubDefault(config).value })
+              Effect.annotateLogs({ pid: launched.success.pid, home: home.dir, idleTimeout: hubDefault(config).value, launchTook: `${took}ms` })
             )
             return "started" as const
           }

@@ -5,7 +5,7 @@
  * is never acted on (a reused pid is neither adopted nor signalled).
  */
 import { Duration, Effect, Option } from "effect"
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import { HttpApiClient } from "effect/http-api"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -74,8 +74,8 @@ export type Located = Discovered | { readonly state: "verified"; readonly daemon
  * same file and its process lives with the recorded start time, so a routed request costs a stat
  * and a procfs read instead of a status call; anything else is discovered afresh.
  */
-export const locate = (home: ManagedHome, verified: VerifiedDaemons): Effect.Effect<Located> =>
-  Effect.suspend((): Effect.Effect<Located> => {
+export const locate = (home: ManagedHome, verified: VerifiedDaemons): Effect.Effect<Located, never, HttpClient.HttpClient> =>
+  Effect.suspend((): Effect.Effect<Located, never, HttpClient.HttpClient> => {
     const known = verified.get(home.dir)
     if (known !== undefined && known.stamp === recordStamp(home.dir) && staleness(known.daemon.identity) === undefined) {
       return Effect.succeed({ state: "verified", daemon: known.daemon } as const)
@@ -102,7 +102,7 @@ export const daemonClient = (daemon: Reachable) =>
 const statusTimeout = Duration.seconds(3)
 
 /** What the home's daemon is now. Reads the daemon's status, which is passive: it never counts as activity. */
-export const discover = (home: ManagedHome): Effect.Effect<Discovered> =>
+export const discover = (home: ManagedHome): Effect.Effect<Discovered, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const record = readRendezvous(home.dir)
     if (Option.isNone(record)) return { state: "absent", stale: null } as const
@@ -117,7 +117,6 @@ export const discover = (home: ManagedHome): Effect.Effect<Discovered> =>
     const answer = yield* daemonClient(daemon).pipe(
       Effect.flatMap((api) => api.daemon.status()),
       Effect.timeout(statusTimeout),
-      Effect.provide(FetchHttpClient.layer),
       Effect.result
     )
     if (answer._tag === "Failure") {

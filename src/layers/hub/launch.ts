@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { DaemonStartFailed, type ManagedHome } from "../../domain/hub.ts"
 import { type DaemonIdentity, launchedByHubVariable, retiredExitCode } from "../../domain/retirement.ts"
-import { packageRoot, runsFromSources } from "../../domain/version.ts"
+import { longRunningNodeFlags, packageRoot, runsFromSources } from "../../domain/version.ts"
 import { readRendezvous } from "../host/rendezvous.ts"
 import { daemonLogFile } from "./hubFiles.ts"
 
@@ -66,7 +66,7 @@ export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdenti
       fail(`Cannot open the daemon's log ${log}: ${error instanceof Error ? error.message : String(error)}`)
       return
     }
-    const args = [cliPath, "--home", home.dir, "daemon", "--port", "0", "--daemon-idle-timeout", options.idleTimeout]
+    const args = [...longRunningNodeFlags, cliPath, "--home", home.dir, "daemon", "--port", "0", "--daemon-idle-timeout", options.idleTimeout]
     let child: ChildProcess
     try {
       child = spawn(process.execPath, args, {
@@ -109,7 +109,7 @@ export const launchDaemon = (options: LaunchOptions): Effect.Effect<DaemonIdenti
       if (settled || Option.isNone(record) || record.value.pid !== child.pid) return
       settle()
       resume(Effect.succeed(record.value))
-    }, 25)
+    }, 10)
     const deadline = setTimeout(() => {
       if (settled) return
       settle()

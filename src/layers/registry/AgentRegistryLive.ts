@@ -511,9 +511,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     const handle = record.persistence
     if (handle === null) return yield* AgentNotResumable.of(agentId)
     const client = yield* providers.get(record.provider)
+    const started = yield* Clock.currentTimeMillis
     const loaded = yield* load(record, client, handle)
+    const took = (yield* Clock.currentTimeMillis) - started
     yield* Effect.logInfo("Resumed agent runtime").pipe(
-      Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId })
+      Effect.annotateLogs({ agentId, provider: record.provider, sessionId: handle.sessionId, resumeTook: `${took}ms` })
     )
     // The runtime is live either way; the record is saved again when it closes.
     yield* saveRecord(loaded.record).pipe(

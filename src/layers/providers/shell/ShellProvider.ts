@@ -11,7 +11,7 @@ import type { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import * as PluginProvider from "../plugin/PluginProvider.ts"
 
 /** Where the shell plugin this package ships is: run it with Node.js (`process.execPath`). */
-export const pluginPath: string = path.join(packageRoot, runsFromSources ? "plugins/shell/main.ts" : "dist/plugins/shell/main.js")
+export const pluginPath: string = path.join(packageRoot, runsFromSources ? "plugins/shell/main.ts" : "dist/plugins/shell/main.cjs")
 
 /** Options of the shell provider. */
 export interface ShellProviderOptions {
