@@ -124,6 +124,33 @@ describe("the checked delete asks first, as the close does", () => {
     }).pipe(recordingLogs(entries))
   })
 
+  it.effect("a subagent started after the explanation: read in the lane, it refuses the unforced delete; a forced one names and logs it", () => {
+    const entries: Array<LogEntry> = []
+    return Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      const agentId = agent.agentId
+      const collector = RuntimeCollector.of({
+        ...h.collector,
+        explain: (id, options) =>
+          h.collector.explain(id, options).pipe(Effect.tap(() => Effect.sync(() => h.provider.emit(id, { _tag: "SubagentStarted", id: "s1" }))))
+      })
+      const endings = yield* makeCheckedEndings.pipe(
+        Effect.provideService(AgentRegistry, h.registry),
+        Effect.provideService(RuntimeCollector, collector)
+      )
+      const refused = yield* Effect.flip(endings.delete(agentId, { force: false }))
+      assert.strictEqual(refused._tag, "AgentDeleteRefused")
+      assert.deepStrictEqual(refused._tag === "AgentDeleteRefused" ? refused.blockers : [], [{ agentId, kind: "running-subagents" }])
+      assert.isTrue((yield* h.registry.get(agentId)).resident)
+
+      const deleted = yield* endings.delete(agentId, { force: true })
+      assert.deepStrictEqual(deleted.ended.blockers, [{ agentId, kind: "running-subagents" }])
+      assert.strictEqual((yield* Effect.flip(h.registry.get(agentId)))._tag, "AgentNotFound")
+      assert.include(entries.map((entry) => entry.message), `Deleted agent ${agentId} by force, ending: running-subagents`)
+    }).pipe(recordingLogs(entries))
+  })
+
   it.effect("a turn admitted after the explanation refuses it forced or not (AgentBusy: delete forgets turns), the agent kept", () =>
     Effect.gen(function*() {
       const { agentId, h } = yield* closeWithLateTurn(stopPermitted)
