@@ -6,7 +6,7 @@
  */
 import { type Effect, Schema } from "effect"
 import { MemberBlocker } from "./blocker.ts"
-import type { AgentNotFound, RuntimeCloseFailed, RuntimePersistFailed } from "./errors.ts"
+import type { AgentBusy, AgentNotFound, AgentStoreError, RuntimeCloseFailed, RuntimePersistFailed } from "./errors.ts"
 import type { ProbeObservation, Residency } from "./sweep.ts"
 
 /** A family member's provider that did not permit the stop: it vetoed (`message` says why), failed, or did not answer. */
@@ -77,6 +77,24 @@ export class RuntimeCloseRefused extends Schema.TaggedError<RuntimeCloseRefused>
     })
 }
 
+/**
+ * A delete refused because the agent's runtime has blockers or its provider did not permit the
+ * stop: deleting the agent would end that work (and its conversation, for good). Nothing was
+ * deleted; delete with `force` to end it. The sibling of `RuntimeCloseRefused`, the same fields.
+ */
+export class AgentDeleteRefused extends Schema.TaggedError<AgentDeleteRefused>()("AgentDeleteRefused", {
+  agentId: Schema.String,
+  message: Schema.String,
+  ...CloseStakes.fields
+}) {
+  static readonly of = (agentId: string, stakes: CloseStakes) =>
+    new AgentDeleteRefused({
+      agentId,
+      message: `Deleting ${agentId} would end work: ${stakesLines(agentId, stakes).join("; ")}. Nothing was deleted; delete with force to end it`,
+      ...stakes
+    })
+}
+
 /** A close done: the agent, and what it ended (empty when the runtime had nothing to lose, or none was live). */
 export const ClosedRuntime = Schema.Struct({
   agentId: Schema.String,
@@ -84,7 +102,11 @@ export const ClosedRuntime = Schema.Struct({
 })
 export type ClosedRuntime = typeof ClosedRuntime.Type
 
-/** How a close is asked: `force` ends whatever work the runtime has. */
+/** A delete done: the agent, and what ending its runtime ended (empty when it had nothing to lose, or none was live). */
+export const DeletedAgent = ClosedRuntime
+export type DeletedAgent = ClosedRuntime
+
+/** How a close (or a delete) is asked: `force` ends whatever work the runtime has. */
 export interface CloseOptions {
   readonly force: boolean
 }
@@ -94,3 +116,12 @@ export type CheckedClose = (
   agentId: string,
   options: CloseOptions
 ) => Effect.Effect<ClosedRuntime, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed | RuntimeCloseRefused>
+
+/**
+ * Deletes one agent (its runtime, record and turns); refused with what ending its runtime would
+ * end unless forced. A turn not yet ended refuses it either way (`AgentBusy`): interrupt it first.
+ */
+export type CheckedDelete = (
+  agentId: string,
+  options: CloseOptions
+) => Effect.Effect<DeletedAgent, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed | AgentDeleteRefused>

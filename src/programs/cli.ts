@@ -101,7 +101,10 @@ const commandExamples: Record<string, ReadonlyArray<HelpDoc.ExampleDoc>> = {
     { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
   ],
   "agents show": [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }],
-  "agents delete": [{ command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns" }],
+  "agents delete": [
+    { command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns (refused if that ends work)" },
+    { command: "quiesce agents delete agent-1234 --force", description: "Delete it even though that ends its runtime's work" }
+  ],
   "agents close": [
     { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
     { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
@@ -430,14 +433,32 @@ const agents = Command.make("agents").pipe(
     ).pipe(examples("agents list"), Command.withDescription("Every agent of the daemon: provider, resident or released, last activity, labels")),
     Command.make(
       "delete",
-      { agent: Argument.String("agent") },
-      Effect.fn(function*({ agent }) {
+      {
+        agent: Argument.String("agent"),
+        force: Flag.Boolean("force").pipe(
+          Flag.withDescription("Delete it even though that ends its runtime's work (blockers, work its provider's veto names)"),
+          Flag.withDefault(false)
+        )
+      },
+      Effect.fn(function*({ agent, force }) {
         const api = yield* client
-        yield* api.agents.delete({ params: { id: agent } })
-        yield* Console.log(`deleted ${agent}: its runtime ended, its record and turns are gone`)
+        const deleted = yield* api.agents.delete({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
+          Effect.catchTag("AgentDeleteRefused", (refused) =>
+            new CloseRefused({
+              message: `${agent} was not deleted: its runtime has work a delete would end: ${stakesLines(agent, refused).join("; ")}. ` +
+                `To end it: quiesce agents delete ${agent} --force`
+            }))
+        )
+        const ended = stakesLines(agent, deleted.ended)
+        yield* Console.log(
+          ended.length === 0
+            ? `deleted ${agent}: its runtime ended, its record and turns are gone`
+            : `deleted ${agent} by force, ending: ${ended.join("; ")}; its record and turns are gone`
+        )
       })
     ).pipe(examples("agents delete"), Command.withDescription(
-      "Delete an agent: end its runtime and forget it and its turns (refused while a turn of it has not ended)"
+      "Delete an agent: end its runtime and forget it and its turns. Refused (exit 1, naming its blockers and its provider's " +
+        "veto) when that would end its runtime's work, unless --force; refused while a turn of it has not ended, forced or not"
     )),
     Command.make(
       "close",

@@ -8,7 +8,6 @@ export type AgentOperationName =
   | "prompt"
   | "interrupt"
   | "respondToPermission"
-  | "delete"
   | "get"
   | "turn"
   | "turns"
@@ -22,8 +21,8 @@ export type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, i
 /**
  * The operations the HTTP API, message delivery and finish subscriptions perform on one agent. On
  * a lone daemon they are its registry's; on a cluster's runner each goes to the runner that hosts
- * the agent (X6), which may fail with `ClusterUnavailable`. A close is not among them: it asks the
- * collector first (`AgentClose`).
+ * the agent (X6), which may fail with `ClusterUnavailable`. A close and a delete are not among
+ * them: they ask the collector first (`AgentClose`).
  */
 export class AgentOperations extends Context.Service<AgentOperations, {
   readonly [K in AgentOperationName]: Routed<AgentRegistry["Service"][K]>

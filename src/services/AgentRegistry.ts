@@ -184,11 +184,14 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
   /**
    * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
-   * its turns has not ended (`AgentBusy`): nothing accepted is lost.
+   * its turns has not ended (`AgentBusy`), forced or not: nothing accepted is lost. The runtime's
+   * baseline blockers are read in its lane, as `close` reads them, and answered: with
+   * `unlessBlocked` any of them keeps the agent; without, they are the work the delete ended.
    */
   readonly delete: (
-    agentId: string
-  ) => Effect.Effect<void, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
+    agentId: string,
+    options?: { readonly unlessBlocked?: boolean | undefined }
+  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
   /** Lifecycle lanes held now: one per agent with an operation running or waiting, none for the rest. */
   readonly laneCount: Effect.Effect<number>
   /** Closes the runtime and resumes the same session with fresh configuration. */

@@ -252,11 +252,20 @@ describe("the daemon end to end", () => {
     const old = await create("old-shell")
     expect((await api(daemon, "POST", `/v1/agents/${old}/prompts`, { text: "echo kept", wait: true })).body.state).toBe("completed")
 
-    // A running turn refuses the delete (nothing accepted is lost); once it ended, the delete goes through.
+    // A running turn refuses the delete (nothing accepted is lost): it is a blocker, named like any
+    // other, and even a forced delete is refused while it runs; once it ended, the delete goes through.
     const busy = await create("my-shell")
     const running = (await api(daemon, "POST", `/v1/agents/${busy}/prompts`, { text: "sleep 30" })).body
     const busyPid: number = (await api(daemon, "GET", `/v1/agents/${busy}`)).body.pid
-    const refused = await api(daemon, "DELETE", `/v1/agents/${busy}`)
+    const unforced = await api(daemon, "DELETE", `/v1/agents/${busy}`)
+    expect(unforced.status).toBe(409)
+    expect(unforced.body).toMatchObject({
+      _tag: "AgentDeleteRefused",
+      agentId: busy,
+      blockers: expect.arrayContaining([expect.objectContaining({ agentId: busy, kind: "foreground-turn" })])
+    })
+    expect(runCli(daemon, "agents", "delete", busy).stderr).toContain(`quiesce: ${busy} was not deleted: its runtime has work a delete would end: foreground-turn`)
+    const refused = await api(daemon, "DELETE", `/v1/agents/${busy}?force=true`)
     expect(refused.status).toBe(409)
     // The API's one error shape: an RFC 9457 problem carrying the typed error's tag and fields.
     expect(refused.contentType).toBe("application/problem+json")
@@ -270,20 +279,20 @@ describe("the daemon end to end", () => {
       turnId: running.turnId,
       message: expect.stringContaining(`has turn ${running.turnId} running`)
     })
-    expect(runCli(daemon, "agents", "delete", busy).stderr.trim()).toBe(`quiesce: ${refused.body.message}`)
+    expect(runCli(daemon, "agents", "delete", busy, "--force").stderr.trim()).toBe(`quiesce: ${refused.body.message}`)
     await api(daemon, "POST", `/v1/agents/${busy}/interrupt`)
-    await until(async () => (await api(daemon, "DELETE", `/v1/agents/${busy}`)).status === 204, "the delete goes through after the turn ended")
+    await until(async () => (await api(daemon, "DELETE", `/v1/agents/${busy}`)).status === 200, "the delete goes through after the turn ended")
     await until(() => !groupAlive(busyPid), "the deleted agent's runtime is gone")
     expect((await api(daemon, "GET", `/v1/agents/${busy}`)).status).toBe(404)
     expect((await api(daemon, "GET", `/v1/agents/${busy}/turns/${running.turnId}`)).status).toBe(404)
 
-    // Through the CLI: a resident runtime with a background job ends with its agent.
+    // Through the CLI: a resident runtime with a background job ends with its agent when forced.
     const withJob = await create("my-shell")
     await api(daemon, "POST", `/v1/agents/${withJob}/prompts`, { text: "sleep 20 &", wait: true })
     const jobPid: number = (await api(daemon, "GET", `/v1/agents/${withJob}`)).body.pid
-    const deleted = runCli(daemon, "agents", "delete", withJob)
+    const deleted = runCli(daemon, "agents", "delete", withJob, "--force")
     expect(deleted.status, deleted.stderr).toBe(0)
-    expect(deleted.stdout).toContain(`deleted ${withJob}`)
+    expect(deleted.stdout).toContain(`deleted ${withJob} by force, ending: vetoed by its provider`)
     await until(() => !groupAlive(jobPid), "its runtime's group is gone")
     expect(runCli(daemon, "agents", "delete", withJob).stderr.trim()).toBe(`quiesce: No agent with id ${withJob}`)
 

@@ -177,6 +177,26 @@ describe("the hub with real daemons", () => {
     await until(() => !groupAlive(runtimePid), "the closed runtime's group, its job with it, is gone")
   }, 60_000)
 
+  it("a delete through the hub carries force: refused naming the veto, force=true deletes it and ends the job", async () => {
+    const { hubHome, root } = setUp("0s")
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+    expect((await promptVia(hub, agentId, { text: "sleep 301 &", wait: true })).body).toMatchObject({ state: "completed" })
+    const { pid: runtimePid } = (await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body
+    const remove = (query: string) => hubApi(hub, "DELETE", `/v1/homes/work/agents/${agentId}${query}`)
+
+    const refused = await remove("")
+    expect(refused.status).toBe(409)
+    expect(refused.body).toMatchObject({ _tag: "AgentDeleteRefused", veto: { agentId, outcome: "vetoed", message: expect.stringContaining("sleep 301") } })
+    expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body.resident).toBe(true)
+
+    const forced = await remove("?force=true")
+    expect(forced.status, JSON.stringify(forced.body)).toBe(200)
+    expect(forced.body).toMatchObject({ agentId, ended: { veto: { outcome: "vetoed", message: expect.stringContaining("sleep 301") } } })
+    expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).status).toBe(404)
+    await until(() => !groupAlive(runtimePid), "the deleted agent's runtime group, its job with it, is gone")
+  }, 60_000)
+
   it("one client message id sent to the old daemon, during the retirement wait and to the replacement: one turn, one turn id", async () => {
     const { dir, hubHome, root } = setUp("2s")
     // The shell runtime is slow to answer the safety query and slower to close: a long retirement.

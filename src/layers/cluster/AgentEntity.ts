@@ -22,7 +22,7 @@ import { Effect, Schedule, Schema, Stream } from "effect"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
-import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
+import { AgentDeleteRefused, ClosedRuntime, DeletedAgent, RuntimeCloseRefused } from "../../domain/close.ts"
 import { FinishOutcome } from "../../domain/finish.ts"
 import {
   AgentBusy,
@@ -47,7 +47,7 @@ import { AgentRegistry } from "../../services/AgentRegistry.ts"
 import { PromptResult } from "../http/Api.ts"
 import { promptResult } from "../http/ApiServer.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
-import { makeCheckedClose } from "../registry/checkedClose.ts"
+import { makeCheckedEndings } from "../registry/checkedClose.ts"
 import { shardGroupOf } from "./shardGroups.ts"
 
 // Create and Prompt are not persisted: the cluster would answer a repeat with a stored failure
@@ -116,9 +116,15 @@ export const Explain = Rpc.make("Explain", {
   error: RuntimeNotFound
 })
 
-/** Deletes the agent, its runtime, record and turns; refused while one of its turns has not ended. */
+/**
+ * Deletes the agent, its runtime, record and turns, checked on the runner that hosts it: refused
+ * with what ending its runtime would end (blockers, the provider's veto) unless `force`, and
+ * while one of its turns has not ended either way; answers with what it ended.
+ */
 export const Delete = Rpc.make("Delete", {
-  error: Schema.Union([AgentNotFound, AgentBusy, AgentStoreError, RuntimeCloseFailed, RuntimePersistFailed])
+  payload: { force: Schema.Boolean },
+  success: DeletedAgent,
+  error: Schema.Union([AgentNotFound, AgentBusy, AgentStoreError, RuntimeCloseFailed, RuntimePersistFailed, AgentDeleteRefused])
 })
 
 /** The registry's `AgentView`, as it crosses between runners. */
@@ -213,7 +219,7 @@ export const layer = AgentEntity.toLayer(
   Effect.gen(function*() {
     const registry = yield* AgentRegistry
     const collector = yield* RuntimeCollector
-    const close = yield* makeCheckedClose
+    const checked = yield* makeCheckedEndings
     const sharding = yield* Sharding.Sharding
     const address = yield* Entity.CurrentAddress
     const agentId = address.entityId
@@ -257,9 +263,9 @@ export const layer = AgentEntity.toLayer(
         ),
       Interrupt: () => registry.interrupt(agentId),
       RespondToPermission: ({ payload }) => registry.respondToPermission(agentId, payload.permissionId, payload.allow),
-      Close: ({ payload }) => close(agentId, payload),
+      Close: ({ payload }) => checked.close(agentId, payload),
       Explain: () => collector.explain(agentId),
-      Delete: () => registry.delete(agentId),
+      Delete: ({ payload }) => checked.delete(agentId, payload),
       View: () => registry.get(agentId),
       Turn: ({ payload }) => registry.turn(agentId, payload.turnId),
       Turns: ({ payload }) => registry.turns(agentId, payload.limit),

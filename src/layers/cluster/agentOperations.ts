@@ -64,7 +64,6 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
       respondToPermission: (agentId, permissionId, allow) =>
         routed(agentId)(clientFor(agentId).RespondToPermission({ permissionId, allow })),
-      delete: (agentId) => routed(agentId)(clientFor(agentId).Delete()),
       get: (agentId) => routed(agentId)(clientFor(agentId).View()),
       turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
       turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit })),
@@ -73,9 +72,12 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
   })
 )
 
-/** A checked close sent to the runner that hosts the agent, which asks its own collector first. */
+/** A checked close or delete sent to the runner that hosts the agent, which asks its own collector first. */
 export const clusterCloseLayer: Layer.Layer<AgentClose, never, Sharding.Sharding> = Layer.effect(
   AgentClose,
   Effect.map(AgentEntity.client, (clientFor) =>
-    AgentClose.of({ close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)) }))
+    AgentClose.of({
+      close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)),
+      delete: (agentId, options) => routed(agentId)(clientFor(agentId).Delete(options))
+    }))
 )

@@ -16,7 +16,7 @@ import {
   OpenApi
 } from "effect/http-api"
 import { AgentLifecycle, Labels } from "../../domain/agent.ts"
-import { ClosedRuntime, RuntimeCloseRefused } from "../../domain/close.ts"
+import { AgentDeleteRefused, ClosedRuntime, DeletedAgent, RuntimeCloseRefused } from "../../domain/close.ts"
 import { sessionKeySecurity } from "./pageSessions.ts"
 import { asProblem } from "./problem.ts"
 import { RequestProblems } from "./requestErrors.ts"
@@ -106,6 +106,7 @@ export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(500))
 export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(502))
 /** A close that would end work (blockers, a provider's veto), asked without force; its body lists them. */
 export const RuntimeCloseRefusedError = RuntimeCloseRefused.pipe(asProblem(409))
+export const AgentDeleteRefusedError = AgentDeleteRefused.pipe(asProblem(409))
 export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(500))
 export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(413))
 export const ClusterUnavailableError = ClusterUnavailable.pipe(asProblem(503))
@@ -365,6 +366,11 @@ export const CloseForce = Schema.Literals(["true", "false"]).annotate({
   description: "true: close even though that ends the runtime's work (its blockers, what its provider's veto names)"
 })
 
+/** The `force` query parameter of a delete: `true` ends whatever work the agent's runtime has. */
+export const DeleteForce = Schema.Literals(["true", "false"]).annotate({
+  description: "true: delete even though that ends the runtime's work (its blockers, what its provider's veto names)"
+})
+
 /** How many turns `GET /v1/agents/:id/turns` lists without a `limit`. */
 export const defaultTurnsLimit = 20
 
@@ -435,12 +441,28 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: AgentSummary,
       error: [AgentNotFoundError, ClusterUnavailableError]
     }),
-    /** Ends the agent's runtime and forgets the agent and its turns; 409 while one of its turns has not ended. */
+    // Refused with what it would end unless `?force=true`, as a close is (the description below).
     HttpApiEndpoint.delete("delete", "/v1/agents/:id", {
       params: AgentId,
-      success: HttpApiSchema.NoContent,
-      error: [AgentNotFoundError, AgentBusyError, AgentStoreFailedError, RuntimeCloseFailedError, RuntimePersistFailedError, ClusterUnavailableError]
-    }).middleware(AdmissionGate),
+      query: { force: Schema.optionalKey(DeleteForce) },
+      success: DeletedAgent,
+      error: [
+        AgentNotFoundError,
+        AgentBusyError,
+        AgentDeleteRefusedError,
+        AgentStoreFailedError,
+        RuntimeCloseFailedError,
+        RuntimePersistFailedError,
+        ClusterUnavailableError
+      ]
+    }).middleware(AdmissionGate).annotate(
+      OpenApi.Description,
+      "Ends the agent's runtime and forgets the agent and its turns. When ending its runtime would end work (a blocker, " +
+        "its provider's veto or failed probe, a session that cannot be resumed: what a close checks) it is refused with 409 " +
+        "AgentDeleteRefused listing `blockers` and `veto`, unless `force=true`, which deletes it anyway, logs what it ended, " +
+        "and answers with it in `ended`. A turn that has not ended refuses it with 409 AgentBusy, forced or not: interrupt " +
+        "it first. An agent with nothing to lose (or no live runtime) is deleted without force; `ended` is then empty."
+    ),
     // No admission gate: the journal answers a repeated client message id even during a shutdown;
     // the registry refuses new prompts itself.
     HttpApiEndpoint.post("prompt", "/v1/agents/:id/prompts", {

@@ -382,7 +382,7 @@ const agentsHandlers = HttpApiBuilder.group(
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
       .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
-      .handle("delete", ({ params }) => agents.delete(params.id))
+      .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))
       .handle("answerPermission", ({ params, payload }) =>
         agents.respondToPermission(params.id, params.permissionId, payload.allow))

@@ -14,7 +14,7 @@ import {
   parentAgentIdOf,
   type PersistenceHandle
 } from "../../domain/agent.ts"
-import { noBlockers } from "../../domain/blocker.ts"
+import { type Blocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import {
   AgentBusy,
@@ -683,19 +683,26 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }))
   })
 
-  const remove = Effect.fn("AgentRegistry.delete")(function*(agentId: string) {
+  const remove = Effect.fn("AgentRegistry.delete")(function*(agentId: string, options?: { readonly unlessBlocked?: boolean | undefined }) {
     yield* requireKnown(agentId)
-    yield* inLane(agentId, Effect.gen(function*() {
+    return yield* inLane(agentId, Effect.gen(function*() {
       // Deleted by another call while this one waited for the lane.
       if (!records.has(agentId)) return yield* AgentNotFound.of(agentId)
       deleting.add(agentId)
-      yield* Effect.gen(function*() {
+      return yield* Effect.gen(function*() {
         const unfinished = prompts.carried().find((record) => record.agentId === agentId)
         if (unfinished !== undefined) return yield* AgentBusy.of(agentId, unfinished.turnId, unfinished.state)
         // Admitted before the delete began and not yet a turn: it will be one, so it refuses too.
         if (prompts.acceptingFor(agentId) > 0) return yield* AgentBusy.accepting(agentId)
         const agent = live.get(agentId)
-        if (agent !== undefined) yield* takeDown(agent)
+        let found: ReadonlyArray<Blocker> = noBlockers
+        if (agent !== undefined) {
+          yield* drainEvents(agent)
+          // What the delete ends, as the close reads it: unless blocked, any of it keeps the agent.
+          found = baselineBlockers(agent, isLive(agent), false)
+          if (found.length > 0 && options?.unlessBlocked === true) return found
+          yield* takeDown(agent)
+        }
         // The turns first: a record left behind by a failure here is still a whole agent.
         yield* journal.removeAgent(agentId)
         yield* store.remove(agentId)
@@ -704,6 +711,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
         unsaved.delete(agentId)
         announceFinish(agentId, "closed")
         yield* Effect.logInfo("Agent deleted").pipe(Effect.annotateLogs({ agentId }))
+        return found
       }).pipe(Effect.ensuring(Effect.sync(() => deleting.delete(agentId))))
     }))
   })

@@ -14,7 +14,6 @@ const local = Effect.gen(function*() {
     prompt: registry.prompt,
     interrupt: registry.interrupt,
     respondToPermission: registry.respondToPermission,
-    delete: registry.delete,
     get: registry.get,
     turn: registry.turn,
     turns: registry.turns,
@@ -44,7 +43,6 @@ export const layerVia = (
         interrupt: (agentId) => Effect.suspend(() => current().interrupt(agentId)),
         respondToPermission: (agentId, permissionId, allow) =>
           Effect.suspend(() => current().respondToPermission(agentId, permissionId, allow)),
-        delete: (agentId) => Effect.suspend(() => current().delete(agentId)),
         get: (agentId) => Effect.suspend(() => current().get(agentId)),
         turn: (agentId, turnId) => Effect.suspend(() => current().turn(agentId, turnId)),
         turns: (agentId, limit) => Effect.suspend(() => current().turns(agentId, limit)),
