@@ -1,13 +1,14 @@
 /**
  * The live `FinishSubscriptions` (D2): each caller's intent to be told when a target agent
- * finishes is stored first, watched (through `AgentOperations`: this daemon's registry, or on a
+ * finishes is stored first, with the target's finish position (the first finish past it is owed),
+ * watched (through `AgentOperations`: this daemon's registry, or on a
  * cluster the runner that hosts the target; or on another server), turned
  * into a saved notification and delivered as a message to the caller, then forgotten.
  *
  * @module
  */
-import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
-import { FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
+import { Cause, Clock, Deferred, Effect, Fiber, Layer, Option, Random, Schedule, type Scope } from "effect"
+import { FinishStoreError, FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
@@ -16,6 +17,7 @@ import { FinishStore } from "../../services/FinishStore.ts"
 import { type FinishRegistrationInput, FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../../services/MessageDelivery.ts"
 import { RemoteFinishes } from "../../services/RemoteFinishes.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
 
 /** Tuning for finish subscriptions: how failed watches, saves and deliveries are retried. */
 export interface FinishSubscriptionsOptions {
@@ -52,9 +54,10 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
 ): Effect.fn.Return<
   FinishSubscriptions["Service"],
   never,
-  FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | Scope.Scope
+  FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | TurnJournal | Scope.Scope
 > {
   const store = yield* FinishStore
+  const journal = yield* TurnJournal
   const delivery = yield* MessageDelivery
   const operations = yield* AgentOperations
   const remote = yield* RemoteFinishes
@@ -93,7 +96,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
 
   const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
     subscription.serverId === null
-      ? operations.awaitFinish(subscription.targetAgentId).pipe(
+      ? operations.awaitFinish(subscription.targetAgentId, { after: subscription.afterFinish ?? undefined }).pipe(
         // A target that does not exist will never finish; the caller is told it is gone.
         Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null })),
         // The target's runner could not be reached (its shard is moving): the watch is retried.
@@ -183,13 +186,26 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     bump(registering, caller, 1)
     return yield* Effect.gen(function*() {
       const held = options?.held === true
+      const serverId = input.serverId ?? null
+      // Where the target's finishes stand now: the first one past it is owed, even when it comes
+      // before the watch reaches the target's host (on a cluster, another runner).
+      const afterFinish = serverId !== null ? null : yield* journal.lastFinish(input.targetAgentId).pipe(
+        Effect.map(Option.match({ onNone: () => 0, onSome: (last) => last.position })),
+        Effect.mapError((error) =>
+          new FinishStoreError({
+            operation: "register",
+            message: `Reading the finish position of ${input.targetAgentId} failed: ${error.message}`
+          })
+        )
+      )
       const subscription: FinishSubscription = {
         id: `finish-${yield* idPart}${yield* idPart}`,
         callerAgentId: caller,
         targetAgentId: input.targetAgentId,
-        serverId: input.serverId ?? null,
+        serverId,
         state: held ? "pending" : "accepted",
         createdAt: yield* Clock.currentTimeMillis,
+        afterFinish,
         notification: null
       }
       // Committed before it is accepted: a registration that returns is durable.
@@ -290,8 +306,11 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   })
 })
 
-/** The live finish subscriptions, over the finish store, message delivery, the agent operations and remote finishes. */
+/**
+ * The live finish subscriptions, over the finish store, message delivery, the agent operations,
+ * remote finishes and the turn journal (where each target's finishes stand).
+ */
 export const layer = (
   options?: FinishSubscriptionsOptions
-): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentOperations | RemoteFinishes> =>
+): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | TurnJournal> =>
   Layer.effect(FinishSubscriptions, makeFinishSubscriptions(options))

@@ -48,7 +48,7 @@ export const layerVia = (
         get: (agentId) => Effect.suspend(() => current().get(agentId)),
         turn: (agentId, turnId) => Effect.suspend(() => current().turn(agentId, turnId)),
         turns: (agentId, limit) => Effect.suspend(() => current().turns(agentId, limit)),
-        awaitFinish: (agentId) => Effect.suspend(() => current().awaitFinish(agentId))
+        awaitFinish: (agentId, options) => Effect.suspend(() => current().awaitFinish(agentId, options))
       })
     })
   )

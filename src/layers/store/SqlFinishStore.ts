@@ -25,6 +25,7 @@ export const FinishSubscriptionRow = Schema.Struct({
   server_id: Schema.NullOr(Schema.String),
   state: FinishSubscription.fields.state,
   created_at: Int64,
+  after_finish: Schema.NullOr(Int64),
   notification: Schema.NullOr(Schema.String)
 })
 
@@ -39,6 +40,7 @@ export const FinishSubscriptionFromRow = FinishSubscriptionRow.pipe(Schema.decod
       serverId: row.server_id,
       state: row.state,
       createdAt: row.created_at,
+      afterFinish: row.after_finish,
       notification: row.notification
     }),
     encode: (subscription) => ({
@@ -48,6 +50,7 @@ export const FinishSubscriptionFromRow = FinishSubscriptionRow.pipe(Schema.decod
       server_id: subscription.serverId,
       state: subscription.state,
       created_at: subscription.createdAt,
+      after_finish: subscription.afterFinish,
       notification: subscription.notification
     })
   })
@@ -76,6 +79,11 @@ export const migrations = {
     )`
     // Serves `list`'s ORDER BY without a sort.
     yield* sql`CREATE INDEX finish_subscriptions_created_at_id ON finish_subscriptions (created_at, id)`
+  }),
+  // The target's finish position at registration: the first finish past it is owed.
+  "2_add_after_finish": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE finish_subscriptions ADD COLUMN after_finish INTEGER`
   })
 }
 
@@ -90,7 +98,7 @@ export const migrate = Migrator.make({})({
 
 // --- store ------------------------------------------------------------------------
 
-const columns = "id, caller_agent_id, target_agent_id, server_id, state, created_at, notification"
+const columns = "id, caller_agent_id, target_agent_id, server_id, state, created_at, after_finish, notification"
 
 const idOfRow = (row: unknown): string | undefined =>
   Predicate.hasProperty(row, "id") && typeof row.id === "string" ? row.id : undefined
@@ -135,6 +143,7 @@ export const make: Effect.Effect<
         server_id = excluded.server_id,
         state = excluded.state,
         created_at = excluded.created_at,
+        after_finish = excluded.after_finish,
         notification = excluded.notification`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", subscription.id)))
   })
 

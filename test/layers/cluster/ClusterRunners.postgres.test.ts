@@ -265,18 +265,28 @@ describe("cluster runners on PostgreSQL", () => {
     }, "two agents are hosted by the second runner", 60_000)
     const [target, caller] = [hosted[0]!, hosted[1]!]
 
-    // A finish watch registered on `via`: the target's next finish, on `host`, is what it reports.
-    await via.run(Effect.gen(function*() {
-      const registration = yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target })
-      yield* registration.accept
+    // A finish watch registered on `via`, held so that its watch is not issued yet; the target
+    // finishes on `host` in between. That finish is owed, though it came before the watch.
+    const told = (turns: ReadonlyArray<{ readonly text: string; readonly state: string }>) =>
+      turns.filter((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`) && turn.state !== "accepted").length
+    const registration = await via.run(Effect.gen(function*() {
+      return yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target }, { held: true })
     }))
-    // The watch reaches the host a moment after the registration: the target finishes until it is told.
-    let finishes = 0
+    await via.run(prompt(target, "echo finished-on-host", `${target}-finish`))
+    await via.run(registration.accept)
     await until(async () => {
-      await via.run(prompt(target, "echo finished-on-host", `${target}-finish-${finishes++}`))
       const turns = await host.run(withRegistry((registry) => Effect.orDie(registry.turns(caller, 10))))
-      return turns.some((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`) && turn.state !== "accepted")
+      return told(turns) === 1
     }, "the caller is told on its runner that the target finished", 30_000)
+    // Once: the subscription is gone, and nothing more comes.
+    await until(async () => {
+      const left = await via.run(Effect.gen(function*() {
+        return yield* (yield* FinishSubscriptions).hasPendingForCaller(caller)
+      }))
+      return !left
+    }, "the subscription is removed once the notification was acknowledged", 30_000)
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(told(await host.run(withRegistry((registry) => Effect.orDie(registry.turns(caller, 10)))))).toBe(1)
 
     // A message enqueued on `via` is prompted on `host` at once: its turn reached the provider, not left accepted.
     const receipt = await via.run(Effect.gen(function*() {

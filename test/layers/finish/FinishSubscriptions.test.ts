@@ -283,6 +283,52 @@ describe("FinishSubscriptions (D2)", () => {
       assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1)
     }))
 
+  it.effect("a finish between the registration and the watch is owed once; one before the registration is not", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const s = yield* server({ provider, stores })
+      yield* s.finish.recovered
+      const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      // Before the registration: not owed.
+      yield* s.registry.prompt(child.agentId, "before", { wait: true })
+      // Registered held, so its watch is not issued yet; the target finishes in between.
+      const registration = yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId }, {
+        held: true
+      })
+      yield* s.registry.prompt(child.agentId, "between", { wait: true })
+      yield* s.registry.awaitIdle(child.agentId)
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      // The watch starts after that finish, and no other comes.
+      yield* registration.accept
+      yield* TestClock.adjust("2 seconds")
+      yield* s.registry.awaitIdle(parent.agentId)
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual(provider.deliveredTo(parent.persistence!.sessionId), [
+        `[message from agent ${child.agentId}]\n[finish notification] Agent ${child.agentId} finished.`
+      ])
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      // Told once: later steps of the clock deliver nothing more.
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1)
+
+      // Registered after every finish so far: nothing is owed until the next one.
+      yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      yield* TestClock.adjust("1 minute")
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1, "a finish before the registration is not owed")
+      assert.strictEqual((yield* stores.finish.list).length, 1)
+      yield* s.registry.prompt(child.agentId, "after", { wait: true })
+      yield* s.registry.awaitIdle(child.agentId)
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      yield* TestClock.adjust("2 seconds")
+      yield* s.registry.awaitIdle(parent.agentId)
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 2)
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+    }))
+
   it.effect("rejecting a held registration removes the durable record and the protection", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
@@ -312,6 +358,7 @@ describe("FinishSubscriptions (D2)", () => {
         serverId: null,
         state: "accepted",
         createdAt: 0,
+        afterFinish: null,
         notification: null
       })
       const s = yield* server({ provider, stores })

@@ -34,6 +34,7 @@ const subscription = (id: string, fields: Partial<FinishSubscription> = {}): Fin
   serverId: null,
   state: "pending",
   createdAt: 1_000,
+  afterFinish: null,
   notification: null,
   ...fields
 })
@@ -47,7 +48,7 @@ const remoteDelivered = subscription("sub-remote", {
   notification: "Agent agent-other finished:\nline two with \"quotes\" and emoji 🚀"
 })
 
-const localPending = subscription("sub-local")
+const localPending = subscription("sub-local", { afterFinish: 3 })
 
 const agent = (agentId: string): AgentRecord => ({
   agentId,
@@ -194,7 +195,7 @@ describe("SqlFinishStore file", () => {
           (sql) => sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM finish_store_migrations`
         )
       )
-      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_finish_subscriptions"]])
+      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_finish_subscriptions"], [2, "add_after_finish"]])
     }))
 
   interface Corruption {
