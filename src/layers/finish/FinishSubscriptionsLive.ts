@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { Cause, Clock, Deferred, Effect, Fiber, Layer, Option, Random, Schedule, type Scope } from "effect"
+import { Cause, Clock, Deferred, type Duration, Effect, Fiber, Layer, Option, Random, Schedule, type Scope } from "effect"
 import { FinishStoreError, FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
@@ -23,6 +23,8 @@ import { TurnJournal } from "../../services/TurnJournal.ts"
 export interface FinishSubscriptionsOptions {
   /** Backoff between attempts to watch, save or deliver that failed for a reason that may pass. */
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
+  /** How long a watch of a local target waits before it is issued again (from its position). Default 30 s. */
+  readonly rewatchInterval?: Duration.Input | undefined
 }
 
 /** The notification the caller receives when its target finishes. */
@@ -64,6 +66,7 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
   const retry = options.retry ?? Schedule.min([Schedule.exponential("1 second"), Schedule.spaced("1 minute")])
+  const rewatchInterval = options.rewatchInterval ?? "30 seconds"
 
   let closed = false
   let recovering = true
@@ -94,16 +97,44 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     bump(heldByCaller, entry.subscription.callerAgentId, -1)
   }
 
-  const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
-    subscription.serverId === null
-      ? operations.awaitFinish(subscription.targetAgentId, { after: subscription.afterFinish ?? undefined }).pipe(
+  /**
+   * A watch from a position, issued again every `rewatchInterval` until it is answered: a request
+   * left with a runner that stopped hosting the target (its shard moved) may never be answered,
+   * and a new one, from the same position, misses nothing.
+   */
+  const fromPosition = (
+    watch: Effect.Effect<FinishOutcome, FinishWatchFailed>
+  ): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    Effect.gen(function*() {
+      // In a fiber of its own, so that giving up on it never waits for its interruption (a
+      // request to a runner that is gone may take long to interrupt).
+      const fiber = yield* Effect.forkIn(watch, scope)
+      const answered = yield* Fiber.join(fiber).pipe(
+        Effect.timeoutOption(rewatchInterval),
+        Effect.onInterrupt(() => Effect.forkIn(Fiber.interrupt(fiber), scope))
+      )
+      if (Option.isSome(answered)) return answered.value
+      yield* Effect.forkIn(Fiber.interrupt(fiber), scope)
+      return yield* fromPosition(watch)
+    })
+
+  const awaitLocal = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    operations.awaitFinish(subscription.targetAgentId, { after: subscription.afterFinish ?? undefined }).pipe(
         // A target that does not exist will never finish; the caller is told it is gone.
         Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null })),
         // The target's runner could not be reached (its shard is moving): the watch is retried.
         Effect.catchTag("ClusterUnavailable", (error) =>
           Effect.fail(new FinishWatchFailed({ targetAgentId: subscription.targetAgentId, serverId: null, message: error.message })))
-      )
-      : remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
+    )
+
+  const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    subscription.serverId !== null
+      ? remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
+      // Without a position (a record stored before positions), a watch issued again would miss a
+      // finish in between: it is issued once.
+      : subscription.afterFinish === null
+      ? awaitLocal(subscription)
+      : fromPosition(awaitLocal(subscription))
 
   // Asked of the caller's host (on a cluster, this runner may not know an agent made elsewhere);
   // a host that cannot be reached now is no sign that the caller is gone.
@@ -144,7 +175,16 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
         notification = formatNotification(subscription, outcome)
         entry.delivering = true
         yield* noteActivity
-        yield* store.put({ ...subscription, notification }).pipe(Effect.retry({ schedule: retry }))
+        // Saved only if no other watch of it saved one first, and it was not removed meanwhile
+        // (rejected, or delivered by another runner): exactly one watch delivers it.
+        const claimed = yield* store.claimNotification(subscription.id, notification).pipe(Effect.retry({ schedule: retry }))
+        if (!claimed) {
+          yield* Effect.logDebug("A finish notification is delivered by another watch, or its subscription is gone").pipe(
+            Effect.annotateLogs({ subscription: subscription.id })
+          )
+          release(entry)
+          return
+        }
       }
       if (!(yield* callerExists(subscription.callerAgentId))) {
         yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(

@@ -13,7 +13,7 @@ import type { SqlError } from "effect/sql"
 import { FinishStoreError } from "../../domain/errors.ts"
 import { FinishSubscription } from "../../domain/finish.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
-import { columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
+import { changedRows, columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -152,6 +152,13 @@ export const make: Effect.Effect<
     yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", id)))
   })
 
+  // One statement: of two runners watching one subscription, one saves its notification.
+  const claimNotification = Effect.fn("SqlFinishStore.claimNotification")(function*(id: string, notification: string) {
+    const result = yield* sql`UPDATE finish_subscriptions SET notification = ${notification}
+      WHERE id = ${id} AND notification IS NULL`.raw.pipe(retryLostConflicts, Effect.mapError(sqlFailure("claimNotification", id)))
+    return changedRows(result) === 1
+  })
+
   const list = Effect.gen(function*() {
     const rows = yield* sql`SELECT ${sql.literal(columns)} FROM finish_subscriptions ORDER BY created_at, id`.pipe(
       Effect.mapError(sqlFailure("list", undefined))
@@ -165,7 +172,7 @@ export const make: Effect.Effect<
     return subscriptions
   }).pipe(Effect.withSpan("SqlFinishStore.list"))
 
-  return FinishStore.of({ put, remove, list })
+  return FinishStore.of({ put, remove, claimNotification, list })
 })
 
 /**

@@ -28,6 +28,7 @@ import { daemonServices } from "../../../src/programs/daemon.ts"
 import { pluginPath as shellPluginPath } from "../../../src/layers/providers/shell/ShellProvider.ts"
 import { AgentOperations } from "../../../src/services/AgentOperations.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { FinishStore } from "../../../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
@@ -88,7 +89,7 @@ const runnerLayer = (url: string, pluginHome: string, port: number, operations: 
 interface Runner {
   readonly port: number
   readonly run: <A, E>(
-    effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding | MessageDelivery | FinishSubscriptions>
+    effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding | MessageDelivery | FinishSubscriptions | FinishStore>
   ) => Promise<A>
   readonly stop: () => Promise<void>
 }
@@ -119,6 +120,11 @@ const startRunner = async (url: string, pluginHome: string): Promise<Runner> => 
 const withRegistry = <A, E>(f: (registry: AgentRegistry["Service"]) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     return yield* f(yield* AgentRegistry)
+  })
+
+const withFinish = <A, E>(f: (finish: FinishSubscriptions["Service"]) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    return yield* f(yield* FinishSubscriptions)
   })
 
 const agentClient = (agentId: string) => Effect.map(AgentEntity.AgentEntity.client, (clientFor) => clientFor(agentId))
@@ -299,5 +305,45 @@ describe("cluster runners on PostgreSQL", () => {
       const delivered = await host.run(withRegistry((registry) => Effect.orDie(registry.turn(target, receipt.turnId))))
       return delivered.state === "completed"
     }, "the delivered message's turn completes on the host")
+  }, 240_000)
+
+  it("a subscription every runner recovers and watches is notified once", async () => {
+    const url = postgres.database("once")
+    const pluginHome = tempFolder("quiesce-shell-")
+    const first = await startRunner(url, pluginHome)
+    await settled([first])
+    const cwd = tempFolder("quiesce-work-")
+    const [target, caller] = ["once-target", "once-caller"]
+    for (const agentId of [target, caller]) {
+      await first.run(create(agentId, cwd))
+      await first.run(prompt(agentId, "echo up", `${agentId}-up`))
+    }
+    await first.run(Effect.gen(function*() {
+      yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target })
+    }))
+    // Two more runners start with the subscription stored: each recovers it and watches it too.
+    const all = [first, await startRunner(url, pluginHome), await startRunner(url, pluginHome)]
+    for (const runner of all) await runner.run(withFinish((finish) => finish.recovered))
+    await settled(all)
+    for (const runner of all) {
+      expect(await runner.run(withFinish((finish) => finish.hasPendingForCaller(caller)))).toBe(true)
+    }
+
+    await all[1]!.run(prompt(target, "echo done", `${target}-done`))
+    const told = async () => {
+      const turns = await all[2]!.run(Effect.flatMap(agentClient(caller), (agent) => agent.Turns({ limit: 20 })))
+      return turns.filter((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`)).length
+    }
+    await until(async () => (await told()) >= 1, "the caller is told that the target finished", 60_000)
+    // Delivered and forgotten: the shared record is gone once its notification was acknowledged.
+    await until(async () => {
+      const stored = await all[0]!.run(Effect.gen(function*() {
+        return yield* Effect.orDie((yield* FinishStore).list)
+      }))
+      return stored.length === 0
+    }, "the subscription's record is removed", 60_000)
+    // Past every runner's batching window: still one notification.
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    expect(await told()).toBe(1)
   }, 240_000)
 })

@@ -302,6 +302,7 @@ describe("FinishSubscriptions (D2)", () => {
       for (let i = 0; i < 5; i++) yield* Effect.yieldNow
       // The watch starts after that finish, and no other comes.
       yield* registration.accept
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
       yield* TestClock.adjust("2 seconds")
       yield* s.registry.awaitIdle(parent.agentId)
       for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
@@ -321,7 +322,7 @@ describe("FinishSubscriptions (D2)", () => {
       assert.strictEqual((yield* stores.finish.list).length, 1)
       yield* s.registry.prompt(child.agentId, "after", { wait: true })
       yield* s.registry.awaitIdle(child.agentId)
-      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
       yield* TestClock.adjust("2 seconds")
       yield* s.registry.awaitIdle(parent.agentId)
       for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
