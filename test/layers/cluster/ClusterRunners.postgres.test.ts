@@ -7,7 +7,9 @@
  * Covered here: agents spread over three runners; a prompt sent from any runner reaches its
  * agent once; a fourth runner joining takes shards and every agent still answers with its own
  * session; a runner that stops hands its runtimes off, and the next prompt resumes each agent
- * on a runner that still serves. The collector releases an idle agent on its host only.
+ * on a runner that still serves. The collector releases an idle agent on its host only. A finish
+ * watch registered on a runner that hosts neither agent reports a finish that came before its
+ * watch reached the host, once; a subscription every runner watches is notified once.
  */
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { EntityId, Sharding } from "effect/cluster"

@@ -135,6 +135,21 @@ for (const backend of backends) {
         assert.deepStrictEqual(yield* finishes.list, [localPending])
       }))
 
+    it.effect("claims a notification once: only while the record exists and has none", () =>
+      Effect.gen(function*() {
+        const finishes = yield* store
+        yield* finishes.put(localPending)
+        const claims = yield* Effect.forEach(["first", "second", "third"], (text) => finishes.claimNotification(localPending.id, text), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(claims.filter(Boolean).length, 1)
+        const saved = (yield* finishes.list)[0]?.notification
+        assert.strictEqual(saved, ["first", "second", "third"][claims.indexOf(true)])
+        yield* finishes.remove(localPending.id)
+        assert.isFalse(yield* finishes.claimNotification(localPending.id, "late"))
+        assert.deepStrictEqual(yield* finishes.list, [])
+      }))
+
     it.effect("removing a missing id succeeds and changes nothing", () =>
       Effect.gen(function*() {
         const finishes = yield* store
