@@ -118,6 +118,7 @@ const seedSubscriptions = (file: string, callerAgentId: string, count: number) =
         serverId: "remote",
         state: "accepted",
         createdAt: i,
+        afterFinish: null,
         notification: null
       }), { discard: true }))
   })))

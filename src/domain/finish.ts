@@ -11,6 +11,13 @@ export const FinishSubscription = Schema.Struct({
   state: Schema.Literals(["pending", "accepted"]),
   createdAt: Schema.Number,
   /**
+   * The target's finish position (`TurnJournal.lastFinish`) when the subscription was registered:
+   * the first finish past it is the one owed, even if it comes before the watch reaches the
+   * target's host. Null for a target on another server, and for records stored before positions
+   * (they wait for the target's next finish).
+   */
+  afterFinish: Schema.NullOr(Schema.Number),
+  /**
    * The notification to deliver, saved once the target finished and before it is dispatched, so
    * a restart before the caller's acknowledgement still delivers it.
    */

@@ -199,8 +199,15 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   /**
    * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a
    * permission, or it is closed explicitly. A release is not a finish.
+   *
+   * With `after` (a position from `TurnJournal.lastFinish`, 0 before the agent's first finish):
+   * answers with the first finish journaled past it, at once when one already is, so a finish
+   * between reading the position and this call is not missed. Without: the next finish.
    */
-  readonly awaitFinish: (agentId: string) => Effect.Effect<FinishOutcome, AgentNotFound>
+  readonly awaitFinish: (
+    agentId: string,
+    options?: { readonly after?: number | undefined }
+  ) => Effect.Effect<FinishOutcome, AgentNotFound>
   /** Waits until the agent has no foreground turn and the events of its last turn are processed. */
   readonly awaitIdle: (agentId: string) => Effect.Effect<void>
   readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>

@@ -1,6 +1,16 @@
 import { Context, type Effect, type Option } from "effect"
 import type { AgentStoreError } from "../domain/errors.ts"
+import type { FinishOutcome } from "../domain/finish.ts"
 import type { TurnRecord } from "../domain/turn.ts"
+
+/**
+ * An agent's newest finish as journaled: `position` counts its finishes (1 for the first), and
+ * `outcome` is how it finished. A finish watch waits for a position after the one it saw.
+ */
+export interface JournaledFinish {
+  readonly position: number
+  readonly outcome: FinishOutcome
+}
 
 /** A prompt to accept: its record as it starts, plus the delivered messages it carries. */
 export interface AcceptTurn {
@@ -54,6 +64,13 @@ export class TurnJournal extends Context.Service<TurnJournal, {
    * each agent. Returns how many were removed.
    */
   readonly prune: (endedBefore: number, keepPerAgent: number) => Effect.Effect<number, AgentStoreError>
+  /**
+   * Journals the agent's next finish, replacing the previous one, and returns its position (one
+   * past the previous one's; 1 for the first). Positions only grow, also across a delete.
+   */
+  readonly recordFinish: (agentId: string, outcome: FinishOutcome) => Effect.Effect<number, AgentStoreError>
+  /** The agent's newest journaled finish; none before its first. */
+  readonly lastFinish: (agentId: string) => Effect.Effect<Option.Option<JournaledFinish>, AgentStoreError>
   /** Forgets every record of a deleted agent, final or not. Returns how many were removed. */
   readonly removeAgent: (agentId: string) => Effect.Effect<number, AgentStoreError>
 }>()("quiesce/store/TurnJournal") {}

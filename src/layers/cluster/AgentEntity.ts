@@ -153,8 +153,16 @@ export const Turns = Rpc.make("Turns", {
   error: Schema.Union([AgentNotFound, AgentStoreError])
 })
 
-/** Answers when the agent next finishes (a finish subscription's watch, D2), on the runner that runs its turns. */
-export const AwaitFinish = Rpc.make("AwaitFinish", { success: FinishOutcome, error: AgentNotFound })
+/**
+ * Answers with the agent's first finish past `after` (a position in the shared journal's finishes,
+ * `TurnJournal.lastFinish`), at once when one is already journaled; without `after`, its next
+ * finish. A finish subscription's watch (D2), on the runner that runs the agent's turns.
+ */
+export const AwaitFinish = Rpc.make("AwaitFinish", {
+  payload: { after: Schema.optional(Schema.Number) },
+  success: FinishOutcome,
+  error: AgentNotFound
+})
 
 /** The entity; its shard group comes from the agent's id, so agents stay on their group's runners. */
 export const AgentEntity = Entity.make("Agent", [
@@ -269,7 +277,7 @@ export const layer = AgentEntity.toLayer(
       View: () => registry.get(agentId),
       Turn: ({ payload }) => registry.turn(agentId, payload.turnId),
       Turns: ({ payload }) => registry.turns(agentId, payload.limit),
-      AwaitFinish: () => registry.awaitFinish(agentId)
+      AwaitFinish: ({ payload }) => registry.awaitFinish(agentId, { after: payload.after })
     })
   }),
   { concurrency: "unbounded" }

@@ -67,7 +67,8 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       get: (agentId) => routed(agentId)(clientFor(agentId).View()),
       turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
       turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit })),
-      awaitFinish: (agentId) => routed(agentId)(clientFor(agentId).AwaitFinish())
+      awaitFinish: (agentId, options) =>
+        routed(agentId)(clientFor(agentId).AwaitFinish(options?.after === undefined ? {} : { after: options.after }))
     })
   })
 )

@@ -1,13 +1,14 @@
 /**
  * The live `FinishSubscriptions` (D2): each caller's intent to be told when a target agent
- * finishes is stored first, watched (through `AgentOperations`: this daemon's registry, or on a
+ * finishes is stored first, with the target's finish position (the first finish past it is owed),
+ * watched (through `AgentOperations`: this daemon's registry, or on a
  * cluster the runner that hosts the target; or on another server), turned
  * into a saved notification and delivered as a message to the caller, then forgotten.
  *
  * @module
  */
-import { Cause, Clock, Deferred, Effect, Fiber, Layer, Random, Schedule, type Scope } from "effect"
-import { FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
+import { Cause, Clock, Deferred, type Duration, Effect, Fiber, Layer, Option, Random, Schedule, type Scope } from "effect"
+import { FinishStoreError, FinishSubscriptionsClosed, FinishWatchFailed } from "../../domain/errors.ts"
 import type { FinishOutcome, FinishSubscription } from "../../domain/finish.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
@@ -16,11 +17,14 @@ import { FinishStore } from "../../services/FinishStore.ts"
 import { type FinishRegistrationInput, FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../../services/MessageDelivery.ts"
 import { RemoteFinishes } from "../../services/RemoteFinishes.ts"
+import { TurnJournal } from "../../services/TurnJournal.ts"
 
 /** Tuning for finish subscriptions: how failed watches, saves and deliveries are retried. */
 export interface FinishSubscriptionsOptions {
   /** Backoff between attempts to watch, save or deliver that failed for a reason that may pass. */
   readonly retry?: Schedule.Schedule<unknown, unknown> | undefined
+  /** How long a watch of a local target waits before it is issued again (from its position). Default 30 s. */
+  readonly rewatchInterval?: Duration.Input | undefined
 }
 
 /** The notification the caller receives when its target finishes. */
@@ -52,15 +56,17 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
 ): Effect.fn.Return<
   FinishSubscriptions["Service"],
   never,
-  FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | Scope.Scope
+  FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | TurnJournal | Scope.Scope
 > {
   const store = yield* FinishStore
+  const journal = yield* TurnJournal
   const delivery = yield* MessageDelivery
   const operations = yield* AgentOperations
   const remote = yield* RemoteFinishes
   const noteActivity = yield* ActivityClock.noter
   const scope = yield* Effect.scope
   const retry = options.retry ?? Schedule.min([Schedule.exponential("1 second"), Schedule.spaced("1 minute")])
+  const rewatchInterval = options.rewatchInterval ?? "30 seconds"
 
   let closed = false
   let recovering = true
@@ -91,16 +97,44 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     bump(heldByCaller, entry.subscription.callerAgentId, -1)
   }
 
-  const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
-    subscription.serverId === null
-      ? operations.awaitFinish(subscription.targetAgentId).pipe(
+  /**
+   * A watch from a position, issued again every `rewatchInterval` until it is answered: a request
+   * left with a runner that stopped hosting the target (its shard moved) may never be answered,
+   * and a new one, from the same position, misses nothing.
+   */
+  const fromPosition = (
+    watch: Effect.Effect<FinishOutcome, FinishWatchFailed>
+  ): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    Effect.gen(function*() {
+      // In a fiber of its own, so that giving up on it never waits for its interruption (a
+      // request to a runner that is gone may take long to interrupt).
+      const fiber = yield* Effect.forkIn(watch, scope)
+      const answered = yield* Fiber.join(fiber).pipe(
+        Effect.timeoutOption(rewatchInterval),
+        Effect.onInterrupt(() => Effect.forkIn(Fiber.interrupt(fiber), scope))
+      )
+      if (Option.isSome(answered)) return answered.value
+      yield* Effect.forkIn(Fiber.interrupt(fiber), scope)
+      return yield* fromPosition(watch)
+    })
+
+  const awaitLocal = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    operations.awaitFinish(subscription.targetAgentId, { after: subscription.afterFinish ?? undefined }).pipe(
         // A target that does not exist will never finish; the caller is told it is gone.
         Effect.catchTag("AgentNotFound", () => Effect.succeed<FinishOutcome>({ kind: "closed", lastReply: null })),
         // The target's runner could not be reached (its shard is moving): the watch is retried.
         Effect.catchTag("ClusterUnavailable", (error) =>
           Effect.fail(new FinishWatchFailed({ targetAgentId: subscription.targetAgentId, serverId: null, message: error.message })))
-      )
-      : remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
+    )
+
+  const awaitTarget = (subscription: FinishSubscription): Effect.Effect<FinishOutcome, FinishWatchFailed> =>
+    subscription.serverId !== null
+      ? remote.awaitFinish(subscription.serverId, subscription.targetAgentId)
+      // Without a position (a record stored before positions), a watch issued again would miss a
+      // finish in between: it is issued once.
+      : subscription.afterFinish === null
+      ? awaitLocal(subscription)
+      : fromPosition(awaitLocal(subscription))
 
   // Asked of the caller's host (on a cluster, this runner may not know an agent made elsewhere);
   // a host that cannot be reached now is no sign that the caller is gone.
@@ -141,7 +175,16 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
         notification = formatNotification(subscription, outcome)
         entry.delivering = true
         yield* noteActivity
-        yield* store.put({ ...subscription, notification }).pipe(Effect.retry({ schedule: retry }))
+        // Saved only if no other watch of it saved one first, and it was not removed meanwhile
+        // (rejected, or delivered by another runner): exactly one watch delivers it.
+        const claimed = yield* store.claimNotification(subscription.id, notification).pipe(Effect.retry({ schedule: retry }))
+        if (!claimed) {
+          yield* Effect.logDebug("A finish notification is delivered by another watch, or its subscription is gone").pipe(
+            Effect.annotateLogs({ subscription: subscription.id })
+          )
+          release(entry)
+          return
+        }
       }
       if (!(yield* callerExists(subscription.callerAgentId))) {
         yield* Effect.logWarning("Dropping finish subscription of a caller that no longer exists").pipe(
@@ -183,13 +226,26 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
     bump(registering, caller, 1)
     return yield* Effect.gen(function*() {
       const held = options?.held === true
+      const serverId = input.serverId ?? null
+      // Where the target's finishes stand now: the first one past it is owed, even when it comes
+      // before the watch reaches the target's host (on a cluster, another runner).
+      const afterFinish = serverId !== null ? null : yield* journal.lastFinish(input.targetAgentId).pipe(
+        Effect.map(Option.match({ onNone: () => 0, onSome: (last) => last.position })),
+        Effect.mapError((error) =>
+          new FinishStoreError({
+            operation: "register",
+            message: `Reading the finish position of ${input.targetAgentId} failed: ${error.message}`
+          })
+        )
+      )
       const subscription: FinishSubscription = {
         id: `finish-${yield* idPart}${yield* idPart}`,
         callerAgentId: caller,
         targetAgentId: input.targetAgentId,
-        serverId: input.serverId ?? null,
+        serverId,
         state: held ? "pending" : "accepted",
         createdAt: yield* Clock.currentTimeMillis,
+        afterFinish,
         notification: null
       }
       // Committed before it is accepted: a registration that returns is durable.
@@ -290,8 +346,11 @@ export const makeFinishSubscriptions = Effect.fnUntraced(function*(
   })
 })
 
-/** The live finish subscriptions, over the finish store, message delivery, the agent operations and remote finishes. */
+/**
+ * The live finish subscriptions, over the finish store, message delivery, the agent operations,
+ * remote finishes and the turn journal (where each target's finishes stand).
+ */
 export const layer = (
   options?: FinishSubscriptionsOptions
-): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentOperations | RemoteFinishes> =>
+): Layer.Layer<FinishSubscriptions, never, FinishStore | MessageDelivery | AgentOperations | RemoteFinishes | TurnJournal> =>
   Layer.effect(FinishSubscriptions, makeFinishSubscriptions(options))

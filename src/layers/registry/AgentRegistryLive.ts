@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Scope, Semaphore, Stream } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Scope, Semaphore, Stream } from "effect"
 import * as fs from "node:fs"
 import {
   type AgentRecord,
@@ -41,6 +41,12 @@ import { TurnJournal } from "../../services/TurnJournal.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
 import { AgentPlacement } from "../../services/AgentPlacement.ts"
 import { randomId } from "./ids.ts"
+
+/** A finish watch here: answered by the first finish journaled past `after`, or by the next one without it. */
+interface FinishWaiter {
+  readonly after: number | undefined
+  readonly answer: Deferred.Deferred<FinishOutcome>
+}
 import { baselineBlockers, type LiveAgent } from "./LiveAgent.ts"
 import { makePrompts } from "./prompts.ts"
 import { makeRuntimeRecords } from "./runtimeRecords.ts"
@@ -128,8 +134,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   let shuttingDown = false
   let paused: DaemonRetiring | undefined
   let creating = 0
-  // Keyed by agent, not runtime: a watch outlives releases and resumes.
-  const finishWaiters = new Map<string, Array<Deferred.Deferred<FinishOutcome>>>()
+  // Keyed by agent, not runtime: a watch outlives releases and resumes. A waiter with a position
+  // (`after`) is owed the first finish journaled past it; one without, the next finish announced.
+  const finishWaiters = new Map<string, Array<FinishWaiter>>()
+  /** Finishes announced and not yet journaled, in order: one writer journals them. */
+  const finishesToJournal = yield* Queue.unbounded<{ readonly agentId: string; readonly outcome: FinishOutcome }>()
   const lastReplies = new Map<string, string>()
   /** Agents whose record the store refused: saved again by `retryWrites`; until then the daemon may not retire. */
   const unsaved = new Map<string, string>()
@@ -143,13 +152,44 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       Effect.tap(() => Effect.sync(() => void unsaved.delete(record.agentId)))
     )
 
-  const announceFinish = (agentId: string, kind: FinishKind) => {
+  /** Answers the agent's waiters that `owed` picks, and forgets them. */
+  const answerWaiters = (agentId: string, outcome: FinishOutcome, owed: (waiter: FinishWaiter) => boolean) => {
     const waiters = finishWaiters.get(agentId)
     if (waiters === undefined) return
-    finishWaiters.delete(agentId)
-    const outcome: FinishOutcome = { kind, lastReply: lastReplies.get(agentId) ?? null }
-    for (const waiter of waiters) Deferred.doneUnsafe(waiter, Effect.succeed(outcome))
+    const remaining = waiters.filter((waiter) => !owed(waiter))
+    if (remaining.length === 0) finishWaiters.delete(agentId)
+    else finishWaiters.set(agentId, remaining)
+    for (const waiter of waiters) if (owed(waiter)) Deferred.doneUnsafe(waiter.answer, Effect.succeed(outcome))
   }
+
+  /**
+   * A finish: the waiters without a position are answered now; the finish is then journaled,
+   * and the waiters whose position it passes are answered with it (see `awaitFinish`).
+   */
+  const announceFinish = (agentId: string, kind: FinishKind) => {
+    const outcome: FinishOutcome = { kind, lastReply: lastReplies.get(agentId) ?? null }
+    answerWaiters(agentId, outcome, (waiter) => waiter.after === undefined)
+    Queue.offerUnsafe(finishesToJournal, { agentId, outcome })
+  }
+
+  yield* Effect.forever(
+    Effect.gen(function*() {
+      const { agentId, outcome } = yield* Queue.take(finishesToJournal)
+      const recorded = yield* journal.recordFinish(agentId, outcome).pipe(
+        Effect.retry({ schedule: Schedule.exponential("100 millis"), times: 5 }),
+        Effect.tapError((error) =>
+          Effect.logWarning("Journaling an agent's finish failed; telling only the watches waiting now").pipe(
+            Effect.annotateLogs({ agentId, error: error.message })
+          )
+        ),
+        Effect.option
+      )
+      // Not journaled: those waiting now are told all the same (a watch that reaches a host
+      // later would miss it).
+      answerWaiters(agentId, outcome, (waiter) =>
+        waiter.after !== undefined && (recorded._tag === "None" || waiter.after < recorded.value))
+    })
+  ).pipe(Effect.forkScoped)
 
   // ---- lanes -------------------------------------------------------------------------------
 
@@ -755,20 +795,40 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     }
   )
 
-  const awaitFinish = (agentId: string) =>
+  const awaitFinish = (agentId: string, options?: { readonly after?: number | undefined }) =>
     Effect.suspend(() => {
       if (!records.has(agentId)) return Effect.fail(AgentNotFound.of(agentId))
-      const waiter = Deferred.makeUnsafe<FinishOutcome>()
+      const waiter: FinishWaiter = { after: options?.after, answer: Deferred.makeUnsafe<FinishOutcome>() }
       const waiters = finishWaiters.get(agentId)
       if (waiters === undefined) finishWaiters.set(agentId, [waiter])
       else waiters.push(waiter)
-      return Deferred.await(waiter).pipe(Effect.onInterrupt(() =>
-        Effect.sync(() => {
-          const remaining = finishWaiters.get(agentId)?.filter((other) => other !== waiter)
-          if (remaining === undefined || remaining.length === 0) finishWaiters.delete(agentId)
-          else finishWaiters.set(agentId, remaining)
-        })
-      ))
+      const after = waiter.after
+      // Waiting first, then reading the journal: a finish journaled after the read answers the
+      // waiter when it is journaled, and one journaled before is in what the read returns.
+      const journaled = after === undefined ? Effect.void : journal.lastFinish(agentId).pipe(
+        Effect.tap((last) =>
+          Effect.sync(() => {
+            if (Option.isSome(last) && last.value.position > after) {
+              answerWaiters(agentId, last.value.outcome, (other) => other === waiter)
+            }
+          })
+        ),
+        Effect.catch((error) =>
+          Effect.logWarning("Reading an agent's journaled finish failed; waiting for its next").pipe(
+            Effect.annotateLogs({ agentId, error: error.message })
+          )
+        )
+      )
+      return journaled.pipe(
+        Effect.andThen(Deferred.await(waiter.answer)),
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            const remaining = finishWaiters.get(agentId)?.filter((other) => other !== waiter)
+            if (remaining === undefined || remaining.length === 0) finishWaiters.delete(agentId)
+            else finishWaiters.set(agentId, remaining)
+          })
+        )
+      )
     })
 
   const awaitIdle = (agentId: string): Effect.Effect<void> =>

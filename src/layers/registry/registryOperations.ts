@@ -26,8 +26,9 @@ export const layer: Layer.Layer<AgentOperations, never, AgentRegistry> = Layer.e
 
 /**
  * The operations `target()` returns once it returns them, and this daemon's registry's until
- * then. A cluster's runner builds its message delivery and finish subscriptions before it joins
- * the cluster; through this they reach, once it has joined, the runner that hosts each agent.
+ * then, except `awaitFinish`, which waits for them (checked every 100 ms). A cluster's runner
+ * builds its message delivery and finish subscriptions before it joins the cluster; through this
+ * they reach, once it has joined, the runner that hosts each agent.
  */
 export const layerVia = (
   target: () => AgentOperations["Service"] | undefined
@@ -37,6 +38,12 @@ export const layerVia = (
     Effect.gen(function*() {
       const registry = yield* local
       const current = () => target() ?? registry
+      // Until the runner has joined, no registry here hosts an agent, so a watch of this registry
+      // would hear of no finish: it waits to be carried to the target's runner.
+      const joined: Effect.Effect<AgentOperations["Service"]> = Effect.suspend(() => {
+        const operations = target()
+        return operations === undefined ? Effect.andThen(Effect.sleep("100 millis"), joined) : Effect.succeed(operations)
+      })
       return AgentOperations.of({
         create: (input) => Effect.suspend(() => current().create(input)),
         prompt: (agentId, text, options) => Effect.suspend(() => current().prompt(agentId, text, options)),
@@ -46,7 +53,7 @@ export const layerVia = (
         get: (agentId) => Effect.suspend(() => current().get(agentId)),
         turn: (agentId, turnId) => Effect.suspend(() => current().turn(agentId, turnId)),
         turns: (agentId, limit) => Effect.suspend(() => current().turns(agentId, limit)),
-        awaitFinish: (agentId) => Effect.suspend(() => current().awaitFinish(agentId))
+        awaitFinish: (agentId, options) => Effect.flatMap(joined, (operations) => operations.awaitFinish(agentId, options))
       })
     })
   )

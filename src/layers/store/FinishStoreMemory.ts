@@ -22,6 +22,12 @@ export const make: Effect.Effect<FinishStore["Service"]> = Effect.sync(() => {
     remove: Effect.fn("FinishStoreMemory.remove")(function*(id: string) {
       subscriptions.delete(id)
     }),
+    claimNotification: Effect.fn("FinishStoreMemory.claimNotification")(function*(id: string, notification: string) {
+      const stored = subscriptions.get(id)
+      if (stored === undefined || stored.notification !== null) return false
+      subscriptions.set(id, { ...stored, notification })
+      return true
+    }),
     list: Effect.sync(() => Array.from(subscriptions.values()).sort(byCreatedThenId))
   })
 })

@@ -13,7 +13,7 @@ import type { SqlError } from "effect/sql"
 import { FinishStoreError } from "../../domain/errors.ts"
 import { FinishSubscription } from "../../domain/finish.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
-import { columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
+import { changedRows, columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -25,6 +25,7 @@ export const FinishSubscriptionRow = Schema.Struct({
   server_id: Schema.NullOr(Schema.String),
   state: FinishSubscription.fields.state,
   created_at: Int64,
+  after_finish: Schema.NullOr(Int64),
   notification: Schema.NullOr(Schema.String)
 })
 
@@ -39,6 +40,7 @@ export const FinishSubscriptionFromRow = FinishSubscriptionRow.pipe(Schema.decod
       serverId: row.server_id,
       state: row.state,
       createdAt: row.created_at,
+      afterFinish: row.after_finish,
       notification: row.notification
     }),
     encode: (subscription) => ({
@@ -48,6 +50,7 @@ export const FinishSubscriptionFromRow = FinishSubscriptionRow.pipe(Schema.decod
       server_id: subscription.serverId,
       state: subscription.state,
       created_at: subscription.createdAt,
+      after_finish: subscription.afterFinish,
       notification: subscription.notification
     })
   })
@@ -76,6 +79,11 @@ export const migrations = {
     )`
     // Serves `list`'s ORDER BY without a sort.
     yield* sql`CREATE INDEX finish_subscriptions_created_at_id ON finish_subscriptions (created_at, id)`
+  }),
+  // The target's finish position at registration: the first finish past it is owed.
+  "2_add_after_finish": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE finish_subscriptions ADD COLUMN after_finish INTEGER`
   })
 }
 
@@ -90,7 +98,7 @@ export const migrate = Migrator.make({})({
 
 // --- store ------------------------------------------------------------------------
 
-const columns = "id, caller_agent_id, target_agent_id, server_id, state, created_at, notification"
+const columns = "id, caller_agent_id, target_agent_id, server_id, state, created_at, after_finish, notification"
 
 const idOfRow = (row: unknown): string | undefined =>
   Predicate.hasProperty(row, "id") && typeof row.id === "string" ? row.id : undefined
@@ -135,12 +143,20 @@ export const make: Effect.Effect<
         server_id = excluded.server_id,
         state = excluded.state,
         created_at = excluded.created_at,
+        after_finish = excluded.after_finish,
         notification = excluded.notification`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", subscription.id)))
   })
 
   const remove = Effect.fn("SqlFinishStore.remove")(function*(id: string) {
     // Deleting a missing id deletes nothing, which is not an error.
     yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", id)))
+  })
+
+  // One statement: of two runners watching one subscription, one saves its notification.
+  const claimNotification = Effect.fn("SqlFinishStore.claimNotification")(function*(id: string, notification: string) {
+    const result = yield* sql`UPDATE finish_subscriptions SET notification = ${notification}
+      WHERE id = ${id} AND notification IS NULL`.raw.pipe(retryLostConflicts, Effect.mapError(sqlFailure("claimNotification", id)))
+    return changedRows(result) === 1
   })
 
   const list = Effect.gen(function*() {
@@ -156,7 +172,7 @@ export const make: Effect.Effect<
     return subscriptions
   }).pipe(Effect.withSpan("SqlFinishStore.list"))
 
-  return FinishStore.of({ put, remove, list })
+  return FinishStore.of({ put, remove, claimNotification, list })
 })
 
 /**

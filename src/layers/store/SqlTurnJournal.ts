@@ -12,10 +12,11 @@ import { Effect, Layer, Option, Predicate, Result, Schema, SchemaTransformation,
 import { Migrator, SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import { AgentStoreError } from "../../domain/errors.ts"
+import { FinishKind, type FinishOutcome } from "../../domain/finish.ts"
 import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn.ts"
-import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
+import { type Acceptance, type AcceptTurn, type JournaledFinish, TurnJournal } from "../../services/TurnJournal.ts"
 import * as GroupCommit from "./groupCommit.ts"
-import { changedRows, columnTypes, failureText, Int64 } from "./sqlDialect.ts"
+import { changedRows, columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -75,6 +76,11 @@ export const TurnRecordFromRow = TurnRow.pipe(Schema.decodeTo(
 const decodeRow = Schema.decodeUnknownResult(TurnRecordFromRow)
 const encodeRecord = Schema.encodeEffect(TurnRecordFromRow)
 
+/** One row of `agent_finishes`: an agent's newest finish and its position. */
+export const FinishRow = Schema.Struct({ position: Int64, kind: FinishKind, last_reply: Schema.NullOr(Schema.String) })
+const decodeFinishRow = Schema.decodeUnknownEffect(FinishRow)
+const decodeFinishPosition = Schema.decodeUnknownEffect(Int64)
+
 // --- migrations -------------------------------------------------------------------
 
 /** One statement per `sql` call: node:sqlite prepares only the first of a multi-statement string. */
@@ -115,6 +121,17 @@ export const migrations = {
   "2_index_unfinished_by_agent": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE INDEX turns_agent_unfinished ON turns (agent_id, seq) WHERE state IN ('accepted', 'running')`
+  }),
+  // Each agent's newest finish and how many it has had: a finish watch answers at once when the
+  // target finished after the position it saw (its subscription's registration).
+  "3_create_agent_finishes": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE agent_finishes (
+      agent_id TEXT PRIMARY KEY NOT NULL,
+      position INTEGER NOT NULL,
+      kind TEXT NOT NULL,
+      last_reply TEXT
+    )`
   })
 }
 
@@ -318,7 +335,45 @@ export const make: Effect.Effect<
     )
   })
 
-  return TurnJournal.of({ accept, update, claim, get, recent, byClientMessageId, byMessageId, unfinished, unfinishedOf, prune, removeAgent })
+  // One statement: two runners recording a finish of one agent at once get two positions.
+  const recordFinish = Effect.fn("SqlTurnJournal.recordFinish")(function*(agentId: string, outcome: FinishOutcome) {
+    const rows = yield* sql`INSERT INTO agent_finishes (agent_id, position, kind, last_reply)
+      VALUES (${agentId}, 1, ${outcome.kind}, ${outcome.lastReply})
+      ON CONFLICT (agent_id) DO UPDATE SET
+        position = agent_finishes.position + 1, kind = excluded.kind, last_reply = excluded.last_reply
+      RETURNING position`.pipe(retryLostConflicts)
+    const row = rows[0]
+    if (row === undefined) {
+      return yield* new AgentStoreError({ operation: "journal.recordFinish", agentId, message: `No finish position came back for ${agentId}` })
+    }
+    return yield* decodeFinishPosition(row.position)
+  }, (effect, agentId) => Effect.mapError(effect, (error) => error._tag === "AgentStoreError" ? error : failure("recordFinish", agentId)(error)))
+
+  const lastFinish = (agentId: string) =>
+    sql`SELECT position, kind, last_reply FROM agent_finishes WHERE agent_id = ${agentId}`.pipe(
+      Effect.flatMap((rows) => rows[0] === undefined ? Effect.succeedNone : Effect.asSome(decodeFinishRow(rows[0]))),
+      Effect.map(Option.map((row): JournaledFinish => ({
+        position: row.position,
+        outcome: { kind: row.kind, lastReply: row.last_reply }
+      }))),
+      Effect.mapError(failure("lastFinish", agentId))
+    )
+
+  return TurnJournal.of({
+    accept,
+    update,
+    claim,
+    get,
+    recent,
+    byClientMessageId,
+    byMessageId,
+    unfinished,
+    unfinishedOf,
+    recordFinish,
+    lastFinish,
+    prune,
+    removeAgent
+  })
 })
 
 /** The journal on the database of the provided `SqlClient`, migrated when the layer is built. */

@@ -6,7 +6,7 @@
 import { Effect, Layer, Option } from "effect"
 import { AgentStoreError } from "../../domain/errors.ts"
 import { isFinal, type TurnRecord } from "../../domain/turn.ts"
-import { type Acceptance, type AcceptTurn, TurnJournal } from "../../services/TurnJournal.ts"
+import { type Acceptance, type AcceptTurn, type JournaledFinish, TurnJournal } from "../../services/TurnJournal.ts"
 
 const key = (agentId: string, id: string) => `${agentId}\u0000${id}`
 
@@ -16,6 +16,7 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
   const records = new Map<string, TurnRecord>()
   const byClientId = new Map<string, string>()
   const byMessage = new Map<string, string>()
+  const finishes = new Map<string, JournaledFinish>()
 
   const forget = (record: TurnRecord) => {
     records.delete(record.turnId)
@@ -94,6 +95,13 @@ export const make: Effect.Effect<TurnJournal["Service"]> = Effect.sync(() => {
         }
         return removed
       }),
+    recordFinish: (agentId, outcome) =>
+      Effect.sync(() => {
+        const position = (finishes.get(agentId)?.position ?? 0) + 1
+        finishes.set(agentId, { position, outcome })
+        return position
+      }),
+    lastFinish: (agentId) => Effect.sync(() => Option.fromNullishOr(finishes.get(agentId))),
     removeAgent: (agentId) =>
       Effect.sync(() => {
         const removed = [...records.values()].filter((record) => record.agentId === agentId)

@@ -7,7 +7,9 @@
  * Covered here: agents spread over three runners; a prompt sent from any runner reaches its
  * agent once; a fourth runner joining takes shards and every agent still answers with its own
  * session; a runner that stops hands its runtimes off, and the next prompt resumes each agent
- * on a runner that still serves. The collector releases an idle agent on its host only.
+ * on a runner that still serves. The collector releases an idle agent on its host only. A finish
+ * watch registered on a runner that hosts neither agent reports a finish that came before its
+ * watch reached the host, once; a subscription every runner watches is notified once.
  */
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
@@ -28,6 +30,7 @@ import { daemonServices } from "../../../src/programs/daemon.ts"
 import { pluginPath as shellPluginPath } from "../../../src/layers/providers/shell/ShellProvider.ts"
 import { AgentOperations } from "../../../src/services/AgentOperations.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
+import { FinishStore } from "../../../src/services/FinishStore.ts"
 import { FinishSubscriptions } from "../../../src/services/FinishSubscriptions.ts"
 import { MessageDelivery } from "../../../src/services/MessageDelivery.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
@@ -88,7 +91,7 @@ const runnerLayer = (url: string, pluginHome: string, port: number, operations: 
 interface Runner {
   readonly port: number
   readonly run: <A, E>(
-    effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding | MessageDelivery | FinishSubscriptions>
+    effect: Effect.Effect<A, E, AgentRegistry | RuntimeCollector | Sharding.Sharding | MessageDelivery | FinishSubscriptions | FinishStore>
   ) => Promise<A>
   readonly stop: () => Promise<void>
 }
@@ -119,6 +122,11 @@ const startRunner = async (url: string, pluginHome: string): Promise<Runner> => 
 const withRegistry = <A, E>(f: (registry: AgentRegistry["Service"]) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     return yield* f(yield* AgentRegistry)
+  })
+
+const withFinish = <A, E>(f: (finish: FinishSubscriptions["Service"]) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    return yield* f(yield* FinishSubscriptions)
   })
 
 const agentClient = (agentId: string) => Effect.map(AgentEntity.AgentEntity.client, (clientFor) => clientFor(agentId))
@@ -265,18 +273,28 @@ describe("cluster runners on PostgreSQL", () => {
     }, "two agents are hosted by the second runner", 60_000)
     const [target, caller] = [hosted[0]!, hosted[1]!]
 
-    // A finish watch registered on `via`: the target's next finish, on `host`, is what it reports.
-    await via.run(Effect.gen(function*() {
-      const registration = yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target })
-      yield* registration.accept
+    // A finish watch registered on `via`, held so that its watch is not issued yet; the target
+    // finishes on `host` in between. That finish is owed, though it came before the watch.
+    const told = (turns: ReadonlyArray<{ readonly text: string; readonly state: string }>) =>
+      turns.filter((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`) && turn.state !== "accepted").length
+    const registration = await via.run(Effect.gen(function*() {
+      return yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target }, { held: true })
     }))
-    // The watch reaches the host a moment after the registration: the target finishes until it is told.
-    let finishes = 0
+    await via.run(prompt(target, "echo finished-on-host", `${target}-finish`))
+    await via.run(registration.accept)
     await until(async () => {
-      await via.run(prompt(target, "echo finished-on-host", `${target}-finish-${finishes++}`))
       const turns = await host.run(withRegistry((registry) => Effect.orDie(registry.turns(caller, 10))))
-      return turns.some((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`) && turn.state !== "accepted")
+      return told(turns) === 1
     }, "the caller is told on its runner that the target finished", 30_000)
+    // Once: the subscription is gone, and nothing more comes.
+    await until(async () => {
+      const left = await via.run(Effect.gen(function*() {
+        return yield* (yield* FinishSubscriptions).hasPendingForCaller(caller)
+      }))
+      return !left
+    }, "the subscription is removed once the notification was acknowledged", 30_000)
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(told(await host.run(withRegistry((registry) => Effect.orDie(registry.turns(caller, 10)))))).toBe(1)
 
     // A message enqueued on `via` is prompted on `host` at once: its turn reached the provider, not left accepted.
     const receipt = await via.run(Effect.gen(function*() {
@@ -289,5 +307,45 @@ describe("cluster runners on PostgreSQL", () => {
       const delivered = await host.run(withRegistry((registry) => Effect.orDie(registry.turn(target, receipt.turnId))))
       return delivered.state === "completed"
     }, "the delivered message's turn completes on the host")
+  }, 240_000)
+
+  it("a subscription every runner recovers and watches is notified once", async () => {
+    const url = postgres.database("once")
+    const pluginHome = tempFolder("quiesce-shell-")
+    const first = await startRunner(url, pluginHome)
+    await settled([first])
+    const cwd = tempFolder("quiesce-work-")
+    const [target, caller] = ["once-target", "once-caller"]
+    for (const agentId of [target, caller]) {
+      await first.run(create(agentId, cwd))
+      await first.run(prompt(agentId, "echo up", `${agentId}-up`))
+    }
+    await first.run(Effect.gen(function*() {
+      yield* (yield* FinishSubscriptions).register({ callerAgentId: caller, targetAgentId: target })
+    }))
+    // Two more runners start with the subscription stored: each recovers it and watches it too.
+    const all = [first, await startRunner(url, pluginHome), await startRunner(url, pluginHome)]
+    for (const runner of all) await runner.run(withFinish((finish) => finish.recovered))
+    await settled(all)
+    for (const runner of all) {
+      expect(await runner.run(withFinish((finish) => finish.hasPendingForCaller(caller)))).toBe(true)
+    }
+
+    await all[1]!.run(prompt(target, "echo done", `${target}-done`))
+    const told = async () => {
+      const turns = await all[2]!.run(Effect.flatMap(agentClient(caller), (agent) => agent.Turns({ limit: 20 })))
+      return turns.filter((turn) => turn.text.includes(`[finish notification] Agent ${target} finished.`)).length
+    }
+    await until(async () => (await told()) >= 1, "the caller is told that the target finished", 60_000)
+    // Delivered and forgotten: the shared record is gone once its notification was acknowledged.
+    await until(async () => {
+      const stored = await all[0]!.run(Effect.gen(function*() {
+        return yield* Effect.orDie((yield* FinishStore).list)
+      }))
+      return stored.length === 0
+    }, "the subscription's record is removed", 60_000)
+    // Past every runner's batching window: still one notification.
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    expect(await told()).toBe(1)
   }, 240_000)
 })

@@ -13,6 +13,7 @@ import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLi
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as FinishStoreMemory from "../../../src/layers/store/FinishStoreMemory.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
+import { AgentOperations } from "../../../src/services/AgentOperations.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { AgentStore } from "../../../src/services/AgentStore.ts"
 import { FinishStore } from "../../../src/services/FinishStore.ts"
@@ -52,6 +53,8 @@ const server = Effect.fnUntraced(function*(options: {
   readonly stores: Stores
   readonly remote?: RemoteStub
   readonly deliveryRetry?: Schedule.Schedule<unknown, unknown>
+  /** Changes the agent operations the finish subscriptions use (a host that loses a watch, say). */
+  readonly operations?: (operations: AgentOperations["Service"]) => AgentOperations["Service"]
 }) {
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([Layer.succeed(AgentStore, options.stores.agents), providerRegistryWith(options.provider)]),
@@ -61,8 +64,12 @@ const server = Effect.fnUntraced(function*(options: {
   const deliveryLayer = MessageDeliveryLive.layer(
     options.deliveryRetry === undefined ? {} : { retry: options.deliveryRetry }
   )
+  const wrap = options.operations
   const finishLayer = FinishSubscriptionsLive.layer().pipe(
-    Layer.provide([Layer.succeed(FinishStore, options.stores.finish), (options.remote ?? new RemoteStub()).layer])
+    Layer.provide([Layer.succeed(FinishStore, options.stores.finish), (options.remote ?? new RemoteStub()).layer]),
+    Layer.provide(wrap === undefined ? Layer.empty : Layer.effect(AgentOperations, Effect.gen(function*() {
+      return wrap(yield* AgentOperations)
+    })))
   )
   const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer])
@@ -283,6 +290,90 @@ describe("FinishSubscriptions (D2)", () => {
       assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1)
     }))
 
+  it.effect("a finish between the registration and the watch is owed once; one before the registration is not", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      const s = yield* server({ provider, stores })
+      yield* s.finish.recovered
+      const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      // Before the registration: not owed.
+      yield* s.registry.prompt(child.agentId, "before", { wait: true })
+      // Registered held, so its watch is not issued yet; the target finishes in between.
+      const registration = yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId }, {
+        held: true
+      })
+      yield* s.registry.prompt(child.agentId, "between", { wait: true })
+      yield* s.registry.awaitIdle(child.agentId)
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      // The watch starts after that finish, and no other comes.
+      yield* registration.accept
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      yield* TestClock.adjust("2 seconds")
+      yield* s.registry.awaitIdle(parent.agentId)
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual(provider.deliveredTo(parent.persistence!.sessionId), [
+        `[message from agent ${child.agentId}]\n[finish notification] Agent ${child.agentId} finished.`
+      ])
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+      // Told once: later steps of the clock deliver nothing more.
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1)
+
+      // Registered after every finish so far: nothing is owed until the next one.
+      yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      yield* TestClock.adjust("1 minute")
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 1, "a finish before the registration is not owed")
+      assert.strictEqual((yield* stores.finish.list).length, 1)
+      yield* s.registry.prompt(child.agentId, "after", { wait: true })
+      yield* s.registry.awaitIdle(child.agentId)
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      yield* TestClock.adjust("2 seconds")
+      yield* s.registry.awaitIdle(parent.agentId)
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 2)
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+    }))
+
+  it.effect("a watch its host never answers is issued again from its position, and the finish is told once", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const stores = yield* makeStores
+      let watches = 0
+      // The first watch is left unanswered, as by a runner that stopped hosting the target.
+      const s = yield* server({
+        provider,
+        stores,
+        operations: (operations) => ({
+          ...operations,
+          awaitFinish: (agentId, options) =>
+            Effect.suspend(() => watches++ === 0 ? Effect.never : operations.awaitFinish(agentId, options))
+        })
+      })
+      yield* s.finish.recovered
+      const parent = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      const child = yield* s.registry.create({ provider: "codex", cwd: "/work" })
+      yield* s.finish.register({ callerAgentId: parent.agentId, targetAgentId: child.agentId })
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      yield* s.registry.prompt(child.agentId, "work", { wait: true })
+      yield* s.registry.awaitIdle(child.agentId)
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      assert.strictEqual(provider.deliveredTo(parent.persistence!.sessionId).length, 0, "the lost watch heard nothing")
+      yield* TestClock.adjust("30 seconds")
+      for (let i = 0; i < 20 && watches < 2; i++) yield* Effect.yieldNow
+      for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+      yield* TestClock.adjust("2 seconds")
+      yield* s.registry.awaitIdle(parent.agentId)
+      for (let i = 0; i < 5 && (yield* stores.finish.list).length > 0; i++) yield* Effect.yieldNow
+      assert.strictEqual(watches, 2)
+      assert.deepStrictEqual(provider.deliveredTo(parent.persistence!.sessionId), [
+        `[message from agent ${child.agentId}]\n[finish notification] Agent ${child.agentId} finished.`
+      ])
+      assert.deepStrictEqual(yield* stores.finish.list, [])
+    }))
+
   it.effect("rejecting a held registration removes the durable record and the protection", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
@@ -312,6 +403,7 @@ describe("FinishSubscriptions (D2)", () => {
         serverId: null,
         state: "accepted",
         createdAt: 0,
+        afterFinish: null,
         notification: null
       })
       const s = yield* server({ provider, stores })

@@ -255,6 +255,25 @@ describe("AgentRegistry: failures", () => {
     }))
 })
 
+describe("AgentRegistry: finish positions (D2)", () => {
+  it.effect("a watch from a position is answered at once by a finish already journaled past it, and otherwise by the next", () =>
+    Effect.gen(function*() {
+      const h = yield* harness()
+      const agent = yield* h.create()
+      yield* h.registry.prompt(agent.agentId, "first", { wait: true })
+      for (let i = 0; i < 3; i++) yield* Effect.yieldNow
+      // Position 0 was seen before that finish: it is owed, though the watch comes after it.
+      const owed = yield* h.registry.awaitFinish(agent.agentId, { after: 0 })
+      assert.strictEqual(owed.kind, "finished")
+      // Position 1 is that finish: the watch waits for the next one.
+      const next = yield* Effect.forkChild(h.registry.awaitFinish(agent.agentId, { after: 1 }), { startImmediately: true })
+      for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+      assert.isUndefined(next.pollUnsafe())
+      yield* h.registry.prompt(agent.agentId, "second", { wait: true })
+      assert.strictEqual((yield* Fiber.join(next)).kind, "finished")
+    }))
+})
+
 describe("AgentRegistry: the daemon baseline (C4)", () => {
   it.effect("names every blocker a live runtime can have", () =>
     Effect.gen(function*() {
@@ -268,7 +287,8 @@ describe("AgentRegistry: the daemon baseline (C4)", () => {
       yield* Effect.yieldNow
       assert.deepStrictEqual(yield* blockers, ["pending-permission"])
       yield* h.registry.respondToPermission(agent.agentId, "p1", true)
-      yield* Effect.yieldNow
+      // The permission request's finish is being journaled meanwhile, by a fiber of its own.
+      for (let i = 0; i < 3; i++) yield* Effect.yieldNow
       assert.deepStrictEqual(yield* blockers, [])
 
       h.provider.emit(agent.agentId, { _tag: "SubagentStarted", id: "s1" })

@@ -28,7 +28,7 @@ describe("PostgresDatabase", () => {
         })
         yield* finishes.put({
           id: "finish-1", callerAgentId: "agent-0", targetAgentId: "agent-1", serverId: null,
-          state: "pending", createdAt: 1_750_000_000_789, notification: null
+          state: "pending", createdAt: 1_750_000_000_789, afterFinish: null, notification: null
         })
         yield* journal.accept({
           record: {

@@ -34,6 +34,7 @@ const subscription = (id: string, fields: Partial<FinishSubscription> = {}): Fin
   serverId: null,
   state: "pending",
   createdAt: 1_000,
+  afterFinish: null,
   notification: null,
   ...fields
 })
@@ -47,7 +48,7 @@ const remoteDelivered = subscription("sub-remote", {
   notification: "Agent agent-other finished:\nline two with \"quotes\" and emoji 🚀"
 })
 
-const localPending = subscription("sub-local")
+const localPending = subscription("sub-local", { afterFinish: 3 })
 
 const agent = (agentId: string): AgentRecord => ({
   agentId,
@@ -134,6 +135,21 @@ for (const backend of backends) {
         assert.deepStrictEqual(yield* finishes.list, [localPending])
       }))
 
+    it.effect("claims a notification once: only while the record exists and has none", () =>
+      Effect.gen(function*() {
+        const finishes = yield* store
+        yield* finishes.put(localPending)
+        const claims = yield* Effect.forEach(["first", "second", "third"], (text) => finishes.claimNotification(localPending.id, text), {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(claims.filter(Boolean).length, 1)
+        const saved = (yield* finishes.list)[0]?.notification
+        assert.strictEqual(saved, ["first", "second", "third"][claims.indexOf(true)])
+        yield* finishes.remove(localPending.id)
+        assert.isFalse(yield* finishes.claimNotification(localPending.id, "late"))
+        assert.deepStrictEqual(yield* finishes.list, [])
+      }))
+
     it.effect("removing a missing id succeeds and changes nothing", () =>
       Effect.gen(function*() {
         const finishes = yield* store
@@ -194,7 +210,7 @@ describe("SqlFinishStore file", () => {
           (sql) => sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM finish_store_migrations`
         )
       )
-      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_finish_subscriptions"]])
+      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_finish_subscriptions"], [2, "add_after_finish"]])
     }))
 
   interface Corruption {

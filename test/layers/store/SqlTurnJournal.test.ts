@@ -75,6 +75,25 @@ for (const [name, make] of Object.entries(journals)) {
         assert.strictEqual(missing._tag, "AgentStoreError")
       }))
 
+    it.effect("journals each agent's finishes: positions count from 1, the newest outcome is kept, a delete keeps the count", () =>
+      Effect.gen(function*() {
+        const journal = yield* make
+        assert.deepStrictEqual(yield* journal.lastFinish("agent-1"), Option.none())
+        assert.strictEqual(yield* journal.recordFinish("agent-1", { kind: "finished", lastReply: "one" }), 1)
+        assert.strictEqual(yield* journal.recordFinish("agent-1", { kind: "needs-permission", lastReply: null }), 2)
+        assert.strictEqual(yield* journal.recordFinish("agent-2", { kind: "errored", lastReply: "other" }), 1)
+        assert.deepStrictEqual(
+          yield* journal.lastFinish("agent-1"),
+          Option.some({ position: 2, outcome: { kind: "needs-permission", lastReply: null } })
+        )
+        yield* journal.removeAgent("agent-1")
+        assert.strictEqual(yield* journal.recordFinish("agent-1", { kind: "closed", lastReply: null }), 3)
+        assert.deepStrictEqual(
+          yield* journal.lastFinish("agent-2"),
+          Option.some({ position: 1, outcome: { kind: "errored", lastReply: "other" } })
+        )
+      }))
+
     it.effect("accepts a client message id once; the repeat finds the first record", () =>
       Effect.gen(function*() {
         const journal = yield* make
@@ -209,6 +228,19 @@ describe("TurnJournal (SQLite file)", () => {
       const url = postgres.database("race")
       const [left, right] = yield* Effect.all([postgresJournal(url), postgresJournal(url)])
       yield* raceForOneClientId(left, right)
+    }))
+
+  it.effect("two pools recording finishes of one agent at once on PostgreSQL get distinct positions", () =>
+    Effect.gen(function*() {
+      const url = postgres.database("finishes")
+      const [left, right] = yield* Effect.all([postgresJournal(url), postgresJournal(url)])
+      const positions = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) => (i % 2 === 0 ? left : right).recordFinish("agent-1", { kind: "finished", lastReply: `${i}` }),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual([...positions].sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 1))
+      assert.strictEqual(Option.getOrThrow(yield* left.lastFinish("agent-1")).position, 20)
     }))
 
   it.effect("records survive reopening the file, beside the other stores", () =>

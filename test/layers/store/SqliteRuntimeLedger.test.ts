@@ -59,6 +59,7 @@ const subscription = (id: string): FinishSubscription => ({
   serverId: null,
   state: "pending",
   createdAt: 1_000,
+  afterFinish: null,
   notification: null
 })
 
