@@ -56,7 +56,7 @@ describe("omp --mode rpc 18.2.3 (real CLI)", () => {
         assert.strictEqual(idle.outcome._tag, "Retained")
         if (idle.outcome._tag === "Retained") assert.strictEqual(idle.outcome.residency.veto?.outcome, "vetoed")
         assert.deepStrictEqual(idle.reasons, [missingSettlement])
-        assert.deepStrictEqual(yield* probe(agent, created.agentId), { canStop: false, reason: missingSettlement }, "the answer says why")
+        assert.deepStrictEqual(yield* probe(agent, created.agentId), { canStop: false, reason: missingSettlement, workUnknown: true }, "the answer says why")
 
         // An async bash job: the turn ends at once, OMP keeps the job's result to deliver.
         const job = gatedJob(agent.home)
