@@ -81,7 +81,7 @@ const throughput = async (daemons: ReadonlyArray<Daemon>, agents: ReadonlyArray<
 const hostPid = async (via: Daemon, agentId: string): Promise<number | undefined> => {
   const view = await api(via, "GET", `/v1/agents/${agentId}`)
   if (view.status !== 200 || view.body.pid === null) return undefined
-  const { readStat } = await import("../src/layers/host/ProcessInspectionProcfs.ts")
+  const { readStat } = await import("../src/platform/procfs.ts")
   return readStat(view.body.pid)?.ppid
 }
 

@@ -27,7 +27,7 @@ import {
   readLogFrom,
   rotatedLogFile
 } from "../layers/host/logFile.ts"
-import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
+import { recordedProcessAlive } from "../platform/procfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
 import type { LoginLink, MemoryView, ProbeView, PromptResult } from "../layers/http/Api.ts"
 import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"

@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { agentCliBinary } from "../../scripts/agentClis.ts"
 import type { SessionEvent, StopAnswer } from "../../src/domain/provider.ts"
 import { makeClaudeClient } from "../../src/layers/providers/claude/ClaudeProvider.ts"
-import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../src/platform/processGroups.ts"
 import { claudeCli } from "./support/claudeCli.ts"
 import { backgroundJobScenario, bounded, eventually, gatedJob, sessionConfig, withRealCli } from "./support/realAgent.ts"
 

@@ -12,7 +12,7 @@ import { agentCliBinary } from "../../scripts/agentClis.ts"
 import { type LogEntry, recordingLogs } from "../support/logs.ts"
 import type { SessionEvent, StopAnswer } from "../../src/domain/provider.ts"
 import { makeCodexClient } from "../../src/layers/providers/codex/CodexProvider.ts"
-import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../src/platform/processGroups.ts"
 import { codexCli } from "./support/codexCli.ts"
 import { backgroundJobScenario, bounded, eventually, gatedJob, sessionConfig, withRealCli } from "./support/realAgent.ts"
 

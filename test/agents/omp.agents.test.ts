@@ -11,7 +11,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../src/platform/processGroups.ts"
 import { missingSettlement } from "../../src/layers/providers/pi/safety.ts"
 import { type LogEntry, recordingLogs } from "../support/logs.ts"
 import { ompCli } from "./support/ompCli.ts"

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { groupAlive } from "../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../src/platform/processGroups.ts"
 import { makeOpencodeAcpCli } from "./support/opencodeAcpCli.ts"
 import { bounded, eventually, type RealAgent, withRealCli } from "./support/realAgent.ts"
 

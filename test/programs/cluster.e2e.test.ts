@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { readStat } from "../../src/layers/host/ProcessInspectionProcfs.ts"
+import { readStat } from "../../src/platform/procfs.ts"
 import {
   api,
   cleanUpDaemons,

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { spawn } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { readStat } from "../../src/layers/host/ProcessInspectionProcfs.ts"
+import { readStat } from "../../src/platform/procfs.ts"
 import {
   api,
   cleanUpDaemons,

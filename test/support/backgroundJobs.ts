@@ -4,7 +4,7 @@
  * their command line. For tests that prove a job outlived, or did not outlive, a close.
  */
 import { readFileSync } from "node:fs"
-import { liveProcesses } from "../../src/layers/providers/process/detachedGroups.ts"
+import { liveProcesses } from "../../src/platform/detachedGroups.ts"
 import { until } from "./daemonProcess.ts"
 import { markerOf } from "./runtimeMarker.ts"
 

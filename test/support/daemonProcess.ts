@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { liveProcesses } from "../../src/layers/providers/process/detachedGroups.ts"
+import { liveProcesses } from "../../src/platform/detachedGroups.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
 

@@ -8,7 +8,7 @@ import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import type { SessionConfig, SessionEvent } from "../../src/domain/provider.ts"
-import { runtimeMarkerName } from "../../src/layers/providers/process/escapedProcesses.ts"
+import { runtimeMarkerName } from "../../src/platform/escapedProcesses.ts"
 
 /** A fresh marker for one runtime. */
 export const freshMarker = (): string => randomBytes(12).toString("hex")

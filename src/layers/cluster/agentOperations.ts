@@ -9,7 +9,7 @@ import type { Sharding } from "effect/cluster"
 import { ClusterUnavailable } from "../../domain/errors.ts"
 import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
-import { randomId } from "../registry/ids.ts"
+import { randomId } from "../../platform/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
 

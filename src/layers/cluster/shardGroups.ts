@@ -5,7 +5,7 @@
  * agent's id, so every runner finds it from the id alone: `agent-<hex>` is in `default`,
  * `agent-<group>-<hex>` in `<group>`.
  */
-import { randomId } from "../registry/ids.ts"
+import { randomId } from "../../platform/ids.ts"
 
 /** The shard group of agents whose id names none (`agent-<hex>`), and of runners given none. */
 export const defaultShardGroup = "default"

@@ -14,7 +14,7 @@ import { AgentOperations } from "../../services/AgentOperations.ts"
 import type { PromptError, PromptReceipt } from "../../services/AgentRegistry.ts"
 import { type AgentMessage, MessageDelivery } from "../../services/MessageDelivery.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
-import { randomId } from "../registry/ids.ts"
+import { randomId } from "../../platform/ids.ts"
 
 /** Tuning for message delivery: the batching window, dispatch retries and the shutdown wait. */
 export interface MessageDeliveryOptions {

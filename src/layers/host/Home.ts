@@ -5,7 +5,7 @@
  * @module
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { readStat } from "./ProcessInspectionProcfs.ts"
+import { readStat } from "../../platform/procfs.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -8,7 +8,7 @@
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
 import { HostMemory } from "../../services/HostMemory.ts"
-import { readText } from "./ProcessInspectionProcfs.ts"
+import { readText } from "../../platform/procfs.ts"
 
 /** Where the layer reads; a test points them at files of its own. */
 export interface HostMemoryPaths {

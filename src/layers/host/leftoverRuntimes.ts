@@ -35,15 +35,15 @@ import type {
   RuntimeProcess,
   SkippedProcess
 } from "../../domain/runtimeProcess.ts"
-import { signalGroup, signalProcess } from "../providers/plugin/PluginProcess.ts"
+import { signalGroup, signalProcess } from "../../platform/processGroups.ts"
 import {
   carriesMarker,
   commandOf,
   type ProcessScanFailed,
   readEnviron,
   scanLiveProcesses
-} from "../providers/process/escapedProcesses.ts"
-import type { ProcStat } from "./ProcessInspectionProcfs.ts"
+} from "../../platform/escapedProcesses.ts"
+import type { ProcStat } from "../../platform/procfs.ts"
 
 /** Tuning for {@link endLeftovers}: how gently the leftover processes are ended. */
 export interface EndLeftoversOptions {

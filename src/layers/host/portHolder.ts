@@ -5,7 +5,7 @@
  * synchronously and gives up quietly (`undefined`) on anything it cannot read.
  */
 import { readdirSync, readlinkSync } from "node:fs"
-import { readText } from "./ProcessInspectionProcfs.ts"
+import { readText } from "../../platform/procfs.ts"
 
 /** A process holding a listening socket. */
 export interface PortHolder {

@@ -34,7 +34,7 @@ import {
   retryWhileDecidingSeconds
 } from "../../domain/retirement.ts"
 import { liveLockHolder } from "../host/Home.ts"
-import { readStat, recordedProcessAlive } from "../host/ProcessInspectionProcfs.ts"
+import { readStat, recordedProcessAlive } from "../../platform/procfs.ts"
 import type { RetirementAttemptView } from "../http/Api.ts"
 import type { DaemonRow, Inventory, RenderedIdentity, StopResult } from "../http/HubApi.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"

@@ -12,7 +12,7 @@ import * as path from "node:path"
 import { daemonProtocolVersion, type DaemonIdentity } from "../../domain/retirement.ts"
 import type { ManagedHome } from "../../domain/hub.ts"
 import { tokenProblem } from "../host/Home.ts"
-import { isExited, readStat } from "../host/ProcessInspectionProcfs.ts"
+import { isExited, readStat } from "../../platform/procfs.ts"
 import { readRendezvous, rendezvousFile } from "../host/rendezvous.ts"
 import { type DaemonStatusView, QuiesceApi } from "../http/Api.ts"
 

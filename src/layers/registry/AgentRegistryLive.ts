@@ -40,7 +40,7 @@ import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
 import { AgentPlacement } from "../../services/AgentPlacement.ts"
-import { randomId } from "./ids.ts"
+import { randomId } from "../../platform/ids.ts"
 
 /** A finish watch here: answered by the first finish journaled past `after`, or by the next one without it. */
 interface FinishWaiter {

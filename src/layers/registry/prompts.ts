@@ -25,7 +25,7 @@ import type { TurnEnd } from "../../domain/provider.ts"
 import { type Disposition, isFinal, isRetryable, type TurnError, type TurnRecord } from "../../domain/turn.ts"
 import type { PromptError, PromptOptions, PromptReceipt } from "../../services/AgentRegistry.ts"
 import type { TurnJournal } from "../../services/TurnJournal.ts"
-import { randomId } from "./ids.ts"
+import { randomId } from "../../platform/ids.ts"
 import type { ActiveTurn, LiveAgent } from "./LiveAgent.ts"
 import type { TurnHandle, TurnOutcome } from "./turnHandle.ts"
 

@@ -7,7 +7,7 @@
  */
 import { Clock, Effect } from "effect"
 import { describeEnded, describeSkipped, endLeftovers } from "../host/leftoverRuntimes.ts"
-import { readStat } from "../host/ProcessInspectionProcfs.ts"
+import { readStat } from "../../platform/procfs.ts"
 import type { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
 

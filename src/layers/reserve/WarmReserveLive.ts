@@ -12,7 +12,7 @@ import { maxWarmReserve, warmLedgerId, type WarmReserveView } from "../../domain
 import { ProviderRegistry } from "../../services/ProviderRegistry.ts"
 import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
-import { randomId } from "../registry/ids.ts"
+import { randomId } from "../../platform/ids.ts"
 import { forgetProcess, recordProcess } from "../registry/runtimeRecords.ts"
 
 /** Tuning for the warm reserve: each provider's starting target, idle replacement and start backoff. */

@@ -10,7 +10,7 @@ import {
   parseMemAvailable,
   readAvailable
 } from "../../../src/layers/host/HostMemoryProcfs.ts"
-import { readText } from "../../../src/layers/host/ProcessInspectionProcfs.ts"
+import { readText } from "../../../src/platform/procfs.ts"
 import { HostMemory } from "../../../src/services/HostMemory.ts"
 
 const meminfo = (availableKb: number) =>

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Option } from "effect"
 import { TestClock } from "effect/testing"
 import * as ProcessInspectionProcfs from "../../../src/layers/host/ProcessInspectionProcfs.ts"
-import type { ProcStat } from "../../../src/layers/host/ProcessInspectionProcfs.ts"
+import type { ProcStat } from "../../../src/platform/procfs.ts"
 import { ProcessInspection } from "../../../src/services/ProcessInspection.ts"
 
 interface FakeProcess {

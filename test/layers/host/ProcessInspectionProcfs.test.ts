@@ -7,6 +7,7 @@ import { Effect, Option } from "effect"
 import { spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import * as ProcessInspectionProcfs from "../../../src/layers/host/ProcessInspectionProcfs.ts"
+import { parseStat } from "../../../src/platform/procfs.ts"
 import { ProcessInspection, type ProcessSample } from "../../../src/services/ProcessInspection.ts"
 
 /** Live (not exited) processes whose process group is `pgid`, read straight from /proc. */
@@ -20,7 +21,7 @@ const liveGroupMembers = (pgid: number): ReadonlyArray<number> => {
     } catch {
       continue
     }
-    const stat = ProcessInspectionProcfs.parseStat(text)
+    const stat = parseStat(text)
     if (stat !== undefined && stat.pgid === pgid && stat.state !== "Z" && stat.state !== "X") members.push(stat.pid)
   }
   return members
@@ -81,13 +82,13 @@ describe("parseStat", () => {
     fields[1] = "17" // ppid
     fields[2] = "42" // pgid
     fields[19] = "123456" // start time
-    const stat = ProcessInspectionProcfs.parseStat(`4242 (a) (b c) ) ${fields.join(" ")}\n`)
+    const stat = parseStat(`4242 (a) (b c) ) ${fields.join(" ")}\n`)
     assert.deepStrictEqual(stat, { pid: 4242, state: "S", ppid: 17, pgid: 42, startTime: 123456 })
   })
 
   it("rejects truncated text", () => {
-    assert.isUndefined(ProcessInspectionProcfs.parseStat("12 (sh) S 1 12"))
-    assert.isUndefined(ProcessInspectionProcfs.parseStat(""))
+    assert.isUndefined(parseStat("12 (sh) S 1 12"))
+    assert.isUndefined(parseStat(""))
   })
 })
 

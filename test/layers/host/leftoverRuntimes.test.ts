@@ -14,15 +14,15 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
 import type { LeftoverEntryReport, RuntimeProcess } from "../../../src/domain/runtimeProcess.ts"
 import { describeEnded, describeSkipped, endLeftovers } from "../../../src/layers/host/leftoverRuntimes.ts"
-import { type ProcStat, readStat } from "../../../src/layers/host/ProcessInspectionProcfs.ts"
-import { signalProcess } from "../../../src/layers/providers/plugin/PluginProcess.ts"
+import { type ProcStat, readStat } from "../../../src/platform/procfs.ts"
+import { signalProcess } from "../../../src/platform/processGroups.ts"
 import {
   carriesMarker,
   commandOf,
   readEnviron,
   runtimeMarkerName
-} from "../../../src/layers/providers/process/escapedProcesses.ts"
-import { liveProcesses } from "../../../src/layers/providers/process/detachedGroups.ts"
+} from "../../../src/platform/escapedProcesses.ts"
+import { liveProcesses } from "../../../src/platform/detachedGroups.ts"
 import { freshMarker } from "../../support/runtimeMarker.ts"
 
 // --- what a test started ------------------------------------------------------------

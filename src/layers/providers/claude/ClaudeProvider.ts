@@ -23,8 +23,8 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { trackDetachedGroups } from "../process/detachedGroups.ts"
-import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe, rosterSupport } from "./safety.ts"
 import {

@@ -43,8 +43,8 @@ import {
   subagentItemType,
   unsupportedRequestError
 } from "./rpcTypes.ts"
-import { trackDetachedGroups } from "../process/detachedGroups.ts"
-import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
@@ -125,7 +125,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
 
       /**
        * The process groups of commands the server started in groups of their own (see
-       * process/detachedGroups.ts); once the server is reaped its pid may be another process's.
+       * platform/detachedGroups.ts); once the server is reaped its pid may be another process's.
        */
       const detached = trackDetachedGroups(server.pid, () => Deferred.isDoneUnsafe(server.exited), (pgid) => options.onSpawn?.(pgid))
       const noteDetached = detached.note

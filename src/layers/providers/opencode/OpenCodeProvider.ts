@@ -33,8 +33,8 @@ import {
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { readUntilDone } from "../plugin/PluginProcess.ts"
-import { descendantGroups, endGroups } from "../process/detachedGroups.ts"
-import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
+import { descendantGroups, endGroups } from "../../../platform/detachedGroups.ts"
+import { escapedProcesses, escapedReason, runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import {
   Acknowledged,
   type EventEnvelope,

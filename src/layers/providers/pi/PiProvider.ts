@@ -20,8 +20,8 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { trackDetachedGroups } from "../process/detachedGroups.ts"
-import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
+import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { escapedProcesses, escapedReason, runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,

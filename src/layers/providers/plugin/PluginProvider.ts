@@ -19,7 +19,7 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { runtimeEnv } from "../process/escapedProcesses.ts"
+import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
 import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"

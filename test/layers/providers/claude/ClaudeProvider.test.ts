@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { SessionEvent, StopAnswer } from "../../../../src/domain/provider.ts"
 import * as ClaudeProvider from "../../../../src/layers/providers/claude/ClaudeProvider.ts"
-import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../../../src/platform/processGroups.ts"
 import { ProviderRegistry } from "../../../../src/services/ProviderRegistry.ts"
 import { markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type SessionEvent, type StopAnswer, stopPermitted } from "../../../../src/domain/provider.ts"
 import { makeCodexClient } from "../../../../src/layers/providers/codex/CodexProvider.ts"
-import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../../../src/platform/processGroups.ts"
 import { markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 
 const fakeCodex = join(import.meta.dirname, "../../../fixtures/fakeCodexAppServer.mjs")

@@ -15,7 +15,7 @@ import {
   type OpenCodeProviderOptions,
   type OpenCodeServerInfo
 } from "../../../../src/layers/providers/opencode/OpenCodeProvider.ts"
-import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../../../src/platform/processGroups.ts"
 import { type LogEntry, recordingLogs } from "../../../support/logs.ts"
 import { freshMarker, markedStray, markerOf, sessionConfig } from "../../../support/runtimeMarker.ts"
 

@@ -7,8 +7,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
-import { readStat } from "../../../../src/layers/host/ProcessInspectionProcfs.ts"
-import { groupAlive, signalGroup, signalProcess } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { readStat } from "../../../../src/platform/procfs.ts"
+import { groupAlive, signalGroup, signalProcess } from "../../../../src/platform/processGroups.ts"
 
 const noSuchId = 4_194_305
 

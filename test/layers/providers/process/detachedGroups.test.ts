@@ -7,8 +7,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
-import { groupAlive, signalGroup } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
-import { descendantGroups, trackDetachedGroups } from "../../../../src/layers/providers/process/detachedGroups.ts"
+import { groupAlive, signalGroup } from "../../../../src/platform/processGroups.ts"
+import { descendantGroups, trackDetachedGroups } from "../../../../src/platform/detachedGroups.ts"
 import { startLineProcess } from "../../../../src/layers/providers/process/lineProcess.ts"
 
 const idle = `setInterval(() => {}, 1000)`

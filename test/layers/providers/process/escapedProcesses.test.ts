@@ -7,13 +7,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { groupAlive, signalGroup } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive, signalGroup } from "../../../../src/platform/processGroups.ts"
 import {
   escapedProcesses,
   escapedReason,
   runtimeEnv,
   runtimeMarkerName
-} from "../../../../src/layers/providers/process/escapedProcesses.ts"
+} from "../../../../src/platform/escapedProcesses.ts"
 import { startLineProcess } from "../../../../src/layers/providers/process/lineProcess.ts"
 import { freshMarker, markerOf } from "../../../support/runtimeMarker.ts"
 

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect } from "effect"
 import { maxLineBytes } from "../../../../src/domain/pluginProtocol.ts"
-import { groupAlive } from "../../../../src/layers/providers/plugin/PluginProcess.ts"
+import { groupAlive } from "../../../../src/platform/processGroups.ts"
 import { startLineProcess } from "../../../../src/layers/providers/process/lineProcess.ts"
 
 /**

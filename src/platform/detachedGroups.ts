@@ -11,8 +11,8 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { Duration, Effect } from "effect"
-import { parseStat, type ProcStat } from "../../host/ProcessInspectionProcfs.ts"
-import { groupAlive, signalGroup } from "../plugin/PluginProcess.ts"
+import { parseStat, type ProcStat } from "./procfs.ts"
+import { groupAlive, signalGroup } from "./processGroups.ts"
 
 const readStat = (pid: number | string) => {
   try {
