@@ -1,6 +1,7 @@
 /**
  * The `quiesce` command: runs the daemon, and talks to a running daemon over its HTTP API with
- * the token from the home directory.
+ * the token from the home directory. The entry of the command (bin/quiesce.mjs bundles it): every
+ * command group under the root, the error presenter, and the exit code.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"

@@ -39,12 +39,15 @@ export const agents = Command.make("agents").pipe(
         }
         yield* printJson(yield* api.agents.create({ payload }))
       })
-    ).pipe(Command.withExamples([
-      { command: "quiesce agents create", description: "A shell agent working in this directory" },
-      { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
-    ]), Command.withDescription(
-      "Create an agent; prints its id as JSON"
-    )),
+    ).pipe(
+      Command.withExamples([
+        { command: "quiesce agents create", description: "A shell agent working in this directory" },
+        { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
+      ]),
+      Command.withDescription(
+        "Create an agent; prints its id as JSON"
+      )
+    ),
     Command.make(
       "list",
       { json: jsonFlag("the agents") },
@@ -67,10 +70,13 @@ export const agents = Command.make("agents").pipe(
           ])
         ])
       })
-    ).pipe(Command.withExamples([
-      { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
-      { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
-    ]), Command.withDescription("Every agent of the daemon: provider, resident or released, last activity, labels")),
+    ).pipe(
+      Command.withExamples([
+        { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
+        { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
+      ]),
+      Command.withDescription("Every agent of the daemon: provider, resident or released, last activity, labels")
+    ),
     Command.make(
       "delete",
       {
@@ -96,13 +102,16 @@ export const agents = Command.make("agents").pipe(
             : `deleted ${agent} by force, ending: ${ended.join("; ")}; its record and turns are gone`
         )
       })
-    ).pipe(Command.withExamples([
-      { command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns (refused if that ends work)" },
-      { command: "quiesce agents delete agent-1234 --force", description: "Delete it even though that ends its runtime's work" }
-    ]), Command.withDescription(
-      "Delete an agent: end its runtime and forget it and its turns. Refused (exit 1, naming its blockers and its provider's " +
-        "veto) when that would end its runtime's work, unless --force; refused while a turn of it has not ended, forced or not"
-    )),
+    ).pipe(
+      Command.withExamples([
+        { command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns (refused if that ends work)" },
+        { command: "quiesce agents delete agent-1234 --force", description: "Delete it even though that ends its runtime's work" }
+      ]),
+      Command.withDescription(
+        "Delete an agent: end its runtime and forget it and its turns. Refused (exit 1, naming its blockers and its provider's " +
+          "veto) when that would end its runtime's work, unless --force; refused while a turn of it has not ended, forced or not"
+      )
+    ),
     Command.make(
       "close",
       {
@@ -128,19 +137,25 @@ export const agents = Command.make("agents").pipe(
             : `closed ${agent} by force, ending: ${ended.join("; ")}; the next prompt resumes its session`
         )
       })
-    ).pipe(Command.withExamples([
-      { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
-      { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
-    ]), Command.withDescription(
-      "Release the agent's runtime now; the next prompt resumes its session. Refused (exit 1, naming its blockers and its " +
-        "provider's veto) when that would end work, unless --force"
-    )),
+    ).pipe(
+      Command.withExamples([
+        { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
+        { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
+      ]),
+      Command.withDescription(
+        "Release the agent's runtime now; the next prompt resumes its session. Refused (exit 1, naming its blockers and its " +
+          "provider's veto) when that would end work, unless --force"
+      )
+    ),
     Command.make(
       "show",
       { agent: Argument.String("agent") },
       ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
-    ).pipe(Command.withExamples([{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }]), Command.withDescription(
-      "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on"
-    ))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }]),
+      Command.withDescription(
+        "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on"
+      )
+    )
   ])
 )

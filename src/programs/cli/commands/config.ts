@@ -29,7 +29,10 @@ export const config = Command.make("config").pipe(
         if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
         yield* Console.log(`${file}: ok`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]), Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]),
+      Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found")
+    ),
     Command.make(
       "reload",
       { json: jsonFlag("what was applied") },
@@ -46,9 +49,12 @@ export const config = Command.make("config").pipe(
           yield* Console.log(`changed, applied at the next start (quiesce stop, then start the daemon): ${reloaded.needsRestart.join(", ")}`)
         }
       })
-    ).pipe(Command.withExamples([{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]), Command.withDescription(
-      "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart"
-    ))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]),
+      Command.withDescription(
+        "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart"
+      )
+    )
   ])
 )
 
@@ -83,12 +89,15 @@ export const warmReserve = Command.make(
       ])
     ])
   })
-).pipe(Command.withExamples([
-  { command: "quiesce warm-reserve", description: "Each provider's warm processes: target, ready, starting, memory" },
-  { command: "quiesce warm-reserve codex 2", description: "Keep two Codex app-servers started and ready; 0 closes them" }
-]), Command.withDescription(
-  "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it"
-))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce warm-reserve", description: "Each provider's warm processes: target, ready, starting, memory" },
+    { command: "quiesce warm-reserve codex 2", description: "Keep two Codex app-servers started and ready; 0 closes them" }
+  ]),
+  Command.withDescription(
+    "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it"
+  )
+)
 
 /** The summed memory of processes, or "-" when none was measured. */
 const mebibytes = (processes: ReadonlyArray<{ readonly rssBytes: number | null }>) => {

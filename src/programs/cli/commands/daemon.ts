@@ -79,13 +79,16 @@ export const daemon = Command.make(
       maxResident: Option.getOrUndefined(flags.maxResident)
     }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
-).pipe(Command.withExamples([
-  { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
-  { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
-  { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
-]), Command.withDescription(
-  `Run the daemon (until SIGINT, SIGTERM or SIGHUP, or until it retires itself: exit code ${retiredExitCode})`
-))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
+    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
+    { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
+  ]),
+  Command.withDescription(
+    `Run the daemon (until SIGINT, SIGTERM or SIGHUP, or until it retires itself: exit code ${retiredExitCode})`
+  )
+)
 
 /** `quiesce status`: the daemon's identity, phase, idle timer and last retirement attempt. */
 export const status = Command.make(
@@ -123,12 +126,15 @@ export const status = Command.make(
     ]
     for (const line of lines) yield* Console.log(line)
   })
-).pipe(Command.withExamples([
-  { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
-  { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }
-]), Command.withDescription(
-  "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt"
-))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
+    { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }
+  ]),
+  Command.withDescription(
+    "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt"
+  )
+)
 
 /** `quiesce stop`: stops the home's daemon in order and waits for it to exit. */
 export const stop = Command.make(
@@ -145,7 +151,10 @@ export const stop = Command.make(
     if (!gone()) return yield* new UsageError({ message: `The daemon of ${root} (pid ${identity.pid}) did not stop in time` })
     yield* Console.log(`stopped the daemon of ${root} (pid ${identity.pid}): its runtimes were released resumably`)
   })
-).pipe(Command.withExamples([{ command: "quiesce stop", description: "Stop the daemon in order and wait for it to exit" }]), Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably"))
+).pipe(
+  Command.withExamples([{ command: "quiesce stop", description: "Stop the daemon in order and wait for it to exit" }]),
+  Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably")
+)
 
 /** `quiesce logs`: the daemon's log, optionally followed. */
 export const logs = Command.make(
@@ -185,13 +194,16 @@ export const logs = Command.make(
       yield* Effect.forEach(complete.filter((line) => line !== ""), show, { discard: true })
     }
   })
-).pipe(Command.withExamples([
-  { command: "quiesce logs", description: "The last 50 lines of the daemon's log" },
-  { command: "quiesce logs --lines 200 --follow", description: "The last 200, then new lines as they come" }
-]), Command.withDescription(
-  `The daemon's log in its home (daemon.log, rotated at ${defaultLogFileOptions.maxBytes / 1024 / 1024} MiB, ${defaultLogFileOptions.keep} kept), ` +
-    "whether or not it runs"
-))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce logs", description: "The last 50 lines of the daemon's log" },
+    { command: "quiesce logs --lines 200 --follow", description: "The last 200, then new lines as they come" }
+  ]),
+  Command.withDescription(
+    `The daemon's log in its home (daemon.log, rotated at ${defaultLogFileOptions.maxBytes / 1024 / 1024} MiB, ${defaultLogFileOptions.keep} kept), ` +
+      "whether or not it runs"
+  )
+)
 
 /** `quiesce retire`: retires the daemon now if nothing would be lost. */
 export const retire = Command.make(
@@ -205,9 +217,12 @@ export const retire = Command.make(
         "in flight have left, and the next message brings it back"
     )
   })
-).pipe(Command.withExamples([{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }]), Command.withDescription(
-  "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"
-))
+).pipe(
+  Command.withExamples([{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }]),
+  Command.withDescription(
+    "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"
+  )
+)
 
 /** `quiesce open`: a one-time login link to the daemon's page (through the hub with --hub). */
 export const open = Command.make(
@@ -225,7 +240,10 @@ export const open = Command.make(
     const link = yield* Effect.flatMap(client, (api) => api.session.link())
     yield* printLoginLink(baseUrl, link, undefined)
   })
-).pipe(Command.withExamples([
-  { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
-  { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }
-]), Command.withDescription("Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)"))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
+    { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }
+  ]),
+  Command.withDescription("Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)")
+)

@@ -49,7 +49,10 @@ export const hubCommand = Command.make(
         yield* addHome(hubHome, name, dir)
         yield* Console.log(`${name}: ${path.resolve(dir)} (in ${hubConfigFile(hubHome)})`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }]), Command.withDescription("Manage a daemon home under a name")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }]),
+      Command.withDescription("Manage a daemon home under a name")
+    ),
     Command.make(
       "remove",
       { name: Argument.String("name") },
@@ -57,7 +60,10 @@ export const hubCommand = Command.make(
         yield* removeHome(yield* hubHomeDirectory, name)
         yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }]), Command.withDescription("Stop managing a home (nothing is deleted or stopped)")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }]),
+      Command.withDescription("Stop managing a home (nothing is deleted or stopped)")
+    ),
     Command.make(
       "list",
       { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
@@ -71,7 +77,10 @@ export const hubCommand = Command.make(
           yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
         }
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub list --json", description: "The homes in hub.json" }]), Command.withDescription("The homes in hub.json")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub list --json", description: "The homes in hub.json" }]),
+      Command.withDescription("The homes in hub.json")
+    ),
     Command.make(
       "archive",
       { name: Argument.String("name") },
@@ -79,7 +88,10 @@ export const hubCommand = Command.make(
         yield* setArchived(yield* hubHomeDirectory, name, true)
         yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]), Command.withDescription("Archive a home: its data is kept and readable, new work is refused")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]),
+      Command.withDescription("Archive a home: its data is kept and readable, new work is refused")
+    ),
     Command.make(
       "unarchive",
       { name: Argument.String("name") },
@@ -87,7 +99,10 @@ export const hubCommand = Command.make(
         yield* setArchived(yield* hubHomeDirectory, name, false)
         yield* Console.log(`${name}: accepts work again`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]), Command.withDescription("Accept work for an archived home again")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]),
+      Command.withDescription("Accept work for an archived home again")
+    ),
     Command.make(
       "open",
       {},
@@ -96,7 +111,10 @@ export const hubCommand = Command.make(
         const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
         yield* printLoginLink(baseUrl, link, undefined)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }]), Command.withDescription("Print a one-time link that signs a browser in to the hub's page (the resident inventory)"))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }]),
+      Command.withDescription("Print a one-time link that signs a browser in to the hub's page (the resident inventory)")
+    )
   ])
 )
 
@@ -166,7 +184,10 @@ export const daemons = Command.make(
         const attempt = yield* api.daemons.retire({ params: { name }, payload: yield* identityOf(row) })
         yield* Console.log(`${name}: retirement committed at ${attempt.at}; the next mutation through the hub brings it back`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }]), Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }]),
+      Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")
+    ),
     Command.make(
       "stop",
       {
@@ -187,9 +208,12 @@ export const daemons = Command.make(
           `${name}: pid ${result.pid} stopped${result.killed ? " (killed after its grace)" : ""}; it stays stopped until: quiesce daemons resume ${name}`
         )
       })
-    ).pipe(Command.withExamples([{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }]), Command.withDescription(
-      "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
-    )),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }]),
+      Command.withDescription(
+        "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
+      )
+    ),
     Command.make(
       "resume",
       { name: Argument.String("name") },
@@ -198,6 +222,9 @@ export const daemons = Command.make(
         const row = yield* api.daemons.resume({ params: { name } })
         yield* Console.log(`${name}: ${row.state}${row.pid === null ? "" : `, pid ${row.pid}`}`)
       })
-    ).pipe(Command.withExamples([{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]), Command.withDescription("Start a force-stopped (or retired) home's daemon again"))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]),
+      Command.withDescription("Start a force-stopped (or retired) home's daemon again")
+    )
   ])
 )

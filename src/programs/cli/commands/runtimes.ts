@@ -64,10 +64,13 @@ export const runtimes = Command.make(
     yield* Console.log(memoryTotalLine([...rows, ...warm]))
     if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
   })
-).pipe(Command.withExamples([
-  { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
-  { command: "quiesce runtimes --json", description: "The same as JSON" }
-]), Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)"))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
+    { command: "quiesce runtimes --json", description: "The same as JSON" }
+  ]),
+  Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)")
+)
 
 /** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
 const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null; readonly measuredProcesses: number | null }>) => {
@@ -121,9 +124,12 @@ export const explain = Command.make(
       yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
     }
   })
-).pipe(Command.withExamples([{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]), Command.withDescription(
-  "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
-))
+).pipe(
+  Command.withExamples([{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]),
+  Command.withDescription(
+    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
+  )
+)
 
 /** A collect that released nothing, told to the user: why, exit code 1. */
 class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefused", { message: Schema.String }) {}
@@ -143,7 +149,10 @@ export const collect = Command.make(
         `it is ${result.state ?? "not releasable"}`
     return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
   })
-).pipe(Command.withExamples([{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]), Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1"))
+).pipe(
+  Command.withExamples([{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]),
+  Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1")
+)
 
 /** `quiesce sweep`: runs one sweep now. */
 export const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(

@@ -26,6 +26,7 @@ const reportTurn = (result: PromptResult, wait: boolean) =>
     if (wait) yield* Console.log((result.output ?? "").replace(/\n$/, ""))
   })
 
+/** Failures after which the prompt may have been accepted, or would be on a retry. */
 const retryableTags: ReadonlySet<string> = new Set([
   "HttpClientError",
   "ShuttingDown",
@@ -62,14 +63,17 @@ export const prompt = Command.make(
     )
     yield* reportTurn(result, wait)
   })
-).pipe(Command.withExamples([
-  { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
-  { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
-  { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
-]), Command.withDescription(
-  "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
-    'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
-))
+).pipe(
+  Command.withExamples([
+    { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
+    { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
+    { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
+  ]),
+  Command.withDescription(
+    "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
+      'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
+  )
+)
 
 /** `quiesce turns`: one turn, or an agent's recent turns. */
 export const turns = Command.make("turns").pipe(
@@ -82,7 +86,10 @@ export const turns = Command.make("turns").pipe(
       ({ agent, turn }) =>
         Effect.flatMap(client, (api) =>
           Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
-    ).pipe(Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]), Command.withDescription("One turn: its state, reply or error, and times")),
+    ).pipe(
+      Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]),
+      Command.withDescription("One turn: its state, reply or error, and times")
+    ),
     Command.make(
       "list",
       {
@@ -100,7 +107,10 @@ export const turns = Command.make("turns").pipe(
           ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
         ])
       })
-    ).pipe(Command.withExamples([{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]), Command.withDescription("An agent's recent turns, newest first"))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]),
+      Command.withDescription("An agent's recent turns, newest first")
+    )
   ])
 )
 
@@ -115,7 +125,10 @@ export const interrupt = Command.make(
   "interrupt",
   { agent: Argument.String("agent") },
   ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
-).pipe(Command.withExamples([{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }]), Command.withDescription("Interrupt the agent's running turn, if any"))
+).pipe(
+  Command.withExamples([{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }]),
+  Command.withDescription("Interrupt the agent's running turn, if any")
+)
 
 /** `permit` and `deny`: answers one of the permissions `agents show` lists as pending. */
 export const answerPermission = (name: "permit" | "deny") =>
@@ -128,8 +141,15 @@ export const answerPermission = (name: "permit" | "deny") =>
           params: { id: agent, permissionId: permission },
           payload: { allow: name === "permit" }
         }))
-  ).pipe(Command.withExamples(name === "permit" ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }] : [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }]), Command.withDescription(
-    name === "permit"
-      ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
-      : "Refuse a permission the agent is waiting on"
-  ))
+  ).pipe(
+    Command.withExamples(
+      name === "permit"
+        ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }]
+        : [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }]
+    ),
+    Command.withDescription(
+      name === "permit"
+        ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
+        : "Refuse a permission the agent is waiting on"
+    )
+  )
