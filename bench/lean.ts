@@ -22,7 +22,7 @@ import { type BenchRow, median } from "./table.ts"
 
 const root = join(import.meta.dirname, "..")
 const built = join(root, "bin/quiesce.mjs")
-const sources = join(root, "src/programs/cli.ts")
+const sources = join(root, "src/programs/cli/main.ts")
 
 /** Targets of the issue. */
 const readyLimitMs = 300

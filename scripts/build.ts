@@ -77,7 +77,7 @@ const lazySegmenter: Plugin = {
 const outdir = `${root}dist/cli`
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { quiesce: "src/programs/cli.ts" },
+  entryPoints: { quiesce: "src/programs/cli/main.ts" },
   outdir,
   bundle: true,
   splitting: true,

@@ -168,7 +168,7 @@ describe("the daemon end to end", () => {
 
   it("the CLI says plainly that no daemon runs, that the token was deleted, and that a cwd does not exist", async () => {
     const home = newHome()
-    const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+    const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
     const none = spawnSync(process.execPath, [cli, "--home", home, "agents", "list"], { encoding: "utf8", timeout: 20_000 })
     expect(none.status).toBe(1)
     expect(none.stderr.trim()).toBe(`quiesce: No daemon is running for ${home}. Start one with: quiesce --home ${home} daemon`)
@@ -312,7 +312,7 @@ describe("the daemon end to end", () => {
   }, 90_000)
 
   it("config check names a provider command that cannot be found, and a home that does not exist yet", () => {
-    const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+    const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
     const check = (home: string) =>
       spawnSync(process.execPath, [cli, "--home", home, "config", "check"], { encoding: "utf8", timeout: 20_000 })
     const home = newHome()

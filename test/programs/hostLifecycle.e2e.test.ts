@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { api, cleanUpDaemons, exited, freePort, groupAlive, newHome, ready, startDaemon, until } from "../support/daemonProcess.ts"
 
-const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
 afterEach(cleanUpDaemons)
 

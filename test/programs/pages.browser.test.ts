@@ -40,7 +40,7 @@ import {
   writeHubConfig
 } from "../support/hubProcess.ts"
 
-const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 const fakeClaude = join(import.meta.dirname, "../fixtures/fakeClaude.mjs")
 const missing = chromiumMissing()
 let running: RunningBrowser | undefined

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { liveProcesses } from "../../src/platform/detachedGroups.ts"
 
-const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
 export const freePort = () =>
   new Promise<number>((resolve, reject) => {

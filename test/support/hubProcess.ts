@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { groupAlive, until } from "./daemonProcess.ts"
 
-const cli = join(import.meta.dirname, "../../src/programs/cli.ts")
+const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
 export interface Hub {
   readonly hubHome: string

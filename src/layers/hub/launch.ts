@@ -15,7 +15,7 @@ import { readRendezvous } from "../host/rendezvous.ts"
 import { daemonLogFile } from "./hubFiles.ts"
 
 // The `quiesce` command: from the sources, or as installed (bin/quiesce.mjs runs the CLI's bundle).
-const cliPath = path.join(packageRoot, runsFromSources ? "src/programs/cli.ts" : "bin/quiesce.mjs")
+const cliPath = path.join(packageRoot, runsFromSources ? "src/programs/cli/main.ts" : "bin/quiesce.mjs")
 
 export interface LaunchOptions {
   readonly hubHome: string

@@ -1,0 +1,230 @@
+/** The hub's commands: run it (`hub`), manage its homes, and its inventory of daemons (`daemons`). */
+import { Console, Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as path from "node:path"
+import type { DaemonRow } from "../../../layers/http/HubApi.ts"
+import {
+  addHome,
+  defaultHubPort,
+  hubConfigFile,
+  hubDefault,
+  readHubConfig,
+  removeHome,
+  setArchived
+} from "../../../layers/hub/hubFiles.ts"
+import { hubClient, hubConnection } from "../connection.ts"
+import { blockerList, mib, printColumns, printJson, printLoginLink, relative } from "../render.ts"
+import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
+import { UsageError } from "../usageError.ts"
+import { daemonOutcome } from "./daemon.ts"
+
+/** `quiesce hub`: runs the hub; its subcommands manage its homes. */
+export const hubCommand = Command.make(
+  "hub",
+  { port: Flag.Int("port").pipe(Flag.withDescription(`HTTP port on 127.0.0.1 (default ${defaultHubPort})`), Flag.optional) },
+  Effect.fn(function*({ port }) {
+    const hubHome = yield* hubHomeDirectory
+    const { runHub } = yield* Effect.promise(() => import("../../hub.ts"))
+    // A hub stopped by a signal (SIGINT, SIGTERM, SIGHUP) has shut down in order, as a daemon has: exit 0.
+    daemonOutcome.running = true
+    yield* runHub({ hubHome, port: Option.getOrElse(port, () => defaultHubPort) }).pipe(
+      Effect.onInterrupt(() => Effect.logInfo("Quiesce hub stopped; its daemons keep running")),
+      withLogFormat
+    )
+  })
+).pipe(
+  Command.withExamples([
+    { command: "quiesce hub", description: "Run the hub on 127.0.0.1:7378" },
+    { command: "quiesce --hub work prompt agent-1234 \"hello\" --wait", description: "A prompt through the hub: it starts the daemon of work if needed" }
+  ]),
+  Command.withDescription(
+    "Run the hub: it starts each managed home's daemon on the next mutation, routes /v1/homes/NAME/… to it, and lists what is resident"
+  ),
+  Command.withSubcommands([
+    Command.make(
+      "add",
+      { name: Argument.String("name"), dir: Argument.String("dir") },
+      Effect.fn(function*({ dir, name }) {
+        const hubHome = yield* hubHomeDirectory
+        yield* addHome(hubHome, name, dir)
+        yield* Console.log(`${name}: ${path.resolve(dir)} (in ${hubConfigFile(hubHome)})`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }]),
+      Command.withDescription("Manage a daemon home under a name")
+    ),
+    Command.make(
+      "remove",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* removeHome(yield* hubHomeDirectory, name)
+        yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }]),
+      Command.withDescription("Stop managing a home (nothing is deleted or stopped)")
+    ),
+    Command.make(
+      "list",
+      { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
+      Effect.fn(function*({ json }) {
+        const hubHome = yield* hubHomeDirectory
+        const config = yield* readHubConfig(hubHome)
+        const timeout = hubDefault(config)
+        if (json) return yield* printJson({ daemonIdleTimeout: timeout, homes: config.homes })
+        yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(hubHome)}`)
+        for (const entry of config.homes) {
+          yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
+        }
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub list --json", description: "The homes in hub.json" }]),
+      Command.withDescription("The homes in hub.json")
+    ),
+    Command.make(
+      "archive",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* setArchived(yield* hubHomeDirectory, name, true)
+        yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]),
+      Command.withDescription("Archive a home: its data is kept and readable, new work is refused")
+    ),
+    Command.make(
+      "unarchive",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        yield* setArchived(yield* hubHomeDirectory, name, false)
+        yield* Console.log(`${name}: accepts work again`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]),
+      Command.withDescription("Accept work for an archived home again")
+    ),
+    Command.make(
+      "open",
+      {},
+      Effect.fn(function*() {
+        const { baseUrl } = yield* hubConnection
+        const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
+        yield* printLoginLink(baseUrl, link, undefined)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }]),
+      Command.withDescription("Print a one-time link that signs a browser in to the hub's page (the resident inventory)")
+    )
+  ])
+)
+
+const timeoutText = (timeout: DaemonRow["idleTimeout"]) =>
+  timeout === null ? "-" : timeout.millis === null ? `none (${timeout.value ?? "omitted"})` : `${timeout.value} (${timeout.source})`
+
+/** The inventory row of a home, for an action on the identity it shows. */
+const rowNamed = (name: string) =>
+  Effect.gen(function*() {
+    const api = yield* hubClient
+    const inventory = yield* api.daemons.list()
+    const row = inventory.daemons.find((candidate) => candidate.name === name)
+    if (row === undefined) return yield* new UsageError({ message: `The hub manages no home named "${name}" (see quiesce hub list)` })
+    return { api, row }
+  })
+
+const identityOf = (row: DaemonRow) =>
+  row.pid === null || row.instanceId === null
+    ? Effect.fail(new UsageError({ message: `${row.name} has no daemon running (${row.state}): ${row.note}` }))
+    : Effect.succeed({ pid: row.pid, startTime: row.startTime, instanceId: row.instanceId })
+
+/** `quiesce daemons`: the hub's inventory; its subcommands retire, stop and resume a daemon. */
+export const daemons = Command.make(
+  "daemons",
+  { json: jsonFlag("the inventory") },
+  Effect.fn(function*({ json }) {
+    const api = yield* hubClient
+    const inventory = yield* api.daemons.list()
+    if (json) return yield* printJson(inventory)
+    yield* Console.log(
+      `hub default idle timeout ${inventory.hubDefaultIdleTimeout.value} (${inventory.hubDefaultIdleTimeout.source}); protocol ${inventory.protocolVersion}`
+    )
+    const table = [
+      ["NAME", "STATE", "PID", "STARTED", "PROTOCOL", "TIMEOUT", "PHASE", "RETIRES", "BLOCKERS", "MEMORY"],
+      ...inventory.daemons.map((row) => [
+        `${row.name}${row.archived ? " (archived)" : ""}`,
+        row.state,
+        row.pid === null ? "-" : String(row.pid),
+        row.startedAt === null ? "-" : relative(row.startedAt),
+        row.protocolVersion === null ? "-" : `${row.protocolVersion}${row.compatible === false ? " (incompatible)" : ""}`,
+        timeoutText(row.idleTimeout),
+        row.phase ?? "-",
+        row.deadline === null ? "-" : relative(row.deadline),
+        row.blockers.join(", ") || "-",
+        mib(row.memoryBytes)
+      ])
+    ]
+    yield* printColumns(table)
+    for (const row of inventory.daemons) {
+      const attempt = row.lastAttempt === null
+        ? ""
+        : ` Last attempt ${relative(row.lastAttempt.at)}: ${row.lastAttempt.outcome}${
+          row.lastAttempt.blockers.length === 0 ? "" : ` by ${blockerList(row.lastAttempt.blockers)}`
+        }.`
+      yield* Console.log(`${row.name}: ${row.note}${attempt}`)
+    }
+  })
+).pipe(
+  Command.withExamples([{ command: "quiesce daemons", description: "The resident inventory of the hub" }]),
+  Command.withDescription("The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident"),
+  Command.withSubcommands([
+    Command.make(
+      "retire",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        const { api, row } = yield* rowNamed(name)
+        const attempt = yield* api.daemons.retire({ params: { name }, payload: yield* identityOf(row) })
+        yield* Console.log(`${name}: retirement committed at ${attempt.at}; the next mutation through the hub brings it back`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }]),
+      Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")
+    ),
+    Command.make(
+      "stop",
+      {
+        name: Argument.String("name"),
+        confirm: Flag.String("confirm").pipe(
+          Flag.withDescription("NAME:PID of the daemon, as `quiesce daemons` shows it: you accept that its work may be interrupted"),
+          Flag.optional
+        )
+      },
+      Effect.fn(function*({ confirm, name }) {
+        const { api, row } = yield* rowNamed(name)
+        const identity = yield* identityOf(row)
+        const result = yield* api.daemons.stop({
+          params: { name },
+          payload: { identity, confirm: Option.getOrElse(confirm, () => "") }
+        })
+        yield* Console.log(
+          `${name}: pid ${result.pid} stopped${result.killed ? " (killed after its grace)" : ""}; it stays stopped until: quiesce daemons resume ${name}`
+        )
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }]),
+      Command.withDescription(
+        "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
+      )
+    ),
+    Command.make(
+      "resume",
+      { name: Argument.String("name") },
+      Effect.fn(function*({ name }) {
+        const api = yield* hubClient
+        const row = yield* api.daemons.resume({ params: { name } })
+        yield* Console.log(`${name}: ${row.state}${row.pid === null ? "" : `, pid ${row.pid}`}`)
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]),
+      Command.withDescription("Start a force-stopped (or retired) home's daemon again")
+    )
+  ])
+)

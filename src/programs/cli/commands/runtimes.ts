@@ -1,0 +1,161 @@
+/**
+ * The collector's commands: `runtimes` (what is resident and why), `explain` one, `collect` one
+ * now, and run a `sweep`.
+ */
+import { Console, Effect, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import type { MemberBlocker } from "../../../domain/blocker.ts"
+import { refusalOf, stakesLines } from "../../../domain/close.ts"
+import type { ProbeView } from "../../../layers/http/Api.ts"
+import { client } from "../connection.ts"
+import { memoryBudgetLine, mib, printColumns, printJson, relative, releaseIn } from "../render.ts"
+import { jsonFlag } from "../root.ts"
+import { UsageError } from "../usageError.ts"
+
+/** `quiesce runtimes`: every resident runtime and warm process, and why each is resident. */
+export const runtimes = Command.make(
+  "runtimes",
+  {
+    json: jsonFlag("the runtimes"),
+    cluster: Flag.Boolean("cluster").pipe(
+      Flag.withDescription("On a cluster's runner: every runner's runtimes, as each last reported them"),
+      Flag.withDefault(false)
+    )
+  },
+  Effect.fn(function*({ cluster, json }) {
+    const api = yield* client
+    const [rows, reserves, memory] = yield* Effect.all([
+      api.runtimes.list({ query: cluster ? { scope: "cluster" } : {} }),
+      // A daemon older than the warm reserve has no such route: it keeps no warm processes.
+      api.reserve.list().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed([]))),
+      // Nor one older than the memory budget: it has none.
+      api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+    ], { concurrency: 3 })
+    if (json) return yield* printJson(rows)
+    // Warm processes hold no agent yet; they are listed (and their memory counted) after the runtimes.
+    const warm = reserves.flatMap((reserve) => reserve.ready.map((process) => ({ ...process, provider: reserve.provider })))
+    if (rows.length === 0 && warm.length === 0) {
+      return yield* Console.log("no resident runtimes: every agent is released (or there is none)")
+    }
+    const table = [
+      ["AGENT", "PROVIDER", "PID", "RSS", "STATE", "RELEASE", ...(memory === null ? [] : ["EVICT"]), "WHY"],
+      ...rows.map((row) => [
+        row.agentId,
+        row.provider,
+        row.pid === null ? "-" : String(row.pid),
+        mib(row.rssBytes),
+        row.state,
+        releaseIn(row.eligibleAt),
+        ...(memory === null ? [] : [row.evictionRank === undefined || row.evictionRank === null ? "-" : `#${row.evictionRank}`]),
+        whyResident(row).join(", ") || "-"
+      ]),
+      ...warm.map((process) => [
+        "-",
+        process.provider,
+        String(process.pid),
+        mib(process.rssBytes),
+        "warm",
+        "-",
+        ...(memory === null ? [] : ["-"]),
+        process.expiring ? "idle limit reached: replaced once its successor is ready" : "warm reserve"
+      ])
+    ]
+    yield* printColumns(table)
+    yield* Console.log(memoryTotalLine([...rows, ...warm]))
+    if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
+  })
+).pipe(
+  Command.withExamples([
+    { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
+    { command: "quiesce runtimes --json", description: "The same as JSON" }
+  ]),
+  Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)")
+)
+
+/** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
+const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null; readonly measuredProcesses: number | null }>) => {
+  const measured = rows.filter((row) => row.rssBytes !== null)
+  const bytes = measured.reduce((sum, row) => sum + (row.rssBytes ?? 0), 0)
+  const processes = measured.reduce((sum, row) => sum + (row.measuredProcesses ?? 0), 0)
+  const unmeasured = rows.length - measured.length
+  return `total ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${processes} measured process${processes === 1 ? "" : "es"}` +
+    (unmeasured === 0 ? "" : `; ${unmeasured} runtime${unmeasured === 1 ? "" : "s"} unmeasured`)
+}
+
+/** What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with its reason. */
+const whyResident = (row: {
+  readonly agentId: string
+  readonly blockers: ReadonlyArray<MemberBlocker>
+  readonly lastProbe?: ProbeView | null | undefined
+}) => stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
+
+/** `quiesce explain`: why one agent's runtime is still resident. */
+export const explain = Command.make(
+  "explain",
+  { agent: Argument.String("agent"), json: jsonFlag("the explanation") },
+  Effect.fn(function*({ agent, json }) {
+    const api = yield* client
+    const row = yield* api.runtimes.explain({ params: { id: agent } }).pipe(
+      Effect.catchTag("RuntimeNotFound", () =>
+        new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
+    )
+    if (json) return yield* printJson(row)
+    const lines = [
+      `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
+      `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
+      `family      ${row.family.join(", ")}`,
+      `state       ${row.state}`,
+      `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
+      `release     ${row.eligibleAt === null ? `not while it is ${row.state}` : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
+      `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`,
+      ...(row.evictionRank === undefined
+        ? []
+        : [`pressure    ${
+          row.evictionRank !== null
+            ? `#${row.evictionRank} in the eviction order (1 goes first)`
+            : row.sessionId === null
+            ? "never released (not resumable)"
+            : "not ranked yet (resident since the last sample)"
+        }`])
+    ]
+    for (const line of lines) yield* Console.log(line)
+    if (row.evictionRank !== undefined) {
+      const memory = yield* api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
+      yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
+    }
+  })
+).pipe(
+  Command.withExamples([{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]),
+  Command.withDescription(
+    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
+  )
+)
+
+/** A collect that released nothing, told to the user: why, exit code 1. */
+class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefused", { message: Schema.String }) {}
+
+/** `quiesce collect`: releases one runtime now if nothing would be lost. */
+export const collect = Command.make(
+  "collect",
+  { agent: Argument.String("agent") },
+  Effect.fn(function*({ agent }) {
+    const api = yield* client
+    const result = yield* api.runtimes.collect({ params: { id: agent } })
+    yield* printJson(result)
+    if (result.outcome === "collected") return
+    const why = result.outcome === "failed"
+      ? `it failed: ${result.error?.message ?? "no reason given"}`
+      : whyResident({ agentId: agent, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
+        `it is ${result.state ?? "not releasable"}`
+    return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
+  })
+).pipe(
+  Command.withExamples([{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]),
+  Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1")
+)
+
+/** `quiesce sweep`: runs one sweep now. */
+export const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
+  Command.withExamples([{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]),
+  Command.withDescription("Run one sweep now")
+)

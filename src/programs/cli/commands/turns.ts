@@ -1,0 +1,155 @@
+/** Prompting an agent and reading its turns: `prompt`, `turns`, `interrupt`, `permit` and `deny`. */
+import { Console, Effect, Option, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import { randomBytes } from "node:crypto"
+import type { PromptResult } from "../../../layers/http/Api.ts"
+import { client } from "../connection.ts"
+import { printColumns, printJson, relative } from "../render.ts"
+import { jsonFlag } from "../root.ts"
+
+/** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
+class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
+
+/**
+ * A prompt's answer: with `--wait`, the reply of a completed turn; without, the receipt as JSON.
+ * A failed or interrupted turn is an error either way (its receipt is printed first without `--wait`).
+ */
+const reportTurn = (result: PromptResult, wait: boolean) =>
+  Effect.gen(function*() {
+    if (!wait) yield* printJson(result)
+    if (result.state === "failed" || result.state === "interrupted") {
+      return yield* new TurnUnsuccessful({
+        message: `turn ${result.turnId} ${result.state}: ${result.error?.message ?? "no reason given"}`
+      })
+    }
+    // The reply as the agent gave it, without doubling its last newline.
+    if (wait) yield* Console.log((result.output ?? "").replace(/\n$/, ""))
+  })
+
+/** Failures after which the prompt may have been accepted, or would be on a retry. */
+const retryableTags: ReadonlySet<string> = new Set([
+  "HttpClientError",
+  "ShuttingDown",
+  "DaemonRetiring",
+  "DaemonUnavailable",
+  "HomeStopped",
+  "DaemonStartFailed"
+])
+
+/** `quiesce prompt`: sends a prompt, and with --wait prints the reply. */
+export const prompt = Command.make(
+  "prompt",
+  {
+    agent: Argument.String("agent"),
+    text: Argument.String("text"),
+    wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn's reply"), Flag.withDefault(false)),
+    clientMessageId: Flag.String("client-message-id").pipe(
+      Flag.withDescription("Your id for this prompt: repeating it returns the same turn, never a second one (default: a new random id, printed on a failure)"),
+      Flag.optional
+    )
+  },
+  Effect.fn(function*({ agent, clientMessageId, text, wait }) {
+    const api = yield* client
+    // Always an id: when the answer is lost (a timeout, a daemon that went away), repeating the
+    // prompt with it returns the same turn instead of running it again.
+    const id = Option.getOrElse(clientMessageId, () => `cli-${randomBytes(12).toString("hex")}`)
+    const result = yield* api.agents.prompt({ params: { id: agent }, payload: { text, wait, clientMessageId: id } }).pipe(
+      // Where the prompt may have been accepted, or would be on a retry: say how to repeat it.
+      Effect.tapError((error) =>
+        retryableTags.has(error._tag)
+          ? Console.error(`quiesce: the prompt's client message id is ${id}: repeat it with --client-message-id ${id} to get the same turn`)
+          : Effect.void
+      )
+    )
+    yield* reportTurn(result, wait)
+  })
+).pipe(
+  Command.withExamples([
+    { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
+    { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
+    { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
+  ]),
+  Command.withDescription(
+    "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
+      'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
+  )
+)
+
+/** `quiesce turns`: one turn, or an agent's recent turns. */
+export const turns = Command.make("turns").pipe(
+  Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }]),
+  Command.withDescription("Read the turns prompts started"),
+  Command.withSubcommands([
+    Command.make(
+      "show",
+      { agent: Argument.String("agent"), turn: Argument.String("turn") },
+      ({ agent, turn }) =>
+        Effect.flatMap(client, (api) =>
+          Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+    ).pipe(
+      Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]),
+      Command.withDescription("One turn: its state, reply or error, and times")
+    ),
+    Command.make(
+      "list",
+      {
+        agent: Argument.String("agent"),
+        limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
+        json: jsonFlag("the turns")
+      },
+      Effect.fn(function*({ agent, json, limit }) {
+        const api = yield* client
+        const rows = yield* api.agents.turns({ params: { id: agent }, query: { limit } })
+        if (json) return yield* printJson(rows)
+        if (rows.length === 0) return yield* Console.log(`no turn yet: ${agent} has not been prompted`)
+        yield* printColumns([
+          ["TURN", "STATE", "ACCEPTED", "PROMPT"],
+          ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
+        ])
+      })
+    ).pipe(
+      Command.withExamples([{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]),
+      Command.withDescription("An agent's recent turns, newest first")
+    )
+  ])
+)
+
+/** A prompt in one short line, for a table. */
+const promptLine = (text: string) => {
+  const line = text.replace(/\s+/g, " ").trim()
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line
+}
+
+/** `quiesce interrupt`: interrupts the agent's running turn. */
+export const interrupt = Command.make(
+  "interrupt",
+  { agent: Argument.String("agent") },
+  ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
+).pipe(
+  Command.withExamples([{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }]),
+  Command.withDescription("Interrupt the agent's running turn, if any")
+)
+
+/** `permit` and `deny`: answers one of the permissions `agents show` lists as pending. */
+export const answerPermission = (name: "permit" | "deny") =>
+  Command.make(
+    name,
+    { agent: Argument.String("agent"), permission: Argument.String("permission") },
+    ({ agent, permission }) =>
+      Effect.flatMap(client, (api) =>
+        api.agents.answerPermission({
+          params: { id: agent, permissionId: permission },
+          payload: { allow: name === "permit" }
+        }))
+  ).pipe(
+    Command.withExamples(
+      name === "permit"
+        ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }]
+        : [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }]
+    ),
+    Command.withDescription(
+      name === "permit"
+        ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
+        : "Refuse a permission the agent is waiting on"
+    )
+  )

@@ -1,0 +1,101 @@
+/**
+ * Finding the daemon or the hub a command talks to: the record of the home's running daemon or the
+ * hub's address, the token beside it, and a typed client of its API (through the hub with --hub).
+ */
+import { Effect, Option } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { tokenProblem } from "../../layers/host/Home.ts"
+import { recordedProcessAlive } from "../../layers/host/ProcessInspectionProcfs.ts"
+import { readRendezvous } from "../../layers/host/rendezvous.ts"
+import { HubApi, QuiesceApiViaHub } from "../../layers/http/HubApi.ts"
+import { hubTokenFile, readHubAddress } from "../../layers/hub/hubFiles.ts"
+import { homeDirectory, hubHomeDirectory, viaHub } from "./root.ts"
+import { UsageError } from "./usageError.ts"
+
+/** Reads a token file for a client; the message says what to do when it is unusable. */
+const readClientToken = (tokenFile: string, restart: string) =>
+  Effect.gen(function*() {
+    const token = yield* Effect.try({
+      try: () => fs.readFileSync(tokenFile, "utf8").trim(),
+      catch: (error) =>
+        new UsageError({
+          message: `Cannot read the API token file ${tokenFile}: ${error instanceof Error ? error.message : String(error)}`
+        })
+    })
+    const problem = tokenProblem(token)
+    if (problem !== undefined) {
+      return yield* new UsageError({ message: `The API token file ${tokenFile} ${problem}. Delete it and ${restart} to have a new one made` })
+    }
+    return token
+  })
+
+/** Where the hub of the hub home listens, and its token. */
+export const hubConnection = Effect.gen(function*() {
+  const hubHome = yield* hubHomeDirectory
+  const address = readHubAddress(hubHome)
+  // The token goes only to the process that wrote the address: alive, with the recorded start time.
+  if (Option.isNone(address) || !recordedProcessAlive(address.value)) {
+    return yield* new UsageError({ message: `No hub is running for ${hubHome}. Start one with: quiesce hub` })
+  }
+  const token = yield* readClientToken(hubTokenFile(hubHome), "restart the hub")
+  return { baseUrl: `http://${address.value.host}:${address.value.port}`, token }
+})
+
+/** A typed client of the hub's own API. */
+export const hubClient = Effect.flatMap(hubConnection, ({ baseUrl, token }) =>
+  HttpApiClient.make(HubApi, { baseUrl, transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token)) }))
+
+/** The home's daemon as its record names it, while that process lives. */
+export const runningDaemon = Effect.gen(function*() {
+  const root = path.resolve(yield* homeDirectory)
+  const record = readRendezvous(root)
+  if (Option.isNone(record) || !recordedProcessAlive(record.value)) {
+    return yield* new UsageError({
+      message: `No daemon is running for ${root}${
+        Option.isSome(record) ? ` (its record names pid ${record.value.pid}, which has exited)` : ""
+      }. Start one with: quiesce --home ${root} daemon`
+    })
+  }
+  return { root, identity: record.value }
+})
+
+/** Where the daemon of the home listens, and its token, from its record (it counts only while its process lives). */
+export const daemonConnection = Effect.gen(function*() {
+  const { identity: listening, root } = yield* runningDaemon
+  const tokenFile = path.join(root, "token")
+  if (!fs.existsSync(tokenFile)) {
+    return yield* new UsageError({
+      message: `The API token file ${tokenFile} was deleted while the daemon (pid ${listening.pid}) runs. ` +
+        `Restart the daemon (quiesce --home ${root} daemon) to have a new one made`
+    })
+  }
+  const token = yield* readClientToken(tokenFile, "restart the daemon")
+  const host = listening.host === "0.0.0.0" ? "127.0.0.1" : listening.host.includes(":") ? `[${listening.host}]` : listening.host
+  return { baseUrl: `http://${host}:${listening.port}`, token }
+})
+
+/**
+ * A typed client for the daemon of the home, authenticated with its token; with `--hub NAME`, the
+ * same API through the hub (`/v1/…` becomes `/v1/homes/NAME/…`), authenticated with the hub's.
+ */
+export const client = Effect.gen(function*() {
+  const name = yield* viaHub
+  if (Option.isSome(name)) {
+    const { baseUrl, token } = yield* hubConnection
+    const prefix = `/v1/homes/${encodeURIComponent(name.value)}/`
+    return yield* HttpApiClient.make(QuiesceApiViaHub, {
+      baseUrl,
+      transformClient: HttpClient.mapRequest((request) =>
+        HttpClientRequest.bearerToken(HttpClientRequest.updateUrl(request, (url) => url.replace("/v1/", prefix)), token)
+      )
+    })
+  }
+  const { baseUrl, token } = yield* daemonConnection
+  return yield* HttpApiClient.make(QuiesceApiViaHub, {
+    baseUrl,
+    transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
+  })
+})

@@ -1,0 +1,81 @@
+/**
+ * How the commands print: JSON, aligned tables, times and sizes for people, the memory budget, and
+ * a one-time login link.
+ */
+import { Console, Effect } from "effect"
+import { formatByteSize } from "../../domain/byteSize.ts"
+import type { LoginLink, MemoryView } from "../../layers/http/Api.ts"
+
+/**
+ * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it
+ * is on stderr. `next` is the page the login goes on to.
+ */
+export const printLoginLink = (baseUrl: string, link: LoginLink, next: string | undefined) =>
+  Effect.gen(function*() {
+    const url = new URL(link.path, baseUrl)
+    if (next !== undefined) url.searchParams.set("next", next)
+    yield* Console.error(`Open this link in a browser on this machine; it signs in once, until ${new Date(link.expiresAt).toLocaleTimeString()}:`)
+    yield* Console.log(url.href)
+  })
+
+/** A value as indented JSON. */
+export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+/** Rows of cells (the first a header) in aligned columns. */
+export const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = table[0]!.map((_, column) => Math.max(...table.map((row) => row[column]!.length)))
+  return Effect.forEach(table, (cells) => Console.log(cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()), {
+    discard: true
+  })
+}
+
+/** When a runtime could be released: "-" when never while blocked, "now" once due, else how soon. */
+export const releaseIn = (at: string | null) => at === null ? "-" : Date.parse(at) <= Date.now() ? "now" : relative(at)
+
+/** How long ago (or until) an ISO time is, for people. */
+export const relative = (iso: string) => {
+  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000)
+  const span = Math.abs(seconds) < 120 ? `${Math.abs(seconds)}s` : Math.abs(seconds) < 7200
+    ? `${Math.round(Math.abs(seconds) / 60)}m`
+    : `${Math.round(Math.abs(seconds) / 3600)}h`
+  return seconds >= 0 ? `in ${span}` : `${span} ago`
+}
+
+/** A span of seconds for people: "42s", "5m 3s", "2h 10m", "3d 4h". */
+export const duration = (seconds: number) => {
+  const s = Math.max(0, Math.round(seconds))
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
+}
+
+/** Blockers for people: each category, with its agent if it has one; "none" without any. */
+export const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
+  blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
+
+/** Bytes in MiB for people, "-" when unmeasured. */
+export const mib = (bytes: number | null) => bytes === null ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
+/** Usage against the memory budget, for people; "none" without one. */
+export const memoryBudgetLine = (memory: MemoryView | null): string => {
+  if (memory === null) return "no budget (released by the idle period alone)"
+  const { budget } = memory
+  const parts = [
+    budget.high === null || budget.low === null
+      ? `${formatByteSize(memory.residentBytes)} resident`
+      : `${formatByteSize(memory.residentBytes)} of ${formatByteSize(budget.high)} (release down to ${formatByteSize(budget.low)})`,
+    ...(budget.maxResident === null ? [] : [`${memory.residentRuntimes} of at most ${budget.maxResident} runtimes`]),
+    ...(budget.minAvailable === null
+      ? []
+      : [`${memory.availableBytes === null ? "available unknown" : `${formatByteSize(memory.availableBytes)} available`}, floor ${formatByteSize(budget.minAvailable)}`]),
+    ...(memory.unmeasuredRuntimes === 0 ? [] : [`${memory.unmeasuredRuntimes} unmeasured`])
+  ]
+  const pressure = memory.pressure === null
+    ? "no pressure"
+    : `under pressure since ${memory.pressure.since} (${relative(memory.pressure.since)}): ${memory.pressure.causes.join(", ")}`
+  const held = memory.held.length === 0
+    ? ""
+    : `; nothing more can be released: held by ${memory.held.map((holder) => `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`})`).join(", ")}`
+  return `${parts.join("; ")}; ${pressure}${held}`
+}
