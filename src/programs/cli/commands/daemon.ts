@@ -7,7 +7,7 @@ import { Command, Flag } from "effect/cli"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../../../domain/retirement.ts"
-import { recordedProcessAlive } from "../../../layers/host/ProcessInspectionProcfs.ts"
+import { recordedProcessAlive } from "../../../platform/procfs.ts"
 import {
   defaultLogFileOptions,
   formatLogLine,
