@@ -11,8 +11,8 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { Duration, Effect } from "effect"
-import { parseStat, type ProcStat } from "../layers/providers/process/procfs.ts"
-import { groupAlive, signalGroup } from "../layers/providers/process/processGroups.ts"
+import { parseStat, type ProcStat } from "./procfs.ts"
+import { groupAlive, signalGroup } from "./processGroups.ts"
 
 const readStat = (pid: number | string) => {
   try {

@@ -16,7 +16,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Effect, Schema } from "effect"
-import type { ProcStat } from "../layers/providers/process/procfs.ts"
+import type { ProcStat } from "./procfs.ts"
 import { descendantsIn, liveProcesses } from "./detachedGroups.ts"
 
 /** The environment variable that marks a runtime's processes. */
