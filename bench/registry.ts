@@ -1,6 +1,7 @@
+import * as RuntimeCollectorLive from "../src/layers/collector/RuntimeCollectorLive.ts"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
-import { FakeCallerProtection } from "../src/layers/collector/RuntimeCandidatesTest.ts"
-import { MemoryProvider, providerRegistryWith } from "../src/layers/providers/memory/MemoryProvider.ts"
+import { FakeCallerProtection } from "../src/testing/FakeRuntimes.ts"
+import { MemoryProvider, providerRegistryWith } from "../src/testing/MemoryProvider.ts"
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../src/layers/store/AgentStoreMemory.ts"
 import * as RuntimeLedgerMemory from "../src/layers/store/RuntimeLedgerMemory.ts"
@@ -15,7 +16,7 @@ const build = async () => {
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, providerRegistryWith(provider)])
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const scope = Effect.runSync(Scope.make())

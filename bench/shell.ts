@@ -1,8 +1,9 @@
+import * as RuntimeCollectorLive from "../src/layers/collector/RuntimeCollectorLive.ts"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { FakeCallerProtection } from "../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection } from "../src/testing/FakeRuntimes.ts"
 import * as PluginProvider from "../src/layers/providers/plugin/PluginProvider.ts"
 import * as AgentRegistryLive from "../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../src/layers/store/AgentStoreMemory.ts"
@@ -54,7 +55,7 @@ const createAndResume = async (home: string, warmReserve: number) => {
     Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer]),
     Layer.provideMerge(reserveLayer)
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const scope = Effect.runSync(Scope.make())

@@ -8,6 +8,7 @@ import {
   type RuntimeCandidate,
   RuntimeCandidates,
   RuntimeCollector,
+  RuntimeCollectorLive,
   stopPermitted,
   stopVetoed
 } from "quiesce"
@@ -84,7 +85,7 @@ const program = Effect.gen(function*() {
   const protection = Layer.succeed(CallerProtection, CallerProtection.of({
     isProtected: (agentId) => Effect.succeed(agentId === "awaited")
   }))
-  const collector = RuntimeCollector.layer({ idlePeriod: "1 hour", tickInterval: "1 minute" }).pipe(
+  const collector = RuntimeCollectorLive.layer({ idlePeriod: "1 hour", tickInterval: "1 minute" }).pipe(
     Layer.provide(Layer.merge(candidates, protection))
   )
 

@@ -11,6 +11,7 @@ import {
   type PersistenceHandle,
   ProviderRegistry,
   RuntimeCollector,
+  RuntimeCollectorLive,
   StoresMemory
 } from "quiesce"
 
@@ -47,7 +48,7 @@ export const EchoProvider = ProviderRegistry.register(Effect.succeed(echoClient)
 const registry = AgentRegistryLive.layer.pipe(
   Layer.provide(Layer.merge(StoresMemory.layer, EchoProvider.pipe(Layer.provideMerge(ProviderRegistry.layer))))
 )
-const collector = RuntimeCollector.layer().pipe(
+const collector = RuntimeCollectorLive.layer().pipe(
   Layer.provide(Layer.merge(AgentRegistryLive.candidatesLayer, CallerProtection.layerNone))
 )
 

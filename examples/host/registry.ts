@@ -12,6 +12,7 @@ import {
   CallerProtection,
   ProviderRegistry,
   RuntimeCollector,
+  RuntimeCollectorLive,
   SqliteDatabase,
   StoresMemory
 } from "quiesce"
@@ -25,7 +26,7 @@ mkdirSync(home, { recursive: true })
 const stores = database === undefined ? StoresMemory.layer : SqliteDatabase.layerStores(database)
 const providers = ShellProvider.layer({ home }).pipe(Layer.provideMerge(ProviderRegistry.layer))
 const registry = AgentRegistryLive.layer.pipe(Layer.provide(Layer.merge(stores, providers)))
-const collector = RuntimeCollector.layer({ idlePeriod: "1 hour" }).pipe(
+const collector = RuntimeCollectorLive.layer({ idlePeriod: "1 hour" }).pipe(
   Layer.provide(Layer.merge(AgentRegistryLive.candidatesLayer, CallerProtection.layerNone))
 )
 

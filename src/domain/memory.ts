@@ -1,3 +1,4 @@
+import type { Duration } from "effect"
 import { Schema } from "effect"
 import { MemberBlocker } from "./blocker.ts"
 
@@ -82,3 +83,19 @@ export const RuntimeMemory = Schema.Struct({
   evictionRank: Schema.NullOr(Schema.Number)
 })
 export type RuntimeMemory = typeof RuntimeMemory.Type
+
+/** A memory budget for the collector; every field is optional, and without `high`, `minAvailable` or `maxResident` it is off. */
+export interface MemoryBudgetOptions {
+  /** Start releasing when the resident runtimes' total RSS reaches this many bytes (with `low`). */
+  readonly high?: number | undefined
+  /** Release until the resident runtimes' total RSS is at most this many bytes (with `high`, below it). */
+  readonly low?: number | undefined
+  /** Start releasing when the host's available memory (HostMemory) falls below this many bytes. */
+  readonly minAvailable?: number | undefined
+  /** At most this many resident runtimes. */
+  readonly maxResident?: number | undefined
+  /** Under pressure the idle period shrinks to this. Default 2 minutes. */
+  readonly minIdle?: Duration.Input | undefined
+  /** How often the budget is sampled. Default 5 seconds. */
+  readonly sampleInterval?: Duration.Input | undefined
+}

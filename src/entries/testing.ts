@@ -4,5 +4,5 @@
  *
  * @module
  */
-export { type Delivery, MemoryProvider, providerRegistryWith } from "../layers/providers/memory/MemoryProvider.ts"
-export { FakeCallerProtection, FakeRuntime, FakeRuntimes } from "../layers/collector/RuntimeCandidatesTest.ts"
+export { type Delivery, MemoryProvider, providerRegistryWith } from "../testing/MemoryProvider.ts"
+export { FakeCallerProtection, FakeRuntime, FakeRuntimes } from "../testing/FakeRuntimes.ts"

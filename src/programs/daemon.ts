@@ -1,3 +1,4 @@
+import * as RuntimeCollectorLive from "../layers/collector/RuntimeCollectorLive.ts"
 import { Duration, Effect, Layer } from "effect"
 import { formatByteSize } from "../domain/byteSize.ts"
 import { type QuiesceConfig, warmReserveTargets } from "../domain/config.ts"
@@ -5,7 +6,7 @@ import type { ProviderRegistrationRefused } from "../domain/errors.ts"
 import * as CallerProtectionLive from "../layers/collector/CallerProtectionLive.ts"
 import * as MessageDeliveryLive from "../layers/delivery/MessageDeliveryLive.ts"
 import * as FinishSubscriptionsLive from "../layers/finish/FinishSubscriptionsLive.ts"
-import { Home } from "../layers/host/Home.ts"
+import { Home } from "../services/Home.ts"
 import * as HostMemoryProcfs from "../layers/host/HostMemoryProcfs.ts"
 import * as ProcessInspectionProcfs from "../layers/host/ProcessInspectionProcfs.ts"
 import * as AgentRegistryLive from "../layers/registry/AgentRegistryLive.ts"
@@ -15,10 +16,10 @@ import * as WarmReserveLive from "../layers/reserve/WarmReserveLive.ts"
 import { providersLayer } from "./providers.ts"
 import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 import { RemoteFinishes } from "../services/RemoteFinishes.ts"
-import { RuntimeCollector, type RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
+import type { RuntimeCollectorOptions } from "../services/RuntimeCollector.ts"
 import type { AgentOperations } from "../services/AgentOperations.ts"
 import type { AgentRegistry } from "../services/AgentRegistry.ts"
-import type { MemoryBudgetOptions } from "../layers/collector/memoryPressure.ts"
+import type { MemoryBudgetOptions } from "../domain/memory.ts"
 import type { AgentStore } from "../services/AgentStore.ts"
 import type { FinishStore } from "../services/FinishStore.ts"
 import type { HostMemory } from "../services/HostMemory.ts"
@@ -77,7 +78,7 @@ export const daemonServices = <E>(parts: DaemonParts<E>) => {
     Layer.provide(RemoteFinishes.layerUnavailable),
     Layer.provideMerge(delivery)
   )
-  const collector = RuntimeCollector.layer(parts.collector).pipe(
+  const collector = RuntimeCollectorLive.layer(parts.collector).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer, parts.hostMemory ?? HostMemoryProcfs.layer()]),
     Layer.provideMerge(finish)
   )

@@ -26,7 +26,7 @@ import {
 } from "../domain/retirement.ts"
 import { ClusterJoinFailed } from "../domain/errors.ts"
 import { longRunningNodeFlags, packageRoot, packageVersion } from "../domain/version.ts"
-import { Home } from "../layers/host/Home.ts"
+import { Home } from "../services/Home.ts"
 import * as HomeLive from "../layers/host/Home.ts"
 import { ConfigInvalid, type ConfigOverrides, loadConfig, missingProviderCommands, resolveIdleTimeout } from "../layers/host/loadConfig.ts"
 import { rotatingLogFile } from "../layers/host/logFile.ts"

@@ -1,12 +1,8 @@
-import { Context, type Duration, type Effect, Layer, type Option } from "effect"
+import { Context, type Duration, type Effect, type Option } from "effect"
 import type { RuntimeNotFound } from "../domain/errors.ts"
-import type { MemoryStatus } from "../domain/memory.ts"
+import type { MemoryBudgetOptions, MemoryStatus } from "../domain/memory.ts"
 import type { RetirementBlocker } from "../domain/retirement.ts"
 import type { CollectOutcome, Residency, SweepReport } from "../domain/sweep.ts"
-import type { MemoryBudgetOptions } from "../layers/collector/memoryPressure.ts"
-import { makeRuntimeCollector } from "../layers/collector/RuntimeCollectorLive.ts"
-import type { CallerProtection } from "./CallerProtection.ts"
-import type { RuntimeCandidates } from "./RuntimeCandidates.ts"
 
 /** How the collector decides and sweeps; every option has a default. */
 export interface RuntimeCollectorOptions {
@@ -66,10 +62,4 @@ export class RuntimeCollector extends Context.Service<RuntimeCollector, {
   readonly memory: Effect.Effect<Option.Option<MemoryStatus>>
   /** For a daemon's retirement: releases every resident runtime as a collection; `remaining` were not. */
   readonly releaseAll: Effect.Effect<{ readonly report: SweepReport; readonly remaining: ReadonlyArray<string> }>
-}>()("quiesce/collector/RuntimeCollector") {
-  /** The collector over the host's runtimes, its tick loop living as long as the layer. */
-  static readonly layer = (
-    options?: RuntimeCollectorOptions
-  ): Layer.Layer<RuntimeCollector, never, RuntimeCandidates | CallerProtection> =>
-    Layer.effect(RuntimeCollector, makeRuntimeCollector(options))
-}
+}>()("quiesce/collector/RuntimeCollector") {}

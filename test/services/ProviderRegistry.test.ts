@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { MemoryProvider } from "../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../src/testing/MemoryProvider.ts"
 import { ProviderRegistry } from "../../src/services/ProviderRegistry.ts"
 import { memoryDaemon } from "../support/memoryDaemon.ts"
 

@@ -4,7 +4,7 @@
  */
 import { Effect, Layer, Option } from "effect"
 import type { DaemonIdentity, EffectiveIdleTimeout } from "../../src/domain/retirement.ts"
-import { MemoryProvider, providerRegistryWith } from "../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider, providerRegistryWith } from "../../src/testing/MemoryProvider.ts"
 import * as StoresMemory from "../../src/layers/store/StoresMemory.ts"
 import { daemonServices } from "../../src/programs/daemon.ts"
 import type { AgentStore } from "../../src/services/AgentStore.ts"

@@ -1,4 +1,4 @@
-import { Cause, Clock, Deferred, Effect, Exit, Option, Schedule, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
@@ -17,7 +17,7 @@ import { CallerProtection } from "../../services/CallerProtection.ts"
 import { HostMemory } from "../../services/HostMemory.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
-import type { ExplainOptions, RuntimeCollector, RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
+import { type ExplainOptions, RuntimeCollector, type RuntimeCollectorOptions } from "../../services/RuntimeCollector.ts"
 import {
   recordCollection,
   recordRelease,
@@ -581,3 +581,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   return { sweep, collectNow, explain, retirementBlockers, releaseAll, checkMemory, memory }
 })
 
+/** The collector over the host's runtimes, its tick loop living as long as the layer. */
+export const layer = (
+  options?: RuntimeCollectorOptions
+): Layer.Layer<RuntimeCollector, never, RuntimeCandidates | CallerProtection> =>
+  Layer.effect(RuntimeCollector, makeRuntimeCollector(options))

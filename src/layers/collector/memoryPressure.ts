@@ -4,24 +4,8 @@
  */
 import { Duration } from "effect"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
-import type { MemoryBudget, PressureCause } from "../../domain/memory.ts"
+import type { MemoryBudget, MemoryBudgetOptions, PressureCause } from "../../domain/memory.ts"
 import type { FamilyIndex } from "./FamilyIndex.ts"
-
-/** A memory budget for the collector; every field is optional, and without `high`, `minAvailable` or `maxResident` it is off. */
-export interface MemoryBudgetOptions {
-  /** Start releasing when the resident runtimes' total RSS reaches this many bytes (with `low`). */
-  readonly high?: number | undefined
-  /** Release until the resident runtimes' total RSS is at most this many bytes (with `high`, below it). */
-  readonly low?: number | undefined
-  /** Start releasing when the host's available memory (HostMemory) falls below this many bytes. */
-  readonly minAvailable?: number | undefined
-  /** At most this many resident runtimes. */
-  readonly maxResident?: number | undefined
-  /** Under pressure the idle period shrinks to this. Default 2 minutes. */
-  readonly minIdle?: Duration.Input | undefined
-  /** How often the budget is sampled. Default 5 seconds. */
-  readonly sampleInterval?: Duration.Input | undefined
-}
 
 export interface MemorySettings {
   readonly high: number | undefined

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
+import { Home, HomeUnavailable } from "../../services/Home.ts"
 import { readStat } from "../../platform/procfs.ts"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
@@ -17,29 +18,6 @@ export const stateDirectory = (): string =>
 
 /** A daemon's default home: `$QUIESCE_HOME`, else the state directory (not the directory a command runs in). */
 export const defaultHome = (): string => process.env["QUIESCE_HOME"] || stateDirectory()
-
-/** The home directory could not be used: locked by another daemon, unreadable, or its token file unusable. */
-export class HomeUnavailable extends Schema.TaggedError<HomeUnavailable>()("HomeUnavailable", {
-  home: Schema.String,
-  message: Schema.String
-}) {}
-
-/** Where one daemon keeps everything; only one writing daemon owns it at a time (H2). */
-export class Home extends Context.Service<Home, {
-  readonly root: string
-  readonly databaseFile: string
-  readonly configFile: string
-  readonly tokenFile: string
-  readonly pluginHome: string
-  /** The API token, created on first start. */
-  readonly token: string
-  /**
-   * Marks the opening done (H1). Until then, closing the home (a failed or interrupted start)
-   * removes what this start created in it: the token, the database and its journal files, an
-   * empty `plugins/`. From then on everything is kept.
-   */
-  readonly opened: Effect.Effect<void>
-}>()("quiesce/host/Home") {}
 
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
 

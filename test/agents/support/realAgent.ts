@@ -3,13 +3,14 @@
  * collector, in a temp home, with bounded polling (time is real: real processes run). On scope
  * close it proves that no process group the provider started is left.
  */
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, type Scope } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { ProviderRegistrationRefused } from "../../../src/domain/errors.ts"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import { groupAlive } from "../../../src/platform/processGroups.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as SqliteDatabase from "../../../src/layers/store/SqliteDatabase.ts"
@@ -70,7 +71,7 @@ const build = Effect.fnUntraced(function*<E>(options: RealAgentOptions<E>, home:
       providerLayer.pipe(Layer.provideMerge(ProviderRegistry.layer))
     ])
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", probeTimeout: "10 seconds" }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days", probeTimeout: "10 seconds" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const context = yield* Layer.build(collectorLayer.pipe(Layer.provideMerge(registryLayer)))

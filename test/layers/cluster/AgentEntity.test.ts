@@ -2,6 +2,7 @@
  * The Agent entity (X6) over `TestRunner.layer` (sharding, in-memory message and runner storage,
  * one runner) under TestClock, with the real registry and collector over the in-memory provider.
  */
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { Sharding, TestRunner } from "effect/cluster"
@@ -10,12 +11,12 @@ import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
 import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
 import type { ProviderRefusal } from "../../../src/domain/close.ts"
 import { stopVetoed } from "../../../src/domain/provider.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import { AgentPlacement } from "../../../src/services/AgentPlacement.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import type { AgentStore } from "../../../src/services/AgentStore.ts"
@@ -42,7 +43,7 @@ const runnerServices = Effect.fnUntraced(function*(
     ])
   )
   // No scheduled sweeps: releases happen where a test says.
-  const collector = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+  const collector = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   return yield* Layer.build(collector.pipe(Layer.provideMerge(registry)))

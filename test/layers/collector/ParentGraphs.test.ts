@@ -10,7 +10,7 @@ import { TestClock } from "effect/testing"
 import { stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import type { SweepReport } from "../../../src/domain/sweep.ts"
 import { makeRuntimeCollector } from "../../../src/layers/collector/RuntimeCollectorLive.ts"
-import { FakeCallerProtection, FakeRuntimes } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection, FakeRuntimes } from "../../../src/testing/FakeRuntimes.ts"
 import { CallerProtection } from "../../../src/services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../../src/services/RuntimeCandidates.ts"
 

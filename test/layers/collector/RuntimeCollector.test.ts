@@ -1,13 +1,14 @@
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { RuntimeCloseFailed, RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../../src/domain/errors.ts"
 import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { makeRuntimeCollector } from "../../../src/layers/collector/RuntimeCollectorLive.ts"
-import { FakeCallerProtection, FakeRuntimes } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection, FakeRuntimes } from "../../../src/testing/FakeRuntimes.ts"
 import { CallerProtection } from "../../../src/services/CallerProtection.ts"
 import { RuntimeCandidates } from "../../../src/services/RuntimeCandidates.ts"
-import { RuntimeCollector, type RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
+import type { RuntimeCollectorOptions } from "../../../src/services/RuntimeCollector.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 
 const minutes = (n: number) => n * 60_000
@@ -193,7 +194,7 @@ describe("RuntimeCollector: the tick loop and its scope", () => {
       const runtime = runtimes.add("agent")
       const scope = yield* Scope.make()
       yield* Layer.buildWithScope(
-        RuntimeCollector.layer().pipe(Layer.provide([runtimes.layer, CallerProtection.layerNone])),
+        RuntimeCollectorLive.layer().pipe(Layer.provide([runtimes.layer, CallerProtection.layerNone])),
         scope
       )
       yield* TestClock.adjust("30 minutes")

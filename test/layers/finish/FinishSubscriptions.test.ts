@@ -1,3 +1,4 @@
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Schedule, Scope } from "effect"
 import { TestClock } from "effect/testing"
@@ -6,7 +7,7 @@ import * as CallerProtectionLive from "../../../src/layers/collector/CallerProte
 import * as MessageDeliveryLive from "../../../src/layers/delivery/MessageDeliveryLive.ts"
 import * as RegistryOperations from "../../../src/layers/registry/registryOperations.ts"
 import * as FinishSubscriptionsLive from "../../../src/layers/finish/FinishSubscriptionsLive.ts"
-import { MemoryProvider, providerRegistryWith } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider, providerRegistryWith } from "../../../src/testing/MemoryProvider.ts"
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
@@ -71,7 +72,7 @@ const server = Effect.fnUntraced(function*(options: {
       return wrap(yield* AgentOperations)
     })))
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, CallerProtectionLive.layer])
   )
   const all = collectorLayer.pipe(

@@ -4,6 +4,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as HomeLive from "../../../src/layers/host/Home.ts"
+import { Home, HomeUnavailable } from "../../../src/services/Home.ts"
 import { ConfigInvalid, loadConfig } from "../../../src/layers/host/loadConfig.ts"
 
 const tempDir = Effect.acquireRelease(
@@ -16,7 +17,7 @@ describe("Home (H2)", () => {
     Effect.gen(function*() {
       const root = join(yield* tempDir, "home")
       yield* Effect.scoped(Effect.gen(function*() {
-        const first = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const first = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
         const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
         assert.strictEqual(error._tag, "HomeUnavailable")
         assert.include(error.message, `pid ${process.pid}`)
@@ -30,7 +31,7 @@ describe("Home (H2)", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       writeFileSync(join(root, "daemon.lock"), JSON.stringify({ pid: 2 ** 22 + 12345, startedAt: 0 }))
-      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
       assert.include(readFileSync(join(root, "daemon.lock"), "utf8"), `"pid":${process.pid}`)
       assert.strictEqual(home.root, root)
     }))
@@ -55,8 +56,8 @@ describe("Home (H2)", () => {
   it.effect("the API token is created once, readable only by its owner", () =>
     Effect.gen(function*() {
       const root = yield* tempDir
-      const openedToken = (c: Context.Context<HomeLive.Home>) => {
-        const home = Context.get(c, HomeLive.Home)
+      const openedToken = (c: Context.Context<Home>) => {
+        const home = Context.get(c, Home)
         return Effect.as(home.opened, home.token)
       }
       const first = yield* Effect.scoped(Effect.flatMap(Layer.build(HomeLive.layer(root)), openedToken))
@@ -74,7 +75,7 @@ describe("Home: a start that does not finish opening (H1)", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       yield* Effect.scoped(Effect.gen(function*() {
-        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
         writeFileSync(home.databaseFile, "")
         writeFileSync(`${home.databaseFile}-wal`, "")
         assert.isTrue(existsSync(home.tokenFile))
@@ -84,7 +85,7 @@ describe("Home: a start that does not finish opening (H1)", () => {
       writeFileSync(join(root, "token"), "kept-token\n")
       writeFileSync(join(root, "quiesce.sqlite"), "")
       yield* Effect.scoped(Effect.gen(function*() {
-        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
         // Beside a database that was there, its journal may hold another connection's pages.
         writeFileSync(`${home.databaseFile}-wal`, "")
       }))
@@ -96,7 +97,7 @@ describe("Home: a start that does not finish opening (H1)", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       yield* Effect.scoped(Effect.gen(function*() {
-        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
         writeFileSync(home.databaseFile, "")
         yield* home.opened
       }))
@@ -107,7 +108,7 @@ describe("Home: a start that does not finish opening (H1)", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       yield* Effect.scoped(Effect.gen(function*() {
-        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+        const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
         mkdirSync(join(home.pluginHome, "shell"))
       }))
       assert.deepStrictEqual(readdirSync(root), ["plugins"])
@@ -128,7 +129,7 @@ describe("Home on hostile input", () => {
         const tokenFile = join(root, "token")
         writeFileSync(tokenFile, content, { mode: 0o600 })
         const error = yield* Effect.flip(Effect.scoped(Layer.build(HomeLive.layer(root))))
-        assert.instanceOf(error, HomeLive.HomeUnavailable)
+        assert.instanceOf(error, HomeUnavailable)
         assert.include(error.message, `The API token file ${tokenFile} ${words}`)
         assert.include(error.message, "Delete it to have a new one made at the next start")
         assert.strictEqual(readFileSync(tokenFile, "utf8"), content, "left as it was")
@@ -156,7 +157,7 @@ describe("Home on hostile input", () => {
   it.effect("a home the daemon creates is 0700, and so is its plugins/ folder", () =>
     Effect.gen(function*() {
       const root = join(yield* tempDir, "new", "home")
-      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), HomeLive.Home)
+      const home = Context.get(yield* Layer.build(HomeLive.layer(root)), Home)
       assert.strictEqual(modeOf(root), 0o700)
       assert.strictEqual(modeOf(join(root, "..")), 0o700)
       assert.strictEqual(modeOf(home.pluginHome), 0o700)

@@ -12,7 +12,7 @@ import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../../src/services/DaemonLifecycle.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"

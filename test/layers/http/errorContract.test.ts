@@ -8,7 +8,7 @@ import { Cause, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { NetAddress } from "effect/net"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"
 import { isRecord, send, type Target, walk } from "../../support/errorContract.ts"
 

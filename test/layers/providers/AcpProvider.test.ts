@@ -3,12 +3,13 @@
  * with the same SDK), through the real registry and collector. Time is real here (processes
  * run), so waits poll or time out with a bound.
  */
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, type Scope } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import type { PermissionOptionKind } from "@agentclientprotocol/sdk"
 import type { SessionEvent } from "../../../src/domain/provider.ts"
 import * as AcpProvider from "../../../src/layers/providers/acp/AcpProvider.ts"
@@ -66,7 +67,7 @@ const setup = Effect.fnUntraced(function*(options: {
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, acp.pipe(Layer.provideMerge(ProviderRegistry.layer))])
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days" }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const context = yield* Layer.build(

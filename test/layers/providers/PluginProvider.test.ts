@@ -2,13 +2,14 @@
  * The plugin provider against real plugin processes: the shell reference provider (P7, P8) and a
  * misbehaving fixture. Time is real here (processes run), so waits poll with a bound.
  */
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type SessionConfig, type SessionEvent, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import { groupAlive } from "../../../src/platform/processGroups.ts"
 import * as PluginProvider from "../../../src/layers/providers/plugin/PluginProvider.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
@@ -59,7 +60,7 @@ const setup = Effect.fnUntraced(function*(options: {
   const registryLayer = AgentRegistryLive.layer.pipe(
     Layer.provide([AgentStoreMemory.layer, TurnJournalMemory.layer, RuntimeLedgerMemory.layer, plugin.pipe(Layer.provideMerge(ProviderRegistry.layer))])
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
   const context = yield* Layer.build(collectorLayer.pipe(Layer.provideMerge(registryLayer)))

@@ -13,8 +13,8 @@ import { TestClock } from "effect/testing"
 import { RuntimeProbeFailed } from "../../../src/domain/errors.ts"
 import { stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import type { SweepReport } from "../../../src/domain/sweep.ts"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { harness, minutes } from "./harness.ts"
 
 const ProbeMode = Schema.Literals(["permit", "veto", "fail", "hang"])

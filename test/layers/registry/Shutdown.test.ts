@@ -9,7 +9,7 @@ import { Effect, Exit, Fiber, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { stopPermitted, stopVetoed, stopWorkUnknown } from "../../../src/domain/provider.ts"
 import { missingSettlement } from "../../../src/layers/providers/pi/safety.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 import { harness } from "./harness.ts"
 

@@ -1,8 +1,9 @@
+import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import type { ProviderRegistrationRefused } from "../../../src/domain/errors.ts"
 import { Context, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { FakeCallerProtection } from "../../../src/layers/collector/RuntimeCandidatesTest.ts"
-import { MemoryProvider } from "../../../src/layers/providers/memory/MemoryProvider.ts"
+import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
+import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
@@ -43,7 +44,7 @@ export const harness = Effect.fnUntraced(function*(options: HarnessOptions = {})
       Layer.mergeAll(provider.layer, options.extraProviders ?? Layer.empty).pipe(Layer.provideMerge(ProviderRegistry.layer))
     ])
   )
-  const collectorLayer = RuntimeCollector.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
+  const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days", ...options.collector }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, protection.layer])
   )
   const context = yield* Layer.build(collectorLayer.pipe(Layer.provideMerge(registryLayer)))

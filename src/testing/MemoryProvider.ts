@@ -1,8 +1,8 @@
 import { Effect, Layer } from "effect"
-import type { PersistenceHandle } from "../../../domain/agent.ts"
-import { ProviderFailed, type ProviderRegistrationRefused, type RuntimeProbeFailed } from "../../../domain/errors.ts"
-import type { AgentClient, AgentSession, SessionConfig, SessionEvent, StopAnswer, TurnEnd } from "../../../domain/provider.ts"
-import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import type { PersistenceHandle } from "../domain/agent.ts"
+import { ProviderFailed, type ProviderRegistrationRefused, type RuntimeProbeFailed } from "../domain/errors.ts"
+import type { AgentClient, AgentSession, SessionConfig, SessionEvent, StopAnswer, TurnEnd } from "../domain/provider.ts"
+import { ProviderRegistry } from "../services/ProviderRegistry.ts"
 
 /**
  * One prompt a `MemoryProvider` session received, in order of arrival: as a new turn, steered

@@ -1,11 +1,11 @@
 import { Effect, Layer } from "effect"
-import { blocker, type Blocker, noBlockers } from "../../domain/blocker.ts"
-import type { RuntimeCandidate } from "../../domain/candidate.ts"
-import type { StopAnswer } from "../../domain/provider.ts"
-import type { RuntimeCloseFailed, RuntimeProbeFailed } from "../../domain/errors.ts"
-import { CallerProtection } from "../../services/CallerProtection.ts"
-import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
-import { indexFamilies } from "./FamilyIndex.ts"
+import { blocker, type Blocker, noBlockers } from "../domain/blocker.ts"
+import type { RuntimeCandidate } from "../domain/candidate.ts"
+import type { StopAnswer } from "../domain/provider.ts"
+import type { RuntimeCloseFailed, RuntimeProbeFailed } from "../domain/errors.ts"
+import { CallerProtection } from "../services/CallerProtection.ts"
+import { RuntimeCandidates } from "../services/RuntimeCandidates.ts"
+import { indexFamilies } from "../layers/collector/FamilyIndex.ts"
 
 /** An in-memory runtime whose state a test sets directly. */
 export class FakeRuntime {
