@@ -9,12 +9,11 @@
  * probe asks the CLI only when none of that says busy: a repeated `initialize` is answered with
  * the CLI's session state and followed by its live roster, which is the authoritative read.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
+import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type StopAnswer,
@@ -24,6 +23,7 @@ import {
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { makeCliRuntimes, startCliPeer } from "../process/cliRuntimes.ts"
+import { processPerSessionClient } from "../process/sessionClient.ts"
 import { runtimeEnv } from "../process/escapedProcesses.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe, rosterSupport } from "./safety.ts"
 import {
@@ -108,7 +108,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         ...(resume === null ? ["--session-id", requestedId] : ["--resume", requestedId])
       ]
       // Process groups of the CLI's background shells are noted while they are still its descendants.
-      const { peer, detached, shutdown } = yield* startCliPeer<string, OutgoingControlRequest, ControlResponse>(runtimes, {
+      const { peer, detached, shutdown, close } = yield* startCliPeer<string, OutgoingControlRequest, ControlResponse>(runtimes, {
         command: {
           command: options.command ?? "claude",
           args,
@@ -379,12 +379,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
           interruptRequested = true
           return Effect.asVoid(controlRequest("interrupt"))
         }),
-        close: shutdown.pipe(
-          Effect.ensuring(Effect.sync(() => runtimes.forget(shutdown))),
-          Effect.catchCause((cause) =>
-            Effect.logWarning("Claude did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
-          )
-        ),
+        close: close("Claude"),
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter knows of is an answer already; the CLI is not asked.
           const busy = localVeto(local())
@@ -409,12 +404,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       return agentSession
     })
 
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle)
-  }
-  return client
+  return processPerSessionClient(provider, open)
 })
 
 /** Adds the Claude Code provider to the `ProviderRegistry`; its processes end with the layer. */

@@ -8,7 +8,7 @@
  * permissions), and tracks turns and subagents from notifications. The safety probe asks the
  * server only when all of that is clear.
  */
-import { Cause, Deferred, Effect, Exit, type Layer } from "effect"
+import { Deferred, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -105,7 +105,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
   const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
       // The end of the server's stderr says why it exited, when it refuses to start (e.g. a config it rejects).
-      const { peer, detached, shutdown } = yield* startCliPeer<number, Record<string, unknown>, JsonRpcError | JsonRpcResponse>(runtimes, {
+      const { peer, detached, shutdown, close } = yield* startCliPeer<number, Record<string, unknown>, JsonRpcError | JsonRpcResponse>(runtimes, {
         command: {
           command: options.command ?? "codex",
           args: options.args ?? ["app-server"],
@@ -367,13 +367,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             if (current === undefined || current.id === undefined) return Effect.void
             return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
           }),
-          close: shutdown.pipe(
-            Effect.catchCause((cause) =>
-              Effect.logWarning("Codex app-server did not close cleanly").pipe(
-                Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
-              )
-            )
-          ),
+          close: close("Codex app-server"),
           canStopRuntime: Effect.suspend(() => {
             // Work the connection knows of is an answer already; the server is not asked.
             const own = localVeto(local())

@@ -6,11 +6,10 @@
  * the release while it runs (`escapedProcesses.ts`), but is never ended.
  * The wire format is described in `rpcTypes.ts`.
  */
-import { Cause, Deferred, Effect, Exit, type Layer, Schema } from "effect"
+import { Deferred, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type StopAnswer,
@@ -21,6 +20,7 @@ import {
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { makeCliRuntimes, startCliPeer } from "../process/cliRuntimes.ts"
+import { processPerSessionClient } from "../process/sessionClient.ts"
 import { escapedProcesses, escapedReason, runtimeEnv } from "../process/escapedProcesses.ts"
 import {
   AgentEndEvent,
@@ -101,7 +101,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
        * runtime's marker, vetoes the release while it runs, and is never ended by the adapter (it
        * may be a server the user meant to keep).
        */
-      const { peer, shutdown } = yield* startCliPeer<string, RpcCommand, RpcResponse>(runtimes, {
+      const { peer, shutdown, close } = yield* startCliPeer<string, RpcCommand, RpcResponse>(runtimes, {
         command: { command: options.command ?? "pi", args, env },
         cwd: config.cwd,
         stripCarriageReturn: true,
@@ -272,12 +272,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         outOfBand: () => undefined,
         respondToPermission: () => Effect.void,
         interrupt: Effect.asVoid(command("abort", (id) => ({ type: "abort", id }))),
-        close: shutdown.pipe(
-          Effect.ensuring(Effect.sync(() => runtimes.forget(shutdown))),
-          Effect.catchCause((cause) =>
-            Effect.logWarning("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
-          )
-        ),
+        close: close("Pi"),
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter owns is an answer already; the CLI is not asked.
           const own = localVeto(local())
@@ -314,12 +309,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       return agentSession
     })
 
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle)
-  }
-  return client
+  return processPerSessionClient(provider, open)
 })
 
 /** Adds a Pi (or OMP) provider to the `ProviderRegistry`; its processes end with the layer. */

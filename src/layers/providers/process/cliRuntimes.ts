@@ -4,7 +4,7 @@
  * runtime still running is ended when the provider's scope closes. `startCliPeer` starts one
  * runtime of a CLI whose commands may leave process groups of their own behind.
  */
-import { Deferred, Duration, Effect, type Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, type Scope } from "effect"
 import { ProviderFailed } from "../../../domain/errors.ts"
 import type { CliProviderOptions } from "./cliOptions.ts"
 import { type DetachedGroups, trackDetachedGroups } from "./detachedGroups.ts"
@@ -56,6 +56,8 @@ export interface CliPeer<Id extends string | number, Out, Reply> {
   readonly detached: DetachedGroups
   /** Ends the CLI's group, then every detached group it left: a SIGKILLed CLI leaves them running. */
   readonly shutdown: Effect.Effect<void>
+  /** The session's close: `shutdown`, no longer tracked, a failure logged as "<cli> did not close cleanly". */
+  readonly close: (cli: string) => Effect.Effect<void>
 }
 
 /**
@@ -84,6 +86,15 @@ export const startCliPeer = <Id extends string | number, Out, Reply>(
         return cli.terminate(runtimes.closeGrace).pipe(Effect.andThen(detached.end(runtimes.closeGrace)))
       })
       runtimes.track(shutdown)
-      return { peer, detached, shutdown }
+      const close = (name: string) =>
+        shutdown.pipe(
+          Effect.ensuring(Effect.sync(() => runtimes.forget(shutdown))),
+          Effect.catchCause((cause) =>
+            Effect.logWarning(`${name} did not close cleanly`).pipe(
+              Effect.annotateLogs({ provider: runtimes.provider, cause: Cause.pretty(cause) })
+            )
+          )
+        )
+      return { peer, detached, shutdown, close }
     }
   )
