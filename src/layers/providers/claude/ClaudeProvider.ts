@@ -9,12 +9,11 @@
  * probe asks the CLI only when none of that says busy: a repeated `initialize` is answered with
  * the CLI's session state and followed by its live roster, which is the authoritative read.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
+import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type StopAnswer,
@@ -23,9 +22,9 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { makeCliRuntimes, startCliPeer } from "../process/cliRuntimes.ts"
+import { processPerSessionClient } from "../process/sessionClient.ts"
 import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
-import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { type BackgroundWork, decide, freshWork, type LocalState, localVeto, type Observation, observe, rosterSupport } from "./safety.ts"
 import {
   type ControlRequest,
@@ -74,6 +73,12 @@ export const defaultArgs: ReadonlyArray<string> = [
 /** `session_state_changed` is the CLI's own authoritative turn-over signal; it is off unless asked for. */
 export const defaultEnv: Readonly<Record<string, string>> = { CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS: "1" }
 
+/** A control request of ours, and for a probe's `initialize` the roster that follows its answer. */
+interface OutgoingControlRequest {
+  readonly line: Record<string, unknown>
+  readonly rosterAfter?: Deferred.Deferred<void, ProviderFailed> | undefined
+}
+
 const sameRoster = (live: ReadonlySet<string>, tasks: ReadonlyArray<{ readonly task_id: string }>): boolean =>
   live.size === tasks.length && tasks.every((task) => live.has(task.task_id))
 
@@ -83,16 +88,9 @@ const sameRoster = (live: ReadonlySet<string>, tasks: ReadonlyArray<{ readonly t
  */
 export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProviderOptions = {}) {
   const provider = options.provider ?? "claude"
-  const scope = yield* Effect.scope
-  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
+  const runtimes = yield* makeCliRuntimes(provider, options)
+  const { closeGrace, failed } = runtimes
   const rosterTimeout = Duration.fromInputUnsafe(options.rosterTimeout ?? "2 seconds")
-  const closeGrace = options.closeGrace ?? "2 seconds"
-  /** How each live session ends its runtime; run for every one still live when the layer closes. */
-  const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string, refused?: boolean) =>
-    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
-
-  yield* Effect.addFinalizer(() => Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true }))
 
   /** A veto, logged with its reason for whoever explains residency. */
   const logBusy = (reason: string): Effect.Effect<StopAnswer> =>
@@ -109,31 +107,26 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         ...(options.args ?? defaultArgs),
         ...(resume === null ? ["--session-id", requestedId] : ["--resume", requestedId])
       ]
-      const cli = yield* startLineProcess(
-        { command: options.command ?? "claude", args, env: { ...defaultEnv, ...options.env, ...runtimeEnv(config.runtimeMarker) } },
-        config.cwd,
-        // A CLI that refuses to start says why on stderr (e.g. bypassPermissions as root): see `died`.
-        { stripCarriageReturn: true }
-      ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
-      options.onSpawn?.(cli.pid)
-
-      /** Process groups of the CLI's background shells, noted while they are still its descendants. */
-      const detached = trackDetachedGroups(cli.pid, () => Deferred.isDoneUnsafe(cli.exited), (pgid) => options.onSpawn?.(pgid))
+      // Process groups of the CLI's background shells are noted while they are still its descendants.
+      const { peer, detached, shutdown, close } = yield* startCliPeer<string, OutgoingControlRequest, ControlResponse>(runtimes, {
+        command: {
+          command: options.command ?? "claude",
+          args,
+          env: { ...defaultEnv, ...options.env, ...runtimeEnv(config.runtimeMarker) }
+        },
+        cwd: config.cwd,
+        // A CLI that refuses to start says why on stderr (e.g. bypassPermissions as root): see `exitError`.
+        stripCarriageReturn: true,
+        requestId: (n) => `quiesce-${n}`,
+        encode: (request) => encodeLine(request.line),
+        logProtocolError,
+        wording: { timeout: "answer" }
+      }, options.onSpawn)
+      const cli = peer.process
       const noteDetached = detached.note
-      const shutdown = Effect.suspend(() => {
-        noteDetached()
-        return cli.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
-      })
-      running.add(shutdown)
 
-      const pending = new Map<string, {
-        readonly reply: Deferred.Deferred<ControlResponse, ProviderFailed>
-        /** Set for a probe's `initialize`: completed by the roster that follows the answer. */
-        readonly rosterAfter?: Deferred.Deferred<void, ProviderFailed> | undefined
-      }>()
       let rosterWaiters: Array<Deferred.Deferred<void, ProviderFailed>> = []
       const permissions = new Map<string, ControlRequest>()
-      let nextRequest = 0
       let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
       /** The daemon's id of the turn in flight, which a veto names. */
       let turnId: string | undefined
@@ -154,7 +147,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         turnId: turn === undefined ? undefined : turnId,
         permissionIds: [...permissions.keys()],
         // A probe's own `initialize` is not work; any other control request of ours (an interrupt) is.
-        processing: cli.unreadLines() + [...pending.values()].filter((entry) => entry.rosterAfter === undefined).length,
+        processing: cli.unreadLines() + peer.pending().filter(([, request]) => request.rosterAfter === undefined).length,
         sessionState
       })
 
@@ -192,15 +185,11 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         return logProtocolError(`unhandled control request ${request.request.subtype}`)
       }
 
-      const onControlResponse = (message: ControlResponse): Effect.Effect<void> => {
-        const entry = pending.get(message.response.request_id)
-        if (entry === undefined) return logProtocolError(`response to unknown request ${message.response.request_id}`)
-        pending.delete(message.response.request_id)
-        // The roster the CLI sends after this answer is the next line; wait for it from here on.
-        if (entry.rosterAfter !== undefined) rosterWaiters.push(entry.rosterAfter)
-        Deferred.doneUnsafe(entry.reply, Exit.succeed(message))
-        return Effect.void
-      }
+      const onControlResponse = (message: ControlResponse): Effect.Effect<void> =>
+        peer.answer(message.response.request_id, message, (request) => {
+          // The roster the CLI sends after this answer is the next line; wait for it from here on.
+          if (request.rosterAfter !== undefined) rosterWaiters.push(request.rosterAfter)
+        })
 
       const onTurnOutput = () => {
         if (turn === undefined) autonomousTurn = true
@@ -272,32 +261,26 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         return Effect.void
       }
 
-      const died = (code: number | null) =>
-        Effect.sync(() => {
-          running.delete(shutdown)
-          const said = cli.stderrTail().split("\n").at(-1) ?? ""
-          const error = failed("process", `${provider} exited with code ${code}${said === "" ? "" : `: ${said}`}`)
-          for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
-          pending.clear()
-          for (const waiter of rosterWaiters) Deferred.doneUnsafe(waiter, Exit.fail(error))
-          rosterWaiters = []
-          finishTurn(Exit.fail(error))
-        }).pipe(
-          // A CLI that crashed or was killed leaves its background shells running: they end with it.
-          Effect.andThen(detached.end(closeGrace))
-        )
-
-      yield* cli.readLines(scope, {
+      yield* peer.listen(runtimes.scope, {
         // Each line is handled synchronously once taken (and no longer counted as unread), so a
         // probe never sees one half-applied.
         decode: decodeLine,
         onMessage,
-        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
-        onOversizedLine: (bytes) => {
-          config.onEvent({ _tag: "Activity" })
-          return logProtocolError(oversizedLine(bytes))
+        onOversizedLine: () => config.onEvent({ _tag: "Activity" }),
+        exitError: (code) => {
+          const said = cli.stderrTail().split("\n").at(-1) ?? ""
+          return failed("process", `${provider} exited with code ${code}${said === "" ? "" : `: ${said}`}`)
         },
-        onExit: died
+        onExit: (error) =>
+          Effect.sync(() => {
+            runtimes.forget(shutdown)
+            for (const waiter of rosterWaiters) Deferred.doneUnsafe(waiter, Exit.fail(error))
+            rosterWaiters = []
+            finishTurn(Exit.fail(error))
+          }).pipe(
+            // A CLI that crashed or was killed leaves its background shells running: they end with it.
+            Effect.andThen(detached.end(closeGrace))
+          )
       })
 
       /** One control request; fails on an error answer or none in time. */
@@ -305,24 +288,13 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
         subtype: string,
         rosterAfter?: Deferred.Deferred<void, ProviderFailed>
       ): Effect.Effect<unknown, ProviderFailed> =>
-        Effect.suspend(() => {
-          const id = `quiesce-${++nextRequest}`
-          const reply = Deferred.makeUnsafe<ControlResponse, ProviderFailed>()
-          pending.set(id, { reply, rosterAfter })
-          return write(subtype, encodeLine({ type: "control_request", request_id: id, request: { subtype } })).pipe(
-            Effect.andThen(Deferred.await(reply)),
-            Effect.timeoutOrElse({
-              duration: requestTimeout,
-              orElse: () => Effect.fail(failed(subtype, `no answer within ${Duration.format(requestTimeout)}`))
-            }),
-            Effect.ensuring(Effect.sync(() => pending.delete(id))),
-            Effect.flatMap((message) =>
-              message.response.subtype === "success"
-                ? Effect.succeed(message.response.response)
-                : Effect.fail(failed(subtype, message.response.error ?? "the CLI refused"))
-            )
+        peer.request(subtype, (id) => ({ line: { type: "control_request", request_id: id, request: { subtype } }, rosterAfter })).pipe(
+          Effect.flatMap((message) =>
+            message.response.subtype === "success"
+              ? Effect.succeed(message.response.response)
+              : Effect.fail(failed(subtype, message.response.error ?? "the CLI refused"))
           )
-        })
+        )
 
       /** Asks the CLI itself: its session state, then the live roster that follows the answer. */
       const askCli = Effect.gen(function*() {
@@ -407,12 +379,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
           interruptRequested = true
           return Effect.asVoid(controlRequest("interrupt"))
         }),
-        close: shutdown.pipe(
-          Effect.ensuring(Effect.sync(() => running.delete(shutdown))),
-          Effect.catchCause((cause) =>
-            Effect.logWarning("Claude did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
-          )
-        ),
+        close: close("Claude"),
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter knows of is an answer already; the CLI is not asked.
           const busy = localVeto(local())
@@ -437,12 +404,7 @@ export const makeClaudeClient = Effect.fnUntraced(function*(options: ClaudeProvi
       return agentSession
     })
 
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle)
-  }
-  return client
+  return processPerSessionClient(provider, open)
 })
 
 /** Adds the Claude Code provider to the `ProviderRegistry`; its processes end with the layer. */

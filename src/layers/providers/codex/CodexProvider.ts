@@ -8,7 +8,7 @@
  * permissions), and tracks turns and subagents from notifications. The safety probe asks the
  * server only when all of that is clear.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer } from "effect"
+import { Deferred, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -35,18 +35,19 @@ import {
   isRequest,
   isServerRequestResolved,
   isTurnNotification,
+  type JsonRpcError,
   type JsonRpcMessage,
   type JsonRpcNotification,
   type JsonRpcRequest,
+  type JsonRpcResponse,
   type RequestId,
   commandItemType,
   subagentItemType,
   unsupportedRequestError
 } from "./rpcTypes.ts"
-import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { makeCliRuntimes, startCliPeer } from "../process/cliRuntimes.ts"
 import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
-import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import { loadedListComplete, type LocalState, localVeto, type ThreadTerminals, verdict } from "./safety.ts"
 import type { CliProviderOptions } from "../process/cliOptions.ts"
 
@@ -90,17 +91,9 @@ export const exitReason = (stderr: string): string => {
 export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProviderOptions = {}) {
   const provider = options.provider ?? "codex"
   const methods = { ...defaultMethods, ...options.methods }
-  const scope = yield* Effect.scope
-  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
-  const closeGrace = options.closeGrace ?? "2 seconds"
-  /** How to end each session still running: its server and the commands it started. */
-  const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string, refused?: boolean) =>
-    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
-
-  yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
-  )
+  /** Each session still running is ended with the commands it started when the scope closes. */
+  const runtimes = yield* makeCliRuntimes(provider, options)
+  const { closeGrace, failed } = runtimes
 
   const logProtocolError = (message: string) =>
     Effect.logWarning("Codex app-server protocol error").pipe(Effect.annotateLogs({ provider, message }))
@@ -111,40 +104,27 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
    */
   const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
-      /** The end of the server's stderr: why it exited, when it refuses to start (e.g. a config it rejects). */
-      const server = yield* startLineProcess(
-        {
+      // The end of the server's stderr says why it exited, when it refuses to start (e.g. a config it rejects).
+      const { peer, detached, shutdown, close } = yield* startCliPeer<number, Record<string, unknown>, JsonRpcError | JsonRpcResponse>(runtimes, {
+        command: {
           command: options.command ?? "codex",
           args: options.args ?? ["app-server"],
           env: { ...options.env, ...runtimeEnv(runtimeMarker) }
         },
         cwd,
-        { stripCarriageReturn: true }
-      ).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
-      options.onSpawn?.(server.pid)
-
-      /**
-       * The process groups of commands the server started in groups of their own (see
-       * platform/detachedGroups.ts); once the server is reaped its pid may be another process's.
-       */
-      const detached = trackDetachedGroups(server.pid, () => Deferred.isDoneUnsafe(server.exited), (pgid) => options.onSpawn?.(pgid))
+        stripCarriageReturn: true,
+        requestId: (n) => n,
+        encode: encodeLine,
+        logProtocolError
+      }, options.onSpawn)
+      const server = peer.process
       const noteDetached = detached.note
-      /** Ends the server's group, then every command group it left: a SIGKILLed server leaves them running. */
-      const shutdown = Effect.suspend(() => {
-        // Noted while they are still the server's descendants; once it is gone they cannot be told apart.
-        noteDetached()
-        return server.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
-      })
-      running.add(shutdown)
 
-      /** Our requests awaiting their response, by id. */
-      const pending = new Map<number, Deferred.Deferred<unknown, ProviderFailed>>()
       /** The server's requests awaiting our answer, by id; the value is the method. */
       const serverRequests = new Map<string, { readonly id: RequestId; readonly method: string; readonly params: unknown }>()
       /** Ids of the turns started earlier: a late completion of one of them must not end the current turn. */
       const earlierTurns = new Set<string>()
       const subagents = new Set<string>()
-      let nextRequest = 0
       let requestsInFlight = 0
       let turnStarting = false
       /** The current turn: Codex's id for it once known, and the daemon's (which a veto names). */
@@ -254,62 +234,35 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
       const onMessage = (message: JsonRpcMessage): Effect.Effect<void> => {
         if (isRequest(message)) return Effect.suspend(() => onServerRequest(message))
         if (isNotification(message)) return Effect.suspend(() => onNotification(message))
-        const id = message.id
-        if (typeof id !== "number" || !pending.has(id)) {
-          return logProtocolError(`response to unknown request ${String(id)}`)
-        }
-        const reply = pending.get(id)!
-        pending.delete(id)
-        Deferred.doneUnsafe(
-          reply,
-          isError(message)
-            ? Exit.fail(failed("request", `error ${message.error.code}: ${message.error.message}`, true))
-            : Exit.succeed(message.result)
-        )
-        return Effect.void
+        return peer.answer(message.id, message)
       }
 
-      const died = (code: number | null) =>
-        Effect.sync(() => {
-          const reason = exitReason(server.stderrTail())
-          const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
-          for (const reply of pending.values()) Deferred.doneUnsafe(reply, Exit.fail(error))
-          pending.clear()
-          finishTurn(Exit.fail(error))
-        }).pipe(
-          // A server that died on its own (crash, OOM kill) left its command groups running.
-          Effect.andThen(detached.end(closeGrace)),
-          Effect.ensuring(Effect.sync(() => running.delete(shutdown)))
-        )
-
-      yield* server.readLines(scope, {
+      yield* peer.listen(runtimes.scope, {
         decode: decodeJsonRpcLine,
         onMessage,
-        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
-        onOversizedLine: (bytes) => {
-          onEvent({ _tag: "Activity" })
-          return logProtocolError(oversizedLine(bytes))
+        onOversizedLine: () => onEvent({ _tag: "Activity" }),
+        exitError: (code) => {
+          const reason = exitReason(server.stderrTail())
+          return failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
         },
-        onExit: died
+        onExit: (error) =>
+          Effect.sync(() => finishTurn(Exit.fail(error))).pipe(
+            // A server that died on its own (crash, OOM kill) left its command groups running.
+            Effect.andThen(detached.end(closeGrace)),
+            Effect.ensuring(Effect.sync(() => runtimes.forget(shutdown)))
+          )
       })
 
       /** A request; its error names the operation. Not counted as conversation work. */
       const request = (method: string, params: unknown): Effect.Effect<unknown, ProviderFailed> =>
-        Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(server.exited)) return Effect.fail(failed(method, `${provider} process has exited`, true))
-          const id = ++nextRequest
-          const reply = Deferred.makeUnsafe<unknown, ProviderFailed>()
-          pending.set(id, reply)
-          server.write(encodeLine({ jsonrpc: "2.0", id, method, params }))
-          return Deferred.await(reply).pipe(
-            Effect.timeoutOrElse({
-              duration: requestTimeout,
-              orElse: () => Effect.fail(failed(method, `no response within ${Duration.format(requestTimeout)}`))
-            }),
-            Effect.ensuring(Effect.sync(() => pending.delete(id))),
-            Effect.mapError((error) => failed(method, error.message, error.refused))
-          )
-        })
+        peer.request(method, (id) => ({ jsonrpc: "2.0", id, method, params })).pipe(
+          Effect.flatMap((message) =>
+            isError(message)
+              ? Effect.fail(failed(method, `error ${message.error.code}: ${message.error.message}`, true))
+              : Effect.succeed(message.result)
+          ),
+          Effect.mapError((error) => failed(method, error.message, error.refused))
+        )
 
       /** A request that changes the conversation: counted as pending work until answered. */
       const command = (method: string, params: unknown) =>
@@ -414,13 +367,7 @@ export const makeCodexClient = Effect.fnUntraced(function*(options: CodexProvide
             if (current === undefined || current.id === undefined) return Effect.void
             return Effect.asVoid(command(methods.turnInterrupt, { threadId: thread, turnId: current.id }))
           }),
-          close: shutdown.pipe(
-            Effect.catchCause((cause) =>
-              Effect.logWarning("Codex app-server did not close cleanly").pipe(
-                Effect.annotateLogs({ provider, cause: Cause.pretty(cause) })
-              )
-            )
-          ),
+          close: close("Codex app-server"),
           canStopRuntime: Effect.suspend(() => {
             // Work the connection knows of is an answer already; the server is not asked.
             const own = localVeto(local())

@@ -6,11 +6,10 @@
  * the release while it runs (`escapedProcesses.ts`), but is never ended.
  * The wire format is described in `rpcTypes.ts`.
  */
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
+import { Deferred, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
-  type AgentClient,
   type AgentSession,
   type SessionConfig,
   type StopAnswer,
@@ -20,9 +19,9 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
-import { trackDetachedGroups } from "../../../platform/detachedGroups.ts"
+import { makeCliRuntimes, startCliPeer } from "../process/cliRuntimes.ts"
+import { processPerSessionClient } from "../process/sessionClient.ts"
 import { escapedProcesses, escapedReason, runtimeEnv } from "../../../platform/escapedProcesses.ts"
-import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
 import {
   AgentEndEvent,
   decodeRpcLine,
@@ -80,17 +79,8 @@ const handleFor = (provider: string, state: SessionState | undefined): Persisten
  */
 export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptions) {
   const provider = options.provider
-  const scope = yield* Effect.scope
-  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
-  const closeGrace = options.closeGrace ?? "2 seconds"
-  /** How each live session ends its runtime; run for every one still live when the layer closes. */
-  const running = new Set<Effect.Effect<void>>()
-  const failed = (operation: string, message: string, refused?: boolean) =>
-    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
-
-  yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (shutdown) => shutdown, { concurrency: "unbounded", discard: true })
-  )
+  const runtimes = yield* makeCliRuntimes(provider, options)
+  const { failed } = runtimes
 
   const logProtocolError = (message: string) =>
     Effect.logWarning("Pi RPC protocol error").pipe(Effect.annotateLogs({ provider, message }))
@@ -103,11 +93,6 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       ]
       // Marks every process the runtime starts, so jobs that leave its tree are still seen (below).
       const env = { ...options.env, ...runtimeEnv(config.runtimeMarker) }
-      const cli = yield* startLineProcess({ command: options.command ?? "pi", args, env }, config.cwd, {
-        stripCarriageReturn: true
-      }).pipe(Effect.mapError((error) => failed("spawn", `Cannot start ${provider}: ${error.message}`)))
-      options.onSpawn?.(cli.pid)
-
       /**
        * Pi runs each bash command detached, in a process group of its own, so ending the CLI's
        * group leaves a running command behind: its group is noted (while it is still the CLI's
@@ -116,15 +101,16 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
        * runtime's marker, vetoes the release while it runs, and is never ended by the adapter (it
        * may be a server the user meant to keep).
        */
-      const detached = trackDetachedGroups(cli.pid, () => Deferred.isDoneUnsafe(cli.exited), (pgid) => options.onSpawn?.(pgid))
-      const shutdown = Effect.suspend(() => {
-        detached.note()
-        return cli.terminate(closeGrace).pipe(Effect.andThen(detached.end(closeGrace)))
-      })
-      running.add(shutdown)
+      const { peer, shutdown, close } = yield* startCliPeer<string, RpcCommand, RpcResponse>(runtimes, {
+        command: { command: options.command ?? "pi", args, env },
+        cwd: config.cwd,
+        stripCarriageReturn: true,
+        requestId: (n) => `quiesce-${n}`,
+        encode: encodeRpcCommand,
+        logProtocolError
+      }, options.onSpawn)
+      const cli = peer.process
 
-      const pending = new Map<string, { readonly command: string; readonly reply: Deferred.Deferred<RpcResponse, ProviderFailed> }>()
-      let nextRequest = 0
       let turn: Deferred.Deferred<TurnEnd, ProviderFailed> | undefined
       /** The daemon's id of the turn in flight, which a veto names. */
       let turnId: string | undefined
@@ -160,27 +146,16 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       const onResponse = (response: RpcResponse): Effect.Effect<void> => {
         if (response.id === undefined) {
           // Pi answers an unknown command without its id: fail the one request it can be for.
-          const candidates = [...pending].filter(([, entry]) => entry.command === response.command)
-          if (!response.success && candidates.length === 1) {
-            const [id, entry] = candidates[0]!
-            pending.delete(id)
-            Deferred.doneUnsafe(entry.reply, Exit.succeed(response))
-            return Effect.void
-          }
+          const candidates = peer.pending().filter(([, command]) => command.type === response.command)
+          if (!response.success && candidates.length === 1) return peer.answer(candidates[0]![0], response)
           return logProtocolError(`response without id to ${response.command}: ${response.error ?? "success"}`)
         }
-        const entry = pending.get(response.id)
-        if (entry === undefined) {
-          // OMP accepts a prompt, then reports that it failed to run with a second response.
-          if (response.id === turnPromptId && !response.success) {
-            finishTurn(Exit.fail(failed("prompt", response.error ?? "the prompt failed")))
-            return Effect.void
-          }
-          return logProtocolError(`response to unknown request ${response.id}`)
+        // OMP accepts a prompt, then reports that it failed to run with a second response.
+        if (!peer.isPending(response.id) && response.id === turnPromptId && !response.success) {
+          finishTurn(Exit.fail(failed("prompt", response.error ?? "the prompt failed")))
+          return Effect.void
         }
-        pending.delete(response.id)
-        Deferred.doneUnsafe(entry.reply, Exit.succeed(response))
-        return Effect.void
+        return peer.answer(response.id, response)
       }
 
       const onAgentEnd = (event: AgentEndEvent) => {
@@ -196,17 +171,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         finishTurn(Exit.succeed({ reply: lastReply === "" ? null : lastReply }))
       }
 
-      const died = (code: number | null) =>
-        Effect.sync(() => {
-          running.delete(shutdown)
-          const reason = exitReason(cli.stderrTail())
-          const error = failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
-          for (const entry of pending.values()) Deferred.doneUnsafe(entry.reply, Exit.fail(error))
-          pending.clear()
-          finishTurn(Exit.fail(error))
-        })
-
-      yield* cli.readLines(scope, {
+      yield* peer.listen(runtimes.scope, {
         decode: decodeRpcLine,
         onMessage: (line): Effect.Effect<void> => {
           if ("success" in line) return onResponse(line)
@@ -232,13 +197,17 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
           config.onEvent({ _tag: "Activity" })
           return Effect.void
         },
-        onUndecodable: (error) => logProtocolError(`undecodable line: ${error.message}`),
-        onOversizedLine: (bytes) => {
-          // A huge event (an `agent_end` with a long transcript) is still activity.
-          config.onEvent({ _tag: "Activity" })
-          return logProtocolError(oversizedLine(bytes))
+        // A huge event (an `agent_end` with a long transcript) is still activity.
+        onOversizedLine: () => config.onEvent({ _tag: "Activity" }),
+        exitError: (code) => {
+          const reason = exitReason(cli.stderrTail())
+          return failed("process", `${provider} exited with code ${code}${reason === "" ? "" : `: ${reason}`}`)
         },
-        onExit: died
+        onExit: (error) =>
+          Effect.sync(() => {
+            runtimes.forget(shutdown)
+            finishTurn(Exit.fail(error))
+          })
       })
 
       /** Sends the command built for a fresh id and waits for its response. */
@@ -246,24 +215,11 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         operation: string,
         build: (id: string) => RpcCommand
       ): Effect.Effect<RpcResponse, ProviderFailed> =>
-        Effect.suspend(() => {
-          if (Deferred.isDoneUnsafe(cli.exited)) return Effect.fail(failed(operation, `${provider} process has exited`, true))
-          const id = `quiesce-${++nextRequest}`
-          const reply = Deferred.makeUnsafe<RpcResponse, ProviderFailed>()
-          const command = build(id)
-          pending.set(id, { command: command.type, reply })
-          cli.write(encodeRpcCommand(command))
-          return Deferred.await(reply).pipe(
-            Effect.timeoutOrElse({
-              duration: requestTimeout,
-              orElse: () => Effect.fail(failed(operation, `no response within ${Duration.format(requestTimeout)}`))
-            }),
-            Effect.ensuring(Effect.sync(() => pending.delete(id))),
-            Effect.flatMap((response) =>
-              response.success ? Effect.succeed(response) : Effect.fail(failed(operation, response.error ?? "failed", true))
-            )
+        peer.request(operation, build).pipe(
+          Effect.flatMap((response) =>
+            response.success ? Effect.succeed(response) : Effect.fail(failed(operation, response.error ?? "failed", true))
           )
-        })
+        )
 
       /** A command that changes the conversation: counted as adapter-owned work until answered. */
       const command = (operation: string, build: (id: string) => RpcCommand) =>
@@ -316,12 +272,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
         outOfBand: () => undefined,
         respondToPermission: () => Effect.void,
         interrupt: Effect.asVoid(command("abort", (id) => ({ type: "abort", id }))),
-        close: shutdown.pipe(
-          Effect.ensuring(Effect.sync(() => running.delete(shutdown))),
-          Effect.catchCause((cause) =>
-            Effect.logWarning("Pi did not close cleanly").pipe(Effect.annotateLogs({ provider, cause: Cause.pretty(cause) }))
-          )
-        ),
+        close: close("Pi"),
         canStopRuntime: Effect.suspend(() => {
           // Work the adapter owns is an answer already; the CLI is not asked.
           const own = localVeto(local())
@@ -358,12 +309,7 @@ export const makePiClient = Effect.fnUntraced(function*(options: PiProviderOptio
       return agentSession
     })
 
-  const client: AgentClient = {
-    provider,
-    create: (config) => open(config, null),
-    resume: (handle, config) => open(config, handle)
-  }
-  return client
+  return processPerSessionClient(provider, open)
 })
 
 /** Adds a Pi (or OMP) provider to the `ProviderRegistry`; its processes end with the layer. */

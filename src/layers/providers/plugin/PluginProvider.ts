@@ -1,4 +1,4 @@
-import { Cause, Deferred, Duration, Effect, Exit, type Layer, Schema } from "effect"
+import { Cause, Deferred, type Duration, Effect, Exit, type Layer, Schema } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { PluginProtocolError, ProviderFailed, type ProviderRegistrationRefused, RuntimeProbeFailed } from "../../../domain/errors.ts"
 import {
@@ -19,10 +19,11 @@ import {
   type TurnEnd
 } from "../../../domain/provider.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
+import { makeCliRuntimes } from "../process/cliRuntimes.ts"
 import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
+import { startJsonLinePeer } from "../process/jsonLinePeer.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
-import { oversizedLine, startLineProcess } from "../process/lineProcess.ts"
-import type { PluginCommand, PluginProcess } from "./PluginProcess.ts"
+import type { PluginCommand } from "./PluginProcess.ts"
 
 /** How to run one plugin provider: its id, the plugin command, its home, and its timeouts. */
 export interface PluginProviderOptions {
@@ -54,17 +55,9 @@ const decodeCanStop = Schema.decodeUnknownEffect(CanStopResult)
  */
 export const makePluginClient = Effect.fnUntraced(function*(options: PluginProviderOptions) {
   const provider = options.provider
-  const scope = yield* Effect.scope
-  const requestTimeout = Duration.fromInputUnsafe(options.requestTimeout ?? "30 seconds")
-  const closeGrace = options.closeGrace ?? "2 seconds"
-  const running = new Set<PluginProcess>()
-  const failed = (operation: string, message: string, refused?: boolean) =>
-    new ProviderFailed({ provider, operation, message, ...(refused === true ? { refused } : {}) })
-
   // Every process still running when the provider's scope closes is ended with its group.
-  yield* Effect.addFinalizer(() =>
-    Effect.forEach([...running], (plugin) => plugin.terminate(closeGrace), { concurrency: "unbounded", discard: true })
-  )
+  const runtimes = yield* makeCliRuntimes(provider, options)
+  const { closeGrace, failed } = runtimes
 
   const logProtocolError = (message: string) =>
     Effect.logWarning("Plugin protocol error").pipe(
@@ -78,14 +71,22 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
   const start = (runtimeMarker: string, cwd: string) =>
     Effect.gen(function*() {
       const command = { ...options.plugin, env: { ...options.plugin.env, ...runtimeEnv(runtimeMarker) } }
-      const plugin = yield* startLineProcess(command, cwd).pipe(
-        Effect.mapError((error) => failed("spawn", `Cannot start plugin: ${error.message}`))
-      )
-      running.add(plugin)
+      const peer = yield* startJsonLinePeer<string, DaemonMessage, Reply>({
+        name: "plugin",
+        command,
+        cwd,
+        failed,
+        requestTimeout: runtimes.requestTimeout,
+        requestId: (n) => `r${n}`,
+        encode: encodeDaemonMessage,
+        logProtocolError,
+        wording: { timeout: "reply", reply: "reply", line: "message" }
+      })
+      const plugin = peer.process
+      const end = plugin.terminate(closeGrace)
+      runtimes.track(end)
       options.onSpawn?.(plugin.pid)
 
-      const pending = new Map<string, Deferred.Deferred<Reply, ProviderFailed>>()
-      let nextRequest = 0
       let sessionId: string | undefined
       /** The session bound to this process; nothing is reported before. */
       let config: SessionConfig | undefined
@@ -116,13 +117,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
       }
 
       const handle = (message: PluginMessage): Effect.Effect<void> => {
-        if ("requestId" in message) {
-          const waiter = pending.get(message.requestId)
-          if (waiter === undefined) return logProtocolError(`reply to unknown request ${message.requestId}`)
-          pending.delete(message.requestId)
-          Deferred.doneUnsafe(waiter, Exit.succeed(message))
-          return Effect.void
-        }
+        if ("requestId" in message) return peer.answer(message.requestId, message)
         if (message.sessionId !== sessionId) {
           return logProtocolError(`event for session ${message.sessionId}, expected ${sessionId ?? "none yet"}`)
         }
@@ -160,45 +155,24 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
         }
       }
 
-      // When the plugin dies, nothing it owed will come.
-      const died = (code: number | null) =>
-        Effect.sync(() => {
-          running.delete(plugin)
-          const error = failed("process", `plugin exited with code ${code}`)
-          for (const waiter of pending.values()) Deferred.doneUnsafe(waiter, Exit.fail(error))
-          pending.clear()
-          for (const turnId of [...turns.keys()]) finishTurn(turnId, Exit.fail(error))
-        })
-
       // The reader lives as long as the process: a bad line is logged and skipped, never fatal.
-      yield* plugin.readLines(scope, {
+      yield* peer.listen(runtimes.scope, {
         decode: decodePluginLine,
         onMessage: handle,
-        onUndecodable: (error) => logProtocolError(`undecodable message: ${error.message}`),
-        onOversizedLine: (bytes) => logProtocolError(oversizedLine(bytes)),
-        onExit: died
+        exitError: (code) => failed("process", `plugin exited with code ${code}`),
+        onExit: (error) =>
+          Effect.sync(() => {
+            runtimes.forget(end)
+            for (const turnId of [...turns.keys()]) finishTurn(turnId, Exit.fail(error))
+          })
       })
 
       const request = (operation: string, message: Request): Effect.Effect<Reply, ProviderFailed> =>
-        Effect.suspend(() => {
-          // A dead plugin answers nothing: fail now rather than after the request timeout.
-          if (Deferred.isDoneUnsafe(plugin.exited)) return Effect.fail(failed(operation, "plugin process has exited", true))
-          const requestId = `r${++nextRequest}`
-          const reply = Deferred.makeUnsafe<Reply, ProviderFailed>()
-          pending.set(requestId, reply)
-          const full: DaemonMessage = { ...message, requestId }
-          plugin.write(encodeDaemonMessage(full))
-          return Deferred.await(reply).pipe(
-            Effect.timeoutOrElse({
-              duration: requestTimeout,
-              orElse: () => Effect.fail(failed(operation, `no reply within ${Duration.format(requestTimeout)}`))
-            }),
-            Effect.ensuring(Effect.sync(() => pending.delete(requestId))),
-            Effect.flatMap((answer) =>
-              answer.type === "request.failed" ? Effect.fail(failed(operation, answer.message, true)) : Effect.succeed(answer)
-            )
+        peer.request(operation, (requestId): DaemonMessage => ({ ...message, requestId })).pipe(
+          Effect.flatMap((answer) =>
+            answer.type === "request.failed" ? Effect.fail(failed(operation, answer.message, true)) : Effect.succeed(answer)
           )
-        })
+        )
 
       const resultOf = <A>(decode: (u: unknown) => Effect.Effect<A, Schema.SchemaError>, operation: string) =>
       (reply: Reply): Effect.Effect<A, ProviderFailed> =>
