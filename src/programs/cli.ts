@@ -29,8 +29,12 @@ import {
 } from "../layers/host/logFile.ts"
 import { recordedProcessAlive } from "../layers/host/ProcessInspectionProcfs.ts"
 import { readRendezvous } from "../layers/host/rendezvous.ts"
-import type { LoginLink, MemoryView, ProbeView, PromptResult } from "../layers/http/Api.ts"
-import { type DaemonRow, HubApi, QuiesceApiViaHub } from "../layers/http/HubApi.ts"
+import type { PromptResult } from "../api/agents.ts"
+import { HubApi, QuiesceApiViaHub } from "../api/HubApi.ts"
+import type { MemoryView } from "../api/memory.ts"
+import type { LoginLink } from "../api/session.ts"
+import type { DaemonRow } from "../domain/hubDaemons.ts"
+import type { ProbeView } from "../domain/runtimeRow.ts"
 import {
   addHome,
   defaultHubHome,

@@ -10,14 +10,17 @@ import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
-import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
-import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "./Api.ts"
-import { authorizationLayer, bearerAccepts, checkCredentials } from "./ApiServer.ts"
-import { HubApi, hubOpenapiPath } from "./HubApi.ts"
-import { PageSessions, type SessionCheck } from "./pageSessions.ts"
+import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
+import { HubApi, hubOpenapiPath } from "../../api/HubApi.ts"
+import { InvalidRequest } from "../../api/requestErrors.ts"
+import { HubDaemons } from "../../services/HubDaemons.ts"
+import { PageSessions } from "../../services/PageSessions.ts"
+import { prepare } from "../hub/requests.ts"
+import { authorizationLayer, bearerAccepts, checkCredentials } from "./authorization.ts"
+import * as PageSessionsLive from "./pageSessions.ts"
+import type { SessionCheck } from "./pageSessions.ts"
 import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
 import { problemResponse } from "./problem.ts"
-import { InvalidRequest } from "./requestErrors.ts"
 import {
   apiRoutes,
   invalidPath,
@@ -182,7 +185,7 @@ export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestByte
         authenticate
       })
     )
-  })).pipe(Layer.provide(PageSessions.layer))
+  })).pipe(Layer.provide(PageSessionsLive.layer))
 
 /** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
 export const layer = (options: HubServerOptions) =>

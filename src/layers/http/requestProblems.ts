@@ -13,7 +13,7 @@
 import { Cause, Effect, Layer, Schema, SchemaIssue, type Types } from "effect"
 import { FindMyWay, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
-import { CrossOriginRefused, Unauthorized } from "./Api.ts"
+import { CrossOriginRefused, Unauthorized } from "../../api/errors.ts"
 import type { SessionCheck } from "./pageSessions.ts"
 import { problemResponse } from "./problem.ts"
 import {
@@ -24,7 +24,7 @@ import {
   RequestProblems,
   RouteNotFound,
   UnsupportedMediaType
-} from "./requestErrors.ts"
+} from "../../api/requestErrors.ts"
 
 // ---- requests an operation cannot take ------------------------------------------------------------
 
