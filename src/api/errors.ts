@@ -43,6 +43,52 @@ import {
 import { DaemonRetiring, RetirementFailed, RetirementRefused } from "../domain/retirement.ts"
 import { asProblem } from "./problem.ts"
 
+/**
+ * The status each error answers with, by its tag: the one table the problem schemas below (and
+ * the hub's own answers on a forwarded request) take their status from.
+ */
+export const problemStatus = {
+  Unauthorized: 401,
+  RequestTooLarge: 413,
+  CrossOriginRefused: 403,
+  LoginCodeInvalid: 401,
+  AgentNotFound: 404,
+  AgentBusy: 409,
+  RuntimeNotFound: 404,
+  ShuttingDown: 503,
+  StillOpening: 503,
+  AgentNotResumable: 409,
+  ProviderNotFound: 422,
+  ProviderFailed: 502,
+  PermissionNotPending: 409,
+  AgentStoreError: 500,
+  RuntimeCloseFailed: 502,
+  RuntimeCloseRefused: 409,
+  AgentDeleteRefused: 409,
+  RuntimePersistFailed: 500,
+  PromptTooLarge: 413,
+  ClusterUnavailable: 503,
+  DaemonRetiring: 503,
+  RetirementRefused: 409,
+  RetirementFailed: 500,
+  TurnNotFound: 404,
+  WorkingDirectoryNotFound: 422,
+  ReservedLabel: 400,
+  WarmReserveUnsupported: 422,
+  InvalidWarmReserveSize: 400,
+  ConfigReloadFailed: 422,
+  HomeNotManaged: 404,
+  HomeRetired: 409,
+  HomeStopped: 409,
+  HomeArchived: 409,
+  DaemonUnavailable: 503,
+  DaemonIncompatible: 409,
+  DaemonStartFailed: 502,
+  StaleIdentity: 409,
+  ConfirmationRequired: 400,
+  HubConfigInvalid: 500
+} as const
+
 // ---- the API's own errors ----------------------------------------------------------------------
 
 /** The bearer token is missing or wrong. */
@@ -76,50 +122,50 @@ export class LoginCodeInvalid extends Schema.TaggedError<LoginCodeInvalid>()("Lo
   message: Schema.String
 }, { httpApiStatus: 401 }) {}
 
-export const UnauthorizedError = Unauthorized.pipe(asProblem(401))
-export const RequestTooLargeError = RequestTooLarge.pipe(asProblem(413))
-export const CrossOriginRefusedError = CrossOriginRefused.pipe(asProblem(403))
-export const LoginCodeInvalidError = LoginCodeInvalid.pipe(asProblem(401))
+export const UnauthorizedError = Unauthorized.pipe(asProblem(problemStatus.Unauthorized))
+export const RequestTooLargeError = RequestTooLarge.pipe(asProblem(problemStatus.RequestTooLarge))
+export const CrossOriginRefusedError = CrossOriginRefused.pipe(asProblem(problemStatus.CrossOriginRefused))
+export const LoginCodeInvalidError = LoginCodeInvalid.pipe(asProblem(problemStatus.LoginCodeInvalid))
 
 // ---- the daemon's domain errors ----------------------------------------------------------------
 
-export const AgentNotFoundError = AgentNotFound.pipe(asProblem(404))
-export const AgentBusyError = AgentBusy.pipe(asProblem(409))
-export const RuntimeNotFoundError = RuntimeNotFound.pipe(asProblem(404))
-export const ShuttingDownError = ShuttingDown.pipe(asProblem(503))
-export const StillOpeningError = StillOpening.pipe(asProblem(503))
-export const AgentNotResumableError = AgentNotResumable.pipe(asProblem(409))
-export const ProviderNotFoundError = ProviderNotFound.pipe(asProblem(422))
-export const ProviderFailedError = ProviderFailed.pipe(asProblem(502))
-export const PermissionNotPendingError = PermissionNotPending.pipe(asProblem(409))
-export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(500))
-export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(502))
+export const AgentNotFoundError = AgentNotFound.pipe(asProblem(problemStatus.AgentNotFound))
+export const AgentBusyError = AgentBusy.pipe(asProblem(problemStatus.AgentBusy))
+export const RuntimeNotFoundError = RuntimeNotFound.pipe(asProblem(problemStatus.RuntimeNotFound))
+export const ShuttingDownError = ShuttingDown.pipe(asProblem(problemStatus.ShuttingDown))
+export const StillOpeningError = StillOpening.pipe(asProblem(problemStatus.StillOpening))
+export const AgentNotResumableError = AgentNotResumable.pipe(asProblem(problemStatus.AgentNotResumable))
+export const ProviderNotFoundError = ProviderNotFound.pipe(asProblem(problemStatus.ProviderNotFound))
+export const ProviderFailedError = ProviderFailed.pipe(asProblem(problemStatus.ProviderFailed))
+export const PermissionNotPendingError = PermissionNotPending.pipe(asProblem(problemStatus.PermissionNotPending))
+export const AgentStoreFailedError = AgentStoreError.pipe(asProblem(problemStatus.AgentStoreError))
+export const RuntimeCloseFailedError = RuntimeCloseFailed.pipe(asProblem(problemStatus.RuntimeCloseFailed))
 /** A close that would end work (blockers, a provider's veto), asked without force; its body lists them. */
-export const RuntimeCloseRefusedError = RuntimeCloseRefused.pipe(asProblem(409))
-export const AgentDeleteRefusedError = AgentDeleteRefused.pipe(asProblem(409))
-export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(500))
-export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(413))
-export const ClusterUnavailableError = ClusterUnavailable.pipe(asProblem(503))
+export const RuntimeCloseRefusedError = RuntimeCloseRefused.pipe(asProblem(problemStatus.RuntimeCloseRefused))
+export const AgentDeleteRefusedError = AgentDeleteRefused.pipe(asProblem(problemStatus.AgentDeleteRefused))
+export const RuntimePersistFailedError = RuntimePersistFailed.pipe(asProblem(problemStatus.RuntimePersistFailed))
+export const PromptTooLargeError = PromptTooLarge.pipe(asProblem(problemStatus.PromptTooLarge))
+export const ClusterUnavailableError = ClusterUnavailable.pipe(asProblem(problemStatus.ClusterUnavailable))
 /** Retryable: the daemon is deciding whether to retire (a `Retry-After` header says when to try again). */
-export const DaemonRetiringError = DaemonRetiring.pipe(asProblem(503))
-export const RetirementRefusedError = RetirementRefused.pipe(asProblem(409))
-export const RetirementFailedError = RetirementFailed.pipe(asProblem(500))
-export const TurnNotFoundError = TurnNotFound.pipe(asProblem(404))
-export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asProblem(422))
-export const ReservedLabelError = ReservedLabel.pipe(asProblem(400))
-export const WarmReserveUnsupportedError = WarmReserveUnsupported.pipe(asProblem(422))
-export const InvalidWarmReserveSizeError = InvalidWarmReserveSize.pipe(asProblem(400))
-export const ConfigReloadFailedError = ConfigReloadFailed.pipe(asProblem(422))
+export const DaemonRetiringError = DaemonRetiring.pipe(asProblem(problemStatus.DaemonRetiring))
+export const RetirementRefusedError = RetirementRefused.pipe(asProblem(problemStatus.RetirementRefused))
+export const RetirementFailedError = RetirementFailed.pipe(asProblem(problemStatus.RetirementFailed))
+export const TurnNotFoundError = TurnNotFound.pipe(asProblem(problemStatus.TurnNotFound))
+export const WorkingDirectoryNotFoundError = WorkingDirectoryNotFound.pipe(asProblem(problemStatus.WorkingDirectoryNotFound))
+export const ReservedLabelError = ReservedLabel.pipe(asProblem(problemStatus.ReservedLabel))
+export const WarmReserveUnsupportedError = WarmReserveUnsupported.pipe(asProblem(problemStatus.WarmReserveUnsupported))
+export const InvalidWarmReserveSizeError = InvalidWarmReserveSize.pipe(asProblem(problemStatus.InvalidWarmReserveSize))
+export const ConfigReloadFailedError = ConfigReloadFailed.pipe(asProblem(problemStatus.ConfigReloadFailed))
 
 // ---- the hub's errors --------------------------------------------------------------------------
 
-export const HomeNotManagedError = HomeNotManaged.pipe(asProblem(404))
-export const HomeRetiredError = HomeRetired.pipe(asProblem(409))
-export const HomeStoppedError = HomeStopped.pipe(asProblem(409))
-export const HomeArchivedError = HomeArchived.pipe(asProblem(409))
-export const DaemonUnavailableError = DaemonUnavailable.pipe(asProblem(503))
-export const DaemonIncompatibleError = DaemonIncompatible.pipe(asProblem(409))
-export const DaemonStartFailedError = DaemonStartFailed.pipe(asProblem(502))
-export const StaleIdentityError = StaleIdentity.pipe(asProblem(409))
-export const ConfirmationRequiredError = ConfirmationRequired.pipe(asProblem(400))
-export const HubConfigInvalidError = HubConfigInvalid.pipe(asProblem(500))
+export const HomeNotManagedError = HomeNotManaged.pipe(asProblem(problemStatus.HomeNotManaged))
+export const HomeRetiredError = HomeRetired.pipe(asProblem(problemStatus.HomeRetired))
+export const HomeStoppedError = HomeStopped.pipe(asProblem(problemStatus.HomeStopped))
+export const HomeArchivedError = HomeArchived.pipe(asProblem(problemStatus.HomeArchived))
+export const DaemonUnavailableError = DaemonUnavailable.pipe(asProblem(problemStatus.DaemonUnavailable))
+export const DaemonIncompatibleError = DaemonIncompatible.pipe(asProblem(problemStatus.DaemonIncompatible))
+export const DaemonStartFailedError = DaemonStartFailed.pipe(asProblem(problemStatus.DaemonStartFailed))
+export const StaleIdentityError = StaleIdentity.pipe(asProblem(problemStatus.StaleIdentity))
+export const ConfirmationRequiredError = ConfirmationRequired.pipe(asProblem(problemStatus.ConfirmationRequired))
+export const HubConfigInvalidError = HubConfigInvalid.pipe(asProblem(problemStatus.HubConfigInvalid))

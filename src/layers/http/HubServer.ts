@@ -10,7 +10,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
-import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
+import { CrossOriginRefused, problemStatus, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
 import { HubApi, hubOpenapiPath } from "../../api/HubApi.ts"
 import { InvalidRequest } from "../../api/requestErrors.ts"
 import { HubDaemons } from "../../services/HubDaemons.ts"
@@ -57,20 +57,6 @@ const session = HttpApiBuilder.group(
 
 const health = HttpApiBuilder.group(HubApi, "system", (handlers) => handlers.handle("health", () => Effect.succeed({ status: "ok" as const })))
 
-const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "CrossOriginRefused" | "RequestTooLarge", number> = {
-  HomeNotManaged: 404,
-  HomeRetired: 409,
-  HomeStopped: 409,
-  HomeArchived: 409,
-  DaemonIncompatible: 409,
-  DaemonUnavailable: 503,
-  DaemonStartFailed: 502,
-  HubConfigInvalid: 500,
-  Unauthorized: 401,
-  CrossOriginRefused: 403,
-  RequestTooLarge: 413
-}
-
 /** The errors the forwarding route answers with itself, encoded as the API's error schemas encode them. */
 const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthorized, CrossOriginRefused, RequestTooLarge]))
 
@@ -79,7 +65,7 @@ const errorResponse = (error: RoutingError | Unauthorized | CrossOriginRefused |
   problemResponse(
     error,
     encodeRouteError(error),
-    statusOf[error._tag],
+    problemStatus[error._tag],
     error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error ? { "retry-after": String(error.retryAfterSeconds) } : {}
   )
 
