@@ -295,3 +295,19 @@ export const closedJsonSchema = (schema: Schema.Top): unknown => {
 
 /** The JSON Schema of the configuration file, generated from the same Schema. */
 export const configJsonSchema = (): unknown => closedJsonSchema(QuiesceConfig)
+
+// ---- reload -------------------------------------------------------------------------------------
+
+/** What `quiesce config reload` applied, and what takes a restart. */
+export const ConfigReloaded = Schema.Struct({
+  /** Each provider whose warm reserve was set, and to what. */
+  applied: Schema.Array(Schema.Struct({ provider: Schema.String, warmReserve: Schema.Number })),
+  /** Configuration paths that differ from the running daemon's and take a restart (`daemon.port`, `providers.codex`). */
+  needsRestart: Schema.Array(Schema.String)
+})
+export type ConfigReloaded = typeof ConfigReloaded.Type
+
+/** The reload could not be applied: the file is invalid, or a reserve refused its size. Nothing changed. */
+export class ConfigReloadFailed extends Schema.TaggedError<ConfigReloadFailed>()("ConfigReloadFailed", {
+  message: Schema.String
+}) {}

@@ -96,6 +96,16 @@ export const RetirementAttempt = Schema.Struct({
 })
 export type RetirementAttempt = typeof RetirementAttempt.Type
 
+/** A retirement attempt as the APIs show it (the daemon's and the hub's), its time ISO 8601. */
+export const RetirementAttemptView = Schema.Struct({
+  at: Schema.String,
+  trigger: RetirementAttempt.fields.trigger,
+  outcome: RetirementAttempt.fields.outcome,
+  blockers: Schema.Array(RetirementBlocker),
+  failure: Schema.NullOr(RetirementFailure)
+})
+export type RetirementAttemptView = typeof RetirementAttemptView.Type
+
 /**
  * The daemon's rendezvous record, `<home>/daemon.json`: who it is and where it listens. Written
  * atomically once the listener is open; removed as the last step of a retirement or a shutdown.

@@ -9,6 +9,7 @@
 export * from "../domain/hub.ts"
 export * from "../domain/version.ts"
 export * from "../services/DaemonLifecycle.ts"
+export * from "../services/Admission.ts"
 export * from "../services/InFlightRequests.ts"
 export * as ApiServer from "../layers/http/ApiServer.ts"
 export * as DaemonLifecycleLive from "../layers/retirement/DaemonLifecycleLive.ts"

@@ -44,7 +44,8 @@ import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
-import { ClusterRuntimes } from "../layers/cluster/ClusterRuntimesReader.ts"
+import { Admission } from "../services/Admission.ts"
+import { ClusterRuntimes } from "../services/ClusterRuntimes.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import { AgentClose } from "../services/AgentClose.ts"
 import { AgentOperations } from "../services/AgentOperations.ts"
@@ -328,7 +329,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     Effect.catchTag("ServeError", (error) => Effect.fail(ListenFailed.of(config.daemon.host, config.daemon.port, error.cause, "--port or daemon.port in config.json")))
   )
   yield* stageDone(observer, "listener")
-  const admission = Context.get(running, ApiServer.Admission)
+  const admission = Context.get(running, Admission)
   // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
   // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
   yield* Effect.addFinalizer(() =>

@@ -3,7 +3,7 @@ import { Duration, Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { decodeHubConfigJson, hubConfigJsonSchema } from "../../src/domain/hub.ts"
 import { hubDefault } from "../../src/layers/hub/hubFiles.ts"
-import { prepare, startsDaemon } from "../../src/layers/hub/HubDaemons.ts"
+import { prepare, startsDaemon } from "../../src/layers/hub/requests.ts"
 
 describe("hub.json", () => {
   it.effect("an empty file: no homes, the default timeout; omitted and \"0s\" stay distinct", () =>

@@ -7,10 +7,10 @@
  */
 import { Array as Arr, Clock, Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
-import { RuntimeRow } from "../http/Api.ts"
-import { makeRuntimeRows } from "../http/ApiServer.ts"
+import { RuntimeRow } from "../../domain/runtimeRow.ts"
+import { ClusterRuntimes } from "../../services/ClusterRuntimes.ts"
+import { makeRuntimeRows } from "../collector/runtimeRows.ts"
 import { columnTypes, Int64, retryLostConflicts } from "../store/sqlDialect.ts"
-import { ClusterRuntimes } from "./ClusterRuntimesReader.ts"
 
 
 export const migrations = {

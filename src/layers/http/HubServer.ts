@@ -10,14 +10,17 @@ import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
-import { HubDaemons, prepare } from "../hub/HubDaemons.ts"
-import { CrossOriginRefused, RequestTooLarge, Unauthorized } from "./Api.ts"
-import { authorizationLayer, bearerAccepts, checkCredentials } from "./ApiServer.ts"
-import { HubApi, hubOpenapiPath } from "./HubApi.ts"
-import { PageSessions, type SessionCheck } from "./pageSessions.ts"
+import { CrossOriginRefused, problemStatus, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
+import { HubApi, hubOpenapiPath } from "../../api/HubApi.ts"
+import { InvalidRequest } from "../../api/requestErrors.ts"
+import { HubDaemons } from "../../services/HubDaemons.ts"
+import { PageSessions } from "../../services/PageSessions.ts"
+import { prepare } from "../hub/requests.ts"
+import { authorizationLayer, bearerAccepts, checkCredentials } from "./authorization.ts"
+import * as PageSessionsLive from "./pageSessions.ts"
+import type { SessionCheck } from "./pageSessions.ts"
 import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
 import { problemResponse } from "./problem.ts"
-import { InvalidRequest } from "./requestErrors.ts"
 import {
   apiRoutes,
   invalidPath,
@@ -54,20 +57,6 @@ const session = HttpApiBuilder.group(
 
 const health = HttpApiBuilder.group(HubApi, "system", (handlers) => handlers.handle("health", () => Effect.succeed({ status: "ok" as const })))
 
-const statusOf: Record<RoutingError["_tag"] | "Unauthorized" | "CrossOriginRefused" | "RequestTooLarge", number> = {
-  HomeNotManaged: 404,
-  HomeRetired: 409,
-  HomeStopped: 409,
-  HomeArchived: 409,
-  DaemonIncompatible: 409,
-  DaemonUnavailable: 503,
-  DaemonStartFailed: 502,
-  HubConfigInvalid: 500,
-  Unauthorized: 401,
-  CrossOriginRefused: 403,
-  RequestTooLarge: 413
-}
-
 /** The errors the forwarding route answers with itself, encoded as the API's error schemas encode them. */
 const encodeRouteError = Schema.encodeSync(Schema.Union([RoutingError, Unauthorized, CrossOriginRefused, RequestTooLarge]))
 
@@ -76,7 +65,7 @@ const errorResponse = (error: RoutingError | Unauthorized | CrossOriginRefused |
   problemResponse(
     error,
     encodeRouteError(error),
-    statusOf[error._tag],
+    problemStatus[error._tag],
     error._tag === "DaemonUnavailable" && "retryAfterSeconds" in error ? { "retry-after": String(error.retryAfterSeconds) } : {}
   )
 
@@ -182,7 +171,7 @@ export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestByte
         authenticate
       })
     )
-  })).pipe(Layer.provide(PageSessions.layer))
+  })).pipe(Layer.provide(PageSessionsLive.layer))
 
 /** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
 export const layer = (options: HubServerOptions) =>

@@ -13,15 +13,10 @@
  * request that a session authorises and that changes state must also come from this server's own
  * origin.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
-import { HttpApiSecurity } from "effect/http-api"
+import { Clock, Effect, Layer, Option } from "effect"
+import { sessionKeyHeader } from "../../api/middleware.ts"
+import { PageSessions } from "../../services/PageSessions.ts"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
-
-/** The header that carries a page session's key. */
-export const sessionKeyHeader = "quiesce-session-key"
-
-/** The key as an HttpApi security scheme, beside the bearer token (the cookie is checked with it). */
-export const sessionKeySecurity = HttpApiSecurity.apiKey({ in: "header", key: sessionKeyHeader })
 
 /** The session cookie's name on the server a request was sent to (`Host`): one per port. */
 export const sessionCookieName = (host: string | undefined) => `quiesce_session_${/:(\d+)$/.exec(host ?? "")?.[1] ?? "80"}`
@@ -36,83 +31,58 @@ export const sessionTtlMillis = 12 * 60 * 60_000
 const maxCodes = 64
 const maxSessions = 256
 
-export interface LoginCode {
-  /** The code: 32 random bytes, base64url. */
-  readonly code: string
-  readonly expiresAt: number
-}
-
-/** A new session's two halves: the cookie's value and the page's key. */
-export interface PageSession {
-  readonly id: string
-  readonly key: string
-  readonly expiresAt: number
-}
-
-export class PageSessions extends Context.Service<PageSessions, {
-  /** A new one-time login code. */
-  readonly issueCode: Effect.Effect<LoginCode>
-  /** Uses up a code: a new session, or none when the code is unknown, used or expired. */
-  readonly redeem: (code: string) => Effect.Effect<Option.Option<PageSession>>
-  /** Whether a session id (the cookie) is current: enough for a page shell, which holds no data. */
-  readonly isCurrent: (sessionId: string) => Effect.Effect<boolean>
-  /** Whether a session id and its key together are current: what the API takes. */
-  readonly authorizes: (sessionId: string, key: string) => Effect.Effect<boolean>
-  /** Ends a session (sign out). */
-  readonly end: (sessionId: string) => Effect.Effect<void>
-}>()("quiesce/http/PageSessions") {
-  static readonly layer: Layer.Layer<PageSessions> = Layer.sync(PageSessions, () => {
-    // Keyed by digests: what is held cannot be used as a code, a cookie or a key, and a lookup's
-    // timing says nothing about one.
-    const digest = (secret: string) => createHash("sha256").update(secret).digest()
-    const keyOf = (secret: string) => digest(secret).toString("base64url")
-    const codes = new Map<string, number>()
-    const sessions = new Map<string, { readonly expiresAt: number; readonly key: Buffer }>()
-    const bounded = (entries: Map<string, unknown>, max: number) => {
-      for (const key of entries.keys()) {
-        if (entries.size <= max) break
-        entries.delete(key)
-      }
+/** The sessions, kept in memory (a restart signs every page out). */
+export const layer: Layer.Layer<PageSessions> = Layer.sync(PageSessions, () => {
+  // Keyed by digests: what is held cannot be used as a code, a cookie or a key, and a lookup's
+  // timing says nothing about one.
+  const digest = (secret: string) => createHash("sha256").update(secret).digest()
+  const keyOf = (secret: string) => digest(secret).toString("base64url")
+  const codes = new Map<string, number>()
+  const sessions = new Map<string, { readonly expiresAt: number; readonly key: Buffer }>()
+  const bounded = (entries: Map<string, unknown>, max: number) => {
+    for (const key of entries.keys()) {
+      if (entries.size <= max) break
+      entries.delete(key)
     }
-    const current = (sessionId: string, now: number) => {
-      if (sessionId === "") return undefined
-      const id = keyOf(sessionId)
-      const session = sessions.get(id)
-      if (session === undefined) return undefined
-      if (session.expiresAt > now) return session
-      sessions.delete(id)
-      return undefined
-    }
-    const secret = () => randomBytes(32).toString("base64url")
-    return PageSessions.of({
-      issueCode: Effect.map(Clock.currentTimeMillis, (now) => {
-        const code = secret()
-        const expiresAt = now + loginCodeTtlMillis
-        codes.set(keyOf(code), expiresAt)
-        bounded(codes, maxCodes)
-        return { code, expiresAt }
+  }
+  const current = (sessionId: string, now: number) => {
+    if (sessionId === "") return undefined
+    const id = keyOf(sessionId)
+    const session = sessions.get(id)
+    if (session === undefined) return undefined
+    if (session.expiresAt > now) return session
+    sessions.delete(id)
+    return undefined
+  }
+  const secret = () => randomBytes(32).toString("base64url")
+  return PageSessions.of({
+    issueCode: Effect.map(Clock.currentTimeMillis, (now) => {
+      const code = secret()
+      const expiresAt = now + loginCodeTtlMillis
+      codes.set(keyOf(code), expiresAt)
+      bounded(codes, maxCodes)
+      return { code, expiresAt }
+    }),
+    redeem: (code) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const id = keyOf(code)
+        const expiresAt = codes.get(id)
+        codes.delete(id)
+        if (code === "" || expiresAt === undefined || expiresAt <= now) return Option.none()
+        const session = { id: secret(), key: secret(), expiresAt: now + sessionTtlMillis }
+        sessions.set(keyOf(session.id), { expiresAt: session.expiresAt, key: digest(session.key) })
+        bounded(sessions, maxSessions)
+        return Option.some(session)
       }),
-      redeem: (code) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const id = keyOf(code)
-          const expiresAt = codes.get(id)
-          codes.delete(id)
-          if (code === "" || expiresAt === undefined || expiresAt <= now) return Option.none()
-          const session = { id: secret(), key: secret(), expiresAt: now + sessionTtlMillis }
-          sessions.set(keyOf(session.id), { expiresAt: session.expiresAt, key: digest(session.key) })
-          bounded(sessions, maxSessions)
-          return Option.some(session)
-        }),
-      isCurrent: (sessionId) => Effect.map(Clock.currentTimeMillis, (now) => current(sessionId, now) !== undefined),
-      authorizes: (sessionId, key) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const session = current(sessionId, now)
-          return session !== undefined && key !== "" && timingSafeEqual(session.key, digest(key))
-        }),
-      end: (sessionId) => Effect.sync(() => void sessions.delete(keyOf(sessionId)))
-    })
+    isCurrent: (sessionId) => Effect.map(Clock.currentTimeMillis, (now) => current(sessionId, now) !== undefined),
+    authorizes: (sessionId, key) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const session = current(sessionId, now)
+        return session !== undefined && key !== "" && timingSafeEqual(session.key, digest(key))
+      }),
+    end: (sessionId) => Effect.sync(() => void sessions.delete(keyOf(sessionId)))
   })
-}
+})
 
 /** What a request's page session is worth: the API may serve it, it has none, or it is a change from elsewhere. */
 export type SessionCheck = "authorized" | "unauthorized" | "cross-origin"

@@ -13,8 +13,10 @@ import { HttpApiBuilder, HttpApiSecurity } from "effect/http-api"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { packageRoot } from "../../domain/version.ts"
-import { CrossOriginRefused, LoginCodeInvalid, type LoginLink } from "./Api.ts"
-import { PageSessions, sameOriginOrRead, sessionCookieName, sessionTtlMillis } from "./pageSessions.ts"
+import { CrossOriginRefused, LoginCodeInvalid } from "../../api/errors.ts"
+import type { LoginLink } from "../../api/session.ts"
+import { PageSessions } from "../../services/PageSessions.ts"
+import { sameOriginOrRead, sessionCookieName, sessionTtlMillis } from "./pageSessions.ts"
 import type { ServedRoute } from "./requestProblems.ts"
 
 /** Which server serves the pages. */

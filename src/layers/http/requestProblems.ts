@@ -1,5 +1,5 @@
 /**
- * The server side of requestErrors.ts: what the framework would answer with an empty body or its
+ * The server side of `src/api/requestErrors.ts`: what the framework would answer with an empty body or its
  * own `about:blank` problem is answered with the API's typed problems instead.
  *
  * - `requestProblemsLayer`, the API middleware: a request failing its schema is 400
@@ -13,7 +13,7 @@
 import { Cause, Effect, Layer, Schema, SchemaIssue, type Types } from "effect"
 import { FindMyWay, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiError, type HttpApiGroup } from "effect/http-api"
-import { CrossOriginRefused, Unauthorized } from "./Api.ts"
+import { CrossOriginRefused, Unauthorized } from "../../api/errors.ts"
 import type { SessionCheck } from "./pageSessions.ts"
 import { problemResponse } from "./problem.ts"
 import {
@@ -24,7 +24,7 @@ import {
   RequestProblems,
   RouteNotFound,
   UnsupportedMediaType
-} from "./requestErrors.ts"
+} from "../../api/requestErrors.ts"
 
 // ---- requests an operation cannot take ------------------------------------------------------------
 
@@ -46,7 +46,7 @@ const issuesOf = (slot: string, issue: SchemaIssue.Issue): ReadonlyArray<Request
 
 const responseInvalid = new InternalError({ message: "The server's answer failed its own schema (a bug; it is logged)" })
 
-/** The `RequestProblems` middleware of an API (see requestErrors.ts). */
+/** The `RequestProblems` middleware of an API (see `src/api/requestErrors.ts`). */
 export const requestProblemsLayer = Layer.succeed(
   RequestProblems,
   RequestProblems.of((httpEffect) =>

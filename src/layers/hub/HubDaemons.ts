@@ -6,26 +6,23 @@
  * The daemon owns its idle timer: the hub only observes (passive status reads) and recovers. It
  * never signals a daemon to retire it, and never acts on a record it has not verified.
  */
-import { Clock, Context, Deferred, Duration, Effect, Layer, Option, Schema, Semaphore } from "effect"
+import { Clock, Deferred, Duration, Effect, Layer, Option, Semaphore } from "effect"
 import { HttpClient } from "effect/http"
-import { randomBytes } from "node:crypto"
-import * as fs from "node:fs"
 import {
-  blockerCategories,
   ConfirmationRequired,
   DaemonIncompatible,
-  DaemonStartFailed,
+  type DaemonStartFailed,
   DaemonUnavailable,
   HomeArchived,
   HomeNotManaged,
   HomeRetired,
   HomeStopped,
   type HubConfig,
-  HubConfigInvalid,
   type ManagedHome,
   type RoutingError,
   StaleIdentity
 } from "../../domain/hub.ts"
+import type { PreparedRequest, RenderedIdentity, RoutedResponse } from "../../domain/hubDaemons.ts"
 import {
   daemonProtocolVersion,
   type DaemonIdentity,
@@ -35,60 +32,22 @@ import {
 } from "../../domain/retirement.ts"
 import { liveLockHolder } from "../host/Home.ts"
 import { readStat, recordedProcessAlive } from "../../platform/procfs.ts"
-import type { RetirementAttemptView } from "../http/Api.ts"
-import type { DaemonRow, Inventory, RenderedIdentity, StopResult } from "../http/HubApi.ts"
+import { HubDaemons } from "../../services/HubDaemons.ts"
 import { ProcessInspection } from "../../services/ProcessInspection.ts"
 import {
   daemonClient,
-  type Discovered,
   discover as discoverWithClient,
   locate as locateWithClient,
   type VerifiedDaemons
 } from "./discovery.ts"
-import { makeForwarder, type RoutedRequest, type RoutedResponse } from "./forward.ts"
+import { makeForwarder } from "./forward.ts"
 import { clearStopped, daemonLogFile, findHome, hubDefault, isStopped, markStopped, readHubConfig } from "./hubFiles.ts"
 import { launchDaemon } from "./launch.ts"
-
-export type { RoutedRequest, RoutedResponse }
+import { isRead, notAdmitted } from "./requests.ts"
+import { identityOf, rowOf } from "./rows.ts"
 
 /** How a start ended: one was started (it may have retired at once), one is there, one holds the lock unseen, or the home is stopped. */
 type StartOutcome = "started" | "present" | "held" | "stopped"
-
-export type { RoutingError }
-
-/**
- * What the hub does with its homes' daemons: lists them, routes requests to them (starting one
- * only for a mutation), and carries out the operator's retire now, force stop and resume.
- */
-export class HubDaemons extends Context.Service<HubDaemons, {
-  /** One row per home: its verified daemon, or what it is without one. Passive: no daemon is started or kept. */
-  readonly inventory: Effect.Effect<Inventory, HubConfigInvalid>
-  /** Forwards a request to the home's daemon; only a mutation may start one. */
-  readonly route: (name: string, request: PreparedRequest) => Effect.Effect<RoutedResponse, RoutingError>
-  /** The daemon's own retire now, on the identity the caller saw. */
-  readonly retire: (name: string, identity: RenderedIdentity) => Effect.Effect<
-    RetirementAttemptView,
-    | HomeNotManaged
-    | HomeArchived
-    | StaleIdentity
-    | DaemonIncompatible
-    | DaemonUnavailable
-    | RetirementRefused
-    | RetirementFailed
-    | HubConfigInvalid
-  >
-  /** SIGTERM, then SIGKILL of its group after the grace; the home then stays stopped until resumed. */
-  readonly stop: (
-    name: string,
-    identity: RenderedIdentity,
-    confirm: string
-  ) => Effect.Effect<StopResult, HomeNotManaged | StaleIdentity | ConfirmationRequired | HubConfigInvalid>
-  /** Lifts a force stop and starts the home's daemon. */
-  readonly resume: (name: string) => Effect.Effect<
-    DaemonRow,
-    HomeNotManaged | HomeArchived | DaemonIncompatible | DaemonUnavailable | DaemonStartFailed | HubConfigInvalid
-  >
-}>()("quiesce/hub/HubDaemons") {}
 
 /** The hub's home (its `hub.json`, logs and stop markers) and how long it waits on daemons. */
 export interface HubDaemonsOptions {
@@ -104,199 +63,11 @@ export interface HubDaemonsOptions {
   readonly stopGrace?: Duration.Input | undefined
 }
 
-// ---- what a request is -------------------------------------------------------------------------
-
-/**
- * The mutations that may start a retired home's daemon: create, prompt, interrupt, permission
- * answer, and deleting an agent. Nothing else does — reads, retire now, collect, sweep, close,
- * unknown routes.
- */
-const mutationRoutes = [
-  /^\/v1\/agents$/,
-  /^\/v1\/agents\/[^/]+\/prompts$/,
-  /^\/v1\/agents\/[^/]+\/interrupt$/,
-  /^\/v1\/agents\/[^/]+\/permissions\/[^/]+$/
-]
-
-const agentPath = /^\/v1\/agents\/[^/]+$/
-
-const isRead = (method: string) => method === "GET" || method === "HEAD"
-
-/** A mutation (create, prompt, permission answer, interrupt, delete): the only kind of request that may start a daemon. */
-export const startsDaemon = (request: Pick<RoutedRequest, "method" | "path">) =>
-  (request.method === "POST" && mutationRoutes.some((pattern) => pattern.test(request.path))) ||
-  (request.method === "DELETE" && agentPath.test(request.path))
-
-const promptPath = /^\/v1\/agents\/[^/]+\/prompts$/
-
-const JsonObject = Schema.fromJsonString(Schema.Record(Schema.String, Schema.Unknown))
-const decodeObject = Schema.decodeUnknownOption(JsonObject)
-
-/** A request as the hub routes it. */
-export interface PreparedRequest {
-  readonly request: RoutedRequest
-  readonly mutation: boolean
-  /** For a prompt: its client message id (the caller's, or one the hub gave it), and whether it waits for its turn. */
-  readonly prompt: { readonly clientMessageId: string; readonly injected: boolean; readonly waits: boolean } | undefined
-}
-
-/**
- * A prompt without a client message id gets one here (`hub-…`), so that the hub's own retries of
- * it (across a retirement, after a connection that broke) are answered from the daemon's journal
- * and never run it twice; the hub tells the caller which (`quiesce-client-message-id`). A body
- * the daemon would refuse anyway is passed on as it is.
- */
-export const prepare = (request: RoutedRequest): PreparedRequest => {
-  const mutation = startsDaemon(request)
-  if (request.method !== "POST" || !promptPath.test(request.path)) return { request, mutation, prompt: undefined }
-  const body = decodeObject(new TextDecoder().decode(request.body))
-  if (Option.isNone(body)) return { request, mutation, prompt: undefined }
-  const waits = body.value["wait"] === true
-  const given = body.value["clientMessageId"]
-  if (typeof given === "string") return { request, mutation, prompt: { clientMessageId: given, injected: false, waits } }
-  if (given !== undefined) return { request, mutation, prompt: undefined }
-  const clientMessageId = `hub-${randomBytes(12).toString("hex")}`
-  return {
-    request: { ...request, body: new TextEncoder().encode(JSON.stringify({ ...body.value, clientMessageId })) },
-    mutation,
-    prompt: { clientMessageId, injected: true, waits }
-  }
-}
-
 /** How long a request other than a waiting prompt may take at the daemon before the hub gives up on it. */
 const responseTimeoutMillis = 120_000
 
 /** How many daemons one request may start (one that retires at once is started again, but not forever). */
 const startsPerRequest = 3
-
-const Refusal = Schema.fromJsonString(Schema.Struct({ _tag: Schema.String, retryAfterSeconds: Schema.optionalKey(Schema.Number) }))
-const decodeRefusal = Schema.decodeUnknownOption(Refusal)
-
-/** A 503 from a daemon that is retiring or shutting down: the request was not admitted. */
-const notAdmitted = (response: RoutedResponse) => {
-  if (response.status !== 503) return Option.none()
-  const refusal = decodeRefusal(new TextDecoder().decode(response.body))
-  return Option.isSome(refusal) && (refusal.value._tag === "DaemonRetiring" || refusal.value._tag === "ShuttingDown")
-    ? Option.some(refusal.value)
-    : Option.none()
-}
-
-// ---- rows --------------------------------------------------------------------------------------
-
-const ticksPerSecond = 100
-
-/** When a process started, from its start time in ticks since boot. */
-const startedAt = (startTime: number | null): string | null => {
-  if (startTime === null) return null
-  try {
-    const line = fs.readFileSync("/proc/stat", "utf8").split("\n").find((l) => l.startsWith("btime "))
-    const boot = line === undefined ? NaN : Number(line.slice(6))
-    return Number.isFinite(boot) ? new Date((boot + startTime / ticksPerSecond) * 1000).toISOString() : null
-  } catch {
-    return null
-  }
-}
-
-const emptyRow = (home: ManagedHome) => ({
-  name: home.name,
-  home: home.dir,
-  archived: home.archived === true,
-  pid: null,
-  startTime: null,
-  startedAt: null,
-  instanceId: null,
-  protocolVersion: null,
-  compatible: null,
-  packageVersion: null,
-  idleTimeout: null,
-  phase: null,
-  deadline: null,
-  blockers: [],
-  lastAttempt: null,
-  failure: null,
-  memoryBytes: null,
-  canRetire: false
-})
-
-const identityFields = (identity: DaemonIdentity) => ({
-  pid: identity.pid,
-  startTime: identity.startTime,
-  startedAt: startedAt(identity.startTime),
-  instanceId: identity.instanceId,
-  protocolVersion: identity.protocolVersion,
-  compatible: identity.protocolVersion === daemonProtocolVersion,
-  packageVersion: identity.packageVersion,
-  idleTimeout: identity.idleTimeout
-})
-
-const archivedNote = (home: ManagedHome) =>
-  home.archived === true ? ` Archived: new work is refused (quiesce hub unarchive ${home.name}).` : ""
-
-const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, memoryBytes: number | null): DaemonRow => {
-  switch (found.state) {
-    case "running": {
-      const { status } = found
-      const note = status.failure !== null
-        ? `Its retirement failed (${status.failure.kind}); it refuses work and keeps its runtimes until an operator stops it ` +
-          `(quiesce daemons stop ${home.name} --confirm ${home.name}:${status.pid}) and resumes it.`
-        : status.phase === "retiring"
-        ? "Deciding whether to retire: mutations wait for the outcome."
-        : status.idleTimeout.millis === null
-        ? "Serving; it has no idle timer, so it stays until stopped."
-        : "Serving; it retires itself once idle for its timeout, and the next mutation brings it back."
-      return {
-        ...emptyRow(home),
-        ...identityFields(found.daemon.identity),
-        state: "running",
-        idleTimeout: status.idleTimeout,
-        phase: status.phase,
-        deadline: status.deadline,
-        blockers: blockerCategories(status.blockers),
-        lastAttempt: status.lastAttempt,
-        failure: status.failure,
-        memoryBytes,
-        canRetire: home.archived !== true,
-        note: note + archivedNote(home)
-      }
-    }
-    case "unavailable":
-      return {
-        ...emptyRow(home),
-        ...identityFields(found.identity),
-        state: "unavailable",
-        memoryBytes,
-        note: `Alive but unavailable: ${found.reason}. Its exit is not confirmed, so nothing is started beside it; ` +
-          `mutations wait for it, then resume the home.` + archivedNote(home)
-      }
-    case "incompatible":
-      return {
-        ...emptyRow(home),
-        ...identityFields(found.identity),
-        state: "incompatible",
-        memoryBytes,
-        note: `It speaks daemon protocol ${found.identity.protocolVersion}, this hub ${daemonProtocolVersion}: its state is ` +
-          `unknown, so the hub never routes to it, retires it or stops it on its own. Stop it explicitly ` +
-          `(quiesce daemons stop ${home.name} --confirm ${home.name}:${found.identity.pid}), then resume it.` + archivedNote(home)
-      }
-    case "absent":
-      return stopped
-        ? {
-          ...emptyRow(home),
-          state: "stopped",
-          note: `Force-stopped: it starts again only on quiesce daemons resume ${home.name}.` + archivedNote(home)
-        }
-        : {
-          ...emptyRow(home),
-          state: "retired",
-          note: (found.stale === null ? "" : `Its record is stale (${found.stale}) and is not acted on. `) +
-            "No daemon runs: the next mutation starts one and resumes its agents; reads never do." + archivedNote(home)
-        }
-  }
-}
-
-/** The process a discovery found, if any. */
-const identityOf = (found: Discovered): DaemonIdentity | null =>
-  found.state === "running" ? found.daemon.identity : found.state === "absent" ? null : found.identity
 
 // ---- the service -------------------------------------------------------------------------------
 

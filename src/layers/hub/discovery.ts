@@ -14,7 +14,8 @@ import type { ManagedHome } from "../../domain/hub.ts"
 import { tokenProblem } from "../host/Home.ts"
 import { isExited, readStat } from "../../platform/procfs.ts"
 import { readRendezvous, rendezvousFile } from "../host/rendezvous.ts"
-import { type DaemonStatusView, QuiesceApi } from "../http/Api.ts"
+import type { DaemonStatusView } from "../../api/daemon.ts"
+import { QuiesceApi } from "../../api/QuiesceApi.ts"
 
 /** A verified daemon, with what it takes to talk to it. */
 export interface Reachable {

@@ -5,24 +5,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as http from "node:http"
-
-/** A request for a home's daemon, as the hub received it (the path is the daemon's: `/v1/…`). */
-export interface RoutedRequest {
-  readonly method: string
-  readonly path: string
-  /** The query string, with its `?`, or "". */
-  readonly search: string
-  readonly contentType: string | undefined
-  readonly body: Uint8Array
-}
-
-/** The daemon's answer, passed on as it came. */
-export interface RoutedResponse {
-  readonly status: number
-  readonly contentType: string | undefined
-  readonly retryAfter: string | undefined
-  readonly body: Uint8Array
-}
+import type { RoutedRequest, RoutedResponse } from "../../domain/hubDaemons.ts"
 
 /** The daemon could not be reached, or the connection broke before its answer was whole. */
 export class ForwardFailed extends Schema.TaggedError<ForwardFailed>()("ForwardFailed", {

@@ -3,23 +3,10 @@
  * running daemon — each provider's warm reserve — and names every other change, which takes a
  * restart. An invalid file changes nothing.
  */
-import { Effect, Equal, Schema } from "effect"
-import { keepsWarmReserve, type QuiesceConfig, warmReserveTargets } from "../../domain/config.ts"
+import { Effect, Equal } from "effect"
+import { ConfigReloaded, ConfigReloadFailed, keepsWarmReserve, type QuiesceConfig, warmReserveTargets } from "../../domain/config.ts"
 import { type ConfigInvalid, type ConfigOverrides, loadConfig } from "../host/loadConfig.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
-
-export const ConfigReloaded = Schema.Struct({
-  /** Each provider whose warm reserve was set, and to what. */
-  applied: Schema.Array(Schema.Struct({ provider: Schema.String, warmReserve: Schema.Number })),
-  /** Configuration paths that differ from the running daemon's and take a restart (`daemon.port`, `providers.codex`). */
-  needsRestart: Schema.Array(Schema.String)
-})
-export type ConfigReloaded = typeof ConfigReloaded.Type
-
-/** The reload could not be applied: the file is invalid, or a reserve refused its size. Nothing changed. */
-export class ConfigReloadFailed extends Schema.TaggedError<ConfigReloadFailed>()("ConfigReloadFailed", {
-  message: Schema.String
-}) {}
 
 const withoutWarmReserve = (entry: QuiesceConfig["providers"][string]) => {
   if (!("warmReserve" in entry)) return entry

@@ -4,7 +4,8 @@
  */
 import { Console, Effect } from "effect"
 import { formatByteSize } from "../../domain/byteSize.ts"
-import type { LoginLink, MemoryView } from "../../layers/http/Api.ts"
+import type { LoginLink } from "../../api/session.ts"
+import type { MemoryView } from "../../api/memory.ts"
 
 /**
  * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it

@@ -10,7 +10,9 @@ import type { MemberBlocker } from "../../../src/domain/blocker.ts"
 import { notResumableDetail } from "../../../src/domain/close.ts"
 import { type StopAnswer, stopPermitted, stopVetoed } from "../../../src/domain/provider.ts"
 import { type LogEntry, recordingLogs } from "../../support/logs.ts"
-import { metricsContentType, QuiesceApi } from "../../../src/layers/http/Api.ts"
+import { QuiesceApi } from "../../../src/api/QuiesceApi.ts"
+import { metricsContentType } from "../../../src/api/system.ts"
+import { Admission } from "../../../src/services/Admission.ts"
 import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
 import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
@@ -582,7 +584,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const admission = yield* ApiServer.Admission
+      const admission = yield* Admission
       const refused = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } }).pipe(Effect.flip)
       assert.strictEqual(refused._tag, "StillOpening")
       assert.deepStrictEqual(yield* client.agents.list(), [])
@@ -596,7 +598,7 @@ describe("ApiServer", () => {
     const provider = new MemoryProvider("codex")
     return Effect.gen(function*() {
       const client = yield* apiClient
-      const admission = yield* ApiServer.Admission
+      const admission = yield* Admission
       const agent = yield* client.agents.create({ payload: { provider: "codex", cwd: workDir } })
       assert.strictEqual(yield* admission.state, "open")
       yield* admission.close

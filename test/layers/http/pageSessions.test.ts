@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { TestClock } from "effect/testing"
-import { PageSessions, sameOriginOrRead, sessionCookieName } from "../../../src/layers/http/pageSessions.ts"
+import * as PageSessionsLive from "../../../src/layers/http/pageSessions.ts"
+import { sameOriginOrRead, sessionCookieName } from "../../../src/layers/http/pageSessions.ts"
+import { PageSessions } from "../../../src/services/PageSessions.ts"
 
 describe("PageSessions", () => {
   it.effect("a code gives one session, whose cookie and key only together authorise; nothing empty, guessed or expired is accepted", () =>
@@ -35,7 +37,7 @@ describe("PageSessions", () => {
       yield* TestClock.adjust("1 minute")
       assert.isFalse(yield* sessions.authorizes(session.id, session.key))
       assert.isFalse(yield* sessions.isCurrent(session.id))
-    }).pipe(Effect.provide(PageSessions.layer)))
+    }).pipe(Effect.provide(PageSessionsLive.layer)))
 
   it.effect("a session ended is gone", () =>
     Effect.gen(function*() {
@@ -43,7 +45,7 @@ describe("PageSessions", () => {
       const session = Option.getOrThrow(yield* sessions.redeem((yield* sessions.issueCode).code))
       yield* sessions.end(session.id)
       assert.isFalse(yield* sessions.authorizes(session.id, session.key))
-    }).pipe(Effect.provide(PageSessions.layer)))
+    }).pipe(Effect.provide(PageSessionsLive.layer)))
 
   it.effect("holds at most 64 codes: the oldest go first", () =>
     Effect.gen(function*() {
@@ -52,7 +54,7 @@ describe("PageSessions", () => {
       assert.isTrue(Option.isNone(yield* sessions.redeem(codes[0]!.code)))
       assert.isTrue(Option.isSome(yield* sessions.redeem(codes[1]!.code)))
       assert.isTrue(Option.isSome(yield* sessions.redeem(codes[64]!.code)))
-    }).pipe(Effect.provide(PageSessions.layer)))
+    }).pipe(Effect.provide(PageSessionsLive.layer)))
 })
 
 describe("sameOriginOrRead", () => {

@@ -14,7 +14,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { daemonProtocolVersion } from "../../../src/domain/retirement.ts"
 import * as ProcessInspectionProcfs from "../../../src/layers/host/ProcessInspectionProcfs.ts"
-import * as HubDaemons from "../../../src/layers/hub/HubDaemons.ts"
+import * as HubDaemonsLive from "../../../src/layers/hub/HubDaemons.ts"
+import { prepare } from "../../../src/layers/hub/requests.ts"
+import { HubDaemons } from "../../../src/services/HubDaemons.ts"
 
 const ownStartTime = () => {
   const stat = readFileSync("/proc/self/stat", "utf8")
@@ -78,7 +80,7 @@ const hubWith = (port: number, count = 1) => {
     writeFileSync(join(dir, "daemon.json"), JSON.stringify(identity(port)))
   }
   writeFileSync(join(hubHome, "hub.json"), JSON.stringify({ homes }))
-  return HubDaemons.layer({ hubHome }).pipe(
+  return HubDaemonsLive.layer({ hubHome }).pipe(
     Layer.provide(Layer.mergeAll(FetchHttpClient.layer, ProcessInspectionProcfs.layer()))
   )
 }
@@ -88,7 +90,7 @@ describe("HubDaemons' inventory", () => {
     Effect.gen(function*() {
       const daemon = yield* standIn
       const daemons = yield* Layer.build(hubWith(daemon.port))
-      const inventory = Effect.flatMap(HubDaemons.HubDaemons, (service) => service.inventory).pipe(
+      const inventory = Effect.flatMap(HubDaemons, (service) => service.inventory).pipe(
         Effect.provideContext(daemons)
       )
 
@@ -104,7 +106,7 @@ describe("HubDaemons' inventory", () => {
       assert.strictEqual(daemon.reads(), 2)
 
       // An action (a refused one too) forgets the snapshot: the next list is fresh.
-      const stale = yield* Effect.flatMap(HubDaemons.HubDaemons, (service) =>
+      const stale = yield* Effect.flatMap(HubDaemons, (service) =>
         service.retire("work", { pid: process.pid, startTime: 1, instanceId: "another" })).pipe(
           Effect.provideContext(daemons),
           Effect.flip
@@ -116,8 +118,8 @@ describe("HubDaemons' inventory", () => {
 
       // So does a change routed to the daemon (its own retire now, say); a routed read does not.
       const routed = (method: string, path: string) =>
-        Effect.flatMap(HubDaemons.HubDaemons, (service) =>
-          service.route("work", HubDaemons.prepare({ method, path, search: "", contentType: undefined, body: new Uint8Array() }))).pipe(
+        Effect.flatMap(HubDaemons, (service) =>
+          service.route("work", prepare({ method, path, search: "", contentType: undefined, body: new Uint8Array() }))).pipe(
             Effect.provideContext(daemons)
           )
       yield* routed("GET", "/v1/agents")
@@ -133,7 +135,7 @@ describe("HubDaemons' inventory", () => {
     Effect.gen(function*() {
       const daemon = yield* standIn
       const daemons = yield* Layer.build(hubWith(daemon.port, 8))
-      const listed = yield* Effect.flatMap(HubDaemons.HubDaemons, (service) => service.inventory).pipe(Effect.provideContext(daemons))
+      const listed = yield* Effect.flatMap(HubDaemons, (service) => service.inventory).pipe(Effect.provideContext(daemons))
       assert.strictEqual(listed.daemons.length, 8)
       // One query per home took the four slots for the first four and left the rest unmeasured.
       assert.isTrue(listed.daemons.every((row) => row.memoryBytes !== null && row.memoryBytes > 0))

@@ -2,7 +2,7 @@
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
-import type { DaemonRow } from "../../../layers/http/HubApi.ts"
+import type { DaemonRow } from "../../../domain/hubDaemons.ts"
 import {
   addHome,
   defaultHubPort,

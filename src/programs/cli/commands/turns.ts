@@ -2,7 +2,7 @@
 import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
-import type { PromptResult } from "../../../layers/http/Api.ts"
+import type { PromptResult } from "../../../api/agents.ts"
 import { client } from "../connection.ts"
 import { printColumns, printJson, relative } from "../render.ts"
 import { jsonFlag } from "../root.ts"

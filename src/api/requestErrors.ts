@@ -4,7 +4,7 @@
  * read, a path no route has, a method the path does not take, and the server's own failure.
  * Each is a typed error answered as the API's one problem shape (see problem.ts), so a client
  * reads them as it reads every other error. Shared by the daemon's and the hub's APIs; the server
- * side is `requestProblems.ts`.
+ * side is `layers/http/requestProblems.ts`.
  */
 import { Schema } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"

@@ -1,0 +1,64 @@
+/** The agents group's handlers: over `AgentOperations` (on a cluster's runner, the runner hosting the agent), closes and the registry. */
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import * as fs from "node:fs"
+import { QuiesceApi } from "../../../api/QuiesceApi.ts"
+import { defaultTurnsLimit } from "../../../api/turns.ts"
+import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
+import { WorkingDirectoryNotFound } from "../../../domain/errors.ts"
+import { AgentClose } from "../../../services/AgentClose.ts"
+import { AgentOperations } from "../../../services/AgentOperations.ts"
+import { AgentRegistry } from "../../../services/AgentRegistry.ts"
+
+/** An agent's working directory must exist before its provider is asked to start there. */
+const checkDirectory = (cwd: string) =>
+  Effect.suspend(() => {
+    const stat = fs.statSync(cwd, { throwIfNoEntry: false })
+    return stat === undefined
+      ? Effect.fail(WorkingDirectoryNotFound.of(cwd, "does not exist"))
+      : stat.isDirectory()
+      ? Effect.void
+      : Effect.fail(WorkingDirectoryNotFound.of(cwd, "is not a directory"))
+  })
+
+/** The agents group. */
+export const agentsHandlers = HttpApiBuilder.group(
+  QuiesceApi,
+  "agents",
+  Effect.fn(function*(handlers) {
+    // On a cluster's runner, each of these goes to the runner that hosts the agent.
+    const agents = yield* AgentOperations
+    const closes = yield* AgentClose
+    const registry = yield* AgentRegistry
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          yield* checkDirectory(payload.cwd)
+          const parent = payload.parentAgentId
+          // A parent that does not exist would leave the child's family unknown to the collector.
+          if (parent !== undefined) yield* agents.get(parent)
+          const record = yield* agents.create({
+            provider: payload.provider,
+            cwd: payload.cwd,
+            labels: payload.labels,
+            parentAgentId: parent
+          })
+          return { agentId: record.agentId, provider: record.provider, sessionId: record.persistence?.sessionId ?? null }
+        }))
+      .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
+      .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
+      .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
+      .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
+      .handle("interrupt", ({ params }) => agents.interrupt(params.id))
+      .handle("answerPermission", ({ params, payload }) =>
+        agents.respondToPermission(params.id, params.permissionId, payload.allow))
+      .handle("prompt", ({ params, payload }) =>
+        agents.prompt(params.id, payload.text, {
+          clientMessageId: payload.clientMessageId,
+          wait: payload.wait
+        }).pipe(Effect.map(promptResult)))
+      .handle("turn", ({ params }) => Effect.map(agents.turn(params.id, params.turnId), turnView))
+      .handle("turns", ({ params, query }) =>
+        Effect.map(agents.turns(params.id, query.limit ?? defaultTurnsLimit), (records) => records.map(turnView)))
+  })
+)
