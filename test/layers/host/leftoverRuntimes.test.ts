@@ -469,12 +469,12 @@ describe("endLeftovers", () => {
   it.live("a daemon started inside a leftover runtime signals neither itself nor its own process group", () =>
     Effect.gen(function*() {
       const runtimeMarker = marker()
-      const module = (name: string) => JSON.stringify(path.resolve(import.meta.dirname, "../../../src/layers/host", name))
+      const module = (name: string) => JSON.stringify(path.resolve(import.meta.dirname, "../../../src", name))
       // Runs in the group of the shell that started it, with the marker: the daemon's situation.
       const daemon = [
         `import { Effect } from "effect"`,
-        `import { endLeftovers } from ${module("leftoverRuntimes.ts")}`,
-        `import { readStat } from ${module("ProcessInspectionProcfs.ts")}`,
+        `import { endLeftovers } from ${module("layers/host/leftoverRuntimes.ts")}`,
+        `import { readStat } from ${module("platform/procfs.ts")}`,
         `const leader = process.ppid`,
         `const entry = { agentId: "agent-a", pid: leader, startTime: readStat(leader).startTime,`,
         `  marker: process.env.${runtimeMarkerName}, recordedAt: 0 }`,
