@@ -1,3 +1,10 @@
+/**
+ * The collector (C1–C6, X4): idle clocks, the eligibility policy over families, provider veto
+ * probes with timeouts, the sweep loop and the memory budget, behind the `RuntimeCollector` tag.
+ * Hosts build it with `layer(options)` over their `RuntimeCandidates` and `CallerProtection`.
+ *
+ * @module
+ */
 import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"

@@ -23,7 +23,7 @@
  * Exited processes not yet reaped (state Z or X) run nothing and count as gone: the init of a
  * container may reap them late or never.
  *
- * Linux procfs only (like `layers/providers/process/`): when /proc cannot be read the whole call
+ * Linux procfs only (like `src/platform/`): when /proc cannot be read the whole call
  * fails with `ProcessScanFailed` and nothing is signalled.
  */
 import { Clock, Duration, Effect } from "effect"
