@@ -7,8 +7,6 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, type FileSystem, Layer, type Path } from "effect"
 import {
   type Etag,
-  FetchHttpClient,
-  type HttpClient,
   type HttpPlatform,
   HttpRouter,
   HttpServer,
@@ -135,24 +133,4 @@ export const layer = (
       gracefulShutdownTimeout: "1 second"
     })),
     Layer.provideMerge(AdmissionLive.layerWith("opening"))
-  )
-
-/** `NodeHttpServer.layerTest`, but listening on loopback only (that one listens on every interface). */
-const testServer = HttpServer.layerTestClient.pipe(
-  Layer.provide(FetchHttpClient.layer),
-  Layer.provideMerge(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 }))
-)
-
-/**
- * The API on an ephemeral 127.0.0.1 port, for tests: also provides an `HttpClient` whose relative
- * URLs reach it, and the `Admission`.
- */
-export const layerTest = (options: RouteOptions, admission: "opening" | "open" = "open"): Layer.Layer<
-  Admission | HttpClient.HttpClient | HttpServer.HttpServer,
-  HttpServerError.ServeError,
-  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
-> =>
-  HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
-    Layer.provideMerge(testServer),
-    Layer.provideMerge(AdmissionLive.layerWith(admission))
   )

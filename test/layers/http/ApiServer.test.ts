@@ -13,7 +13,7 @@ import { type LogEntry, recordingLogs } from "../../support/logs.ts"
 import { QuiesceApi } from "../../../src/api/QuiesceApi.ts"
 import { metricsContentType } from "../../../src/api/system.ts"
 import { Admission } from "../../../src/services/Admission.ts"
-import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
+import * as TestApiServer from "../../../src/testing/TestApiServer.ts"
 import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../../src/services/DaemonLifecycle.ts"
@@ -40,7 +40,7 @@ const serve = (
   provider: MemoryProvider,
   options: { readonly token?: string; readonly maxRequestBytes?: number; readonly admission?: "opening" | "open" } = {}
 ) =>
-  ApiServer.layerTest({
+  TestApiServer.layer({
     token: options.token ?? token,
     renderMetrics: Effect.succeed(metricsText),
     maxRequestBytes: options.maxRequestBytes

@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
 import { NetAddress } from "effect/net"
-import * as ApiServer from "../../../src/layers/http/ApiServer.ts"
+import * as TestApiServer from "../../../src/testing/TestApiServer.ts"
 import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { memoryDaemon } from "../../support/memoryDaemon.ts"
 import { isRecord, send, type Target, walk } from "../../support/errorContract.ts"
@@ -15,7 +15,7 @@ import { isRecord, send, type Target, walk } from "../../support/errorContract.t
 const token = "test-token"
 
 const serve = (provider: MemoryProvider, renderMetrics: Effect.Effect<string> = Effect.succeed("")) =>
-  ApiServer.layerTest({ token, renderMetrics }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
+  TestApiServer.layer({ token, renderMetrics }).pipe(Layer.provideMerge(memoryDaemon({ provider })))
 
 const target = Effect.map(HttpServer.HttpServer, (server): Target => ({
   port: NetAddress.isUnixPathAddress(server.address) ? 0 : server.address.port,
