@@ -32,7 +32,7 @@ import { packageVersion } from "../../domain/version.ts"
 import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
 import { ClusterRuntimes } from "../cluster/ClusterRuntimesReader.ts"
-import { AgentRegistry, type AgentView, type PromptReceipt } from "../../services/AgentRegistry.ts"
+import { type AgentDirectory, AgentRegistry, type AgentView, type PromptReceipt, type RegistryAdmission } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
@@ -88,7 +88,7 @@ export class Admission extends Context.Service<Admission, {
   static readonly layerWith = (initial: "opening" | "open") => Layer.effect(
     Admission,
     Effect.gen(function*() {
-      const registry = yield* AgentRegistry
+      const registry: RegistryAdmission = yield* AgentRegistry
       const state = yield* Ref.make<AdmissionState>(initial)
       return Admission.of({
         admit: Ref.update(state, (current) => current === "closed" ? current : "open"),
@@ -363,7 +363,7 @@ const agentsHandlers = HttpApiBuilder.group(
     // On a cluster's runner, each of these goes to the runner that hosts the agent.
     const agents = yield* AgentOperations
     const closes = yield* AgentClose
-    const registry = yield* AgentRegistry
+    const registry: AgentDirectory = yield* AgentRegistry
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
@@ -426,7 +426,7 @@ const daemonHandlers = HttpApiBuilder.group(
 
 /** The rows of the runtimes this daemon hosts, each explained, with the memory of its process tree. */
 export const makeRuntimeRows = Effect.gen(function*() {
-  const registry = yield* AgentRegistry
+  const registry: AgentDirectory = yield* AgentRegistry
   const collector = yield* RuntimeCollector
   const inspection = yield* ProcessInspection
 
@@ -460,7 +460,7 @@ const runtimesHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "runtimes",
   Effect.fn(function*(handlers) {
-    const registry = yield* AgentRegistry
+    const registry: AgentDirectory = yield* AgentRegistry
     const collector = yield* RuntimeCollector
     const rows = yield* makeRuntimeRows
     const cluster = yield* ClusterRuntimes

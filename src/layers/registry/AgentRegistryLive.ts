@@ -11,7 +11,7 @@ import { Deferred, Duration, Effect, Exit, Layer, Clock, Scope } from "effect"
 import { AgentNotFound, type AgentStoreError } from "../../domain/errors.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
 import { maxEndedTurnsPerAgent } from "../../domain/turn.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { AgentRegistry, type RegistryRuntimes } from "../../services/AgentRegistry.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
 import { AgentPlacement } from "../../services/AgentPlacement.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
@@ -231,6 +231,7 @@ export const layerWith = (
 export const candidatesLayer: Layer.Layer<RuntimeCandidates, never, AgentRegistry> = Layer.effect(
   RuntimeCandidates,
   Effect.gen(function*() {
-    return (yield* AgentRegistry).candidates
+    const runtimes: RegistryRuntimes = yield* AgentRegistry
+    return runtimes.candidates
   })
 )

@@ -30,7 +30,7 @@ import type { ResidencyPort } from "./residencyPort.ts"
 import { clientKey, makeTurnBook, turnError } from "./turnBook.ts"
 import { makeTurnDispatch } from "./turnDispatch.ts"
 import type { TurnHandle } from "./turnHandle.ts"
-import { isIdle } from "./turnSlot.ts"
+import { idleWaiter, isIdle } from "./turnSlot.ts"
 
 /** What the turn owner is made with: the journal, its two scopes, the prompt bound, and its port. */
 export interface PromptsConfig {
@@ -286,8 +286,7 @@ export const makePrompts = (config: PromptsConfig) => {
     Effect.suspend(() => {
       const agent = port.liveOf(agentId)
       if (agent === undefined || isIdle(agent.slot)) return Effect.void
-      const waiter = Deferred.makeUnsafe<void>()
-      ;(agent.slot.idleWaiters ??= []).push(waiter)
+      const waiter = idleWaiter(agent.slot)
       // The slot freed; a queued prompt may take it next, so look again.
       return Deferred.await(waiter).pipe(Effect.andThen(Effect.yieldNow), Effect.andThen(awaitIdle(agentId)))
     })

@@ -1,9 +1,9 @@
 /**
  * The turn owner's part of one live runtime: its one turn slot, the prompts queued behind it and
- * the callers waiting for it to be idle. Only the turn owner (`prompts.ts`, `turnDispatch.ts`)
- * writes these fields, through the runtime's {@link TurnSlot}; the residency reads them (its
- * baseline blockers) and, when it takes the runtime down, calls {@link wakeQueued} and
- * {@link settleIdleWaiters}.
+ * the callers waiting for it to be idle. Its fields are written by the turn owner's dispatch
+ * (`turnDispatch.ts`: the turn, the queue, the foreground mutations) and by the helpers here (the
+ * wake signal, the idle waiters); the residency reads them (its baseline blockers) and, when it
+ * takes the runtime down or loses it, calls {@link wakeQueued} and {@link settleIdleWaiters}.
  */
 import { Deferred, Exit, Semaphore } from "effect"
 import type { TurnHandle, TurnOutcome } from "./turnHandle.ts"
@@ -51,6 +51,13 @@ export const wakeQueued = (slot: TurnSlot): void => {
   const woken = slot.wake
   slot.wake = Deferred.makeUnsafe<void>()
   Deferred.doneUnsafe(woken, Exit.void)
+}
+
+/** A new waiter for the slot's next change (a turn ends, a dispatch is over, the runtime goes). */
+export const idleWaiter = (slot: TurnSlot): Deferred.Deferred<void> => {
+  const waiter = Deferred.makeUnsafe<void>()
+  ;(slot.idleWaiters ??= []).push(waiter)
+  return waiter
 }
 
 /** Answers everyone waiting for the slot to be idle; they look again. */
