@@ -23,23 +23,25 @@ interface Runtime {
   readonly started: Array<{ readonly text: string; readonly turnId: string; readonly end: Deferred.Deferred<TurnEnd> }>
   /** The prompts steered into its running turn. */
   readonly steered: Array<string>
-  interrupts: number
+  readonly interrupts: () => number
 }
 
 const runtime = (agentId: string, steers: boolean): Runtime => {
-  const self: Runtime = { agent: undefined!, started: [], steered: [], interrupts: 0 }
+  const started: Runtime["started"] = []
+  const steered: Array<string> = []
+  let interrupts = 0
   const session: AgentSession = {
     persistence: Effect.succeed({ provider: "fake", sessionId: `session-${agentId}` }),
     startTurn: (text, turnId) =>
       Effect.sync(() => {
         const end = Deferred.makeUnsafe<TurnEnd>()
-        self.started.push({ text, turnId, end })
+        started.push({ text, turnId, end })
         return Deferred.await(end)
       }),
-    steer: steers ? (text) => Effect.sync(() => (self.steered.push(text), true)) : undefined,
+    steer: steers ? (text) => Effect.sync(() => steered.push(text) > 0) : undefined,
     outOfBand: () => undefined,
     respondToPermission: () => Effect.void,
-    interrupt: Effect.sync(() => void self.interrupts++),
+    interrupt: Effect.sync(() => void interrupts++),
     close: Effect.void
   }
   const agent: LiveAgent = {
@@ -66,7 +68,7 @@ const runtime = (agentId: string, steers: boolean): Runtime => {
     permissionResponses: 0,
     subagents: undefined
   }
-  return Object.assign(self, { agent })
+  return { agent, started, steered, interrupts: () => interrupts }
 }
 
 const record = (agentId: string): AgentRecord => ({
@@ -243,7 +245,7 @@ describe("the turn owner, through its port", () => {
       const turn = yield* Effect.forkChild(t.prompts.prompt("a", "long", { wait: true }), { startImmediately: true })
       yield* settle
       yield* t.prompts.interrupt(runtime!.agent)
-      assert.strictEqual(runtime!.interrupts, 1)
+      assert.strictEqual(runtime!.interrupts(), 1)
       yield* end(runtime!.started[0]!, "partial")
       const receipt = yield* Fiber.join(turn)
       assert.strictEqual(receipt.state, "interrupted")
