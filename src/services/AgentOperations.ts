@@ -1,6 +1,6 @@
 import { Context, type Effect } from "effect"
 import type { ClusterUnavailable } from "../domain/errors.ts"
-import type { AgentRegistry } from "./AgentRegistry.ts"
+import type { AgentActions } from "./AgentRegistry.ts"
 
 /** The registry operations that act on one agent, wherever it is hosted. */
 export type AgentOperationName =
@@ -25,5 +25,5 @@ export type Routed<F> = F extends (...args: infer A) => Effect.Effect<infer S, i
  * them: they ask the collector first (`AgentClose`).
  */
 export class AgentOperations extends Context.Service<AgentOperations, {
-  readonly [K in AgentOperationName]: Routed<AgentRegistry["Service"][K]>
+  readonly [K in AgentOperationName]: Routed<AgentActions[K]>
 }>()("quiesce/cluster/AgentOperations") {}

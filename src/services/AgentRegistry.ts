@@ -104,35 +104,14 @@ export type ResumeError =
   | DaemonRetiring
 
 /**
- * The owner of live agent runtimes. Every lifecycle mutation of one agent (create, close,
- * release, resume, reload) runs in that agent's lane, one at a time; prompts never wait on the
- * lane unless the runtime is released or being released.
+ * The operations on one agent that `AgentOperations` carries (the HTTP API, message delivery,
+ * finish subscriptions, a cluster's entity): create it, prompt it, read its turns, interrupt it,
+ * answer its permission, watch for its finish.
  */
-export class AgentRegistry extends Context.Service<AgentRegistry, {
+export interface AgentActions {
   readonly create: (
     input: CreateAgent
   ) => Effect.Effect<AgentRecord, ReservedLabel | ProviderNotFound | ProviderFailed | AgentStoreError | ShuttingDown | DaemonRetiring>
-  /**
-   * Reads the agent's record from the store again unless its runtime is live here (another
-   * daemon on the same store may have hosted it since); an agent the store no longer has is
-   * forgotten.
-   */
-  readonly adopt: (agentId: string) => Effect.Effect<void, AgentStoreError>
-  /**
-   * This daemon stops hosting the agent (a cluster moved it elsewhere): from now on nothing
-   * resumes it here, and its prompts that have not reached the provider are left `accepted` for
-   * its new host. The live runtime, if any, is the caller's to release. `adopt` undoes it.
-   */
-  readonly relinquish: (agentId: string) => Effect.Effect<void>
-  /**
-   * Releases the live runtime now, after whatever holds the agent's lane (a resume) is done,
-   * whatever the runtime is doing (a running turn ends interrupted), and keeps the agent
-   * resumable; true when there was one. Unlike `close`, it announces no finish: the agent was
-   * moved, not closed.
-   */
-  readonly release: (agentId: string) => Effect.Effect<boolean, RuntimeCloseFailed | RuntimePersistFailed>
-  /** Whether a live runtime holds the agent: now, then each time that changes. */
-  readonly residency: (agentId: string) => Stream.Stream<boolean>
   /**
    * Accepts a prompt durably (its turn is in the journal before anything else happens), then
    * delivers it exactly once: handled out of band by the adapter, steered into the running turn
@@ -144,6 +123,66 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
   readonly turn: (agentId: string, turnId: string) => Effect.Effect<TurnRecord, AgentNotFound | TurnNotFound | AgentStoreError>
   /** The agent's newest turns, newest accepted first, at most `limit`; in-flight ones as `turn` reports them. */
   readonly turns: (agentId: string, limit: number) => Effect.Effect<ReadonlyArray<TurnRecord>, AgentNotFound | AgentStoreError>
+  /** Interrupts the running turn, if any. Never resumes a released agent. */
+  readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
+  /** Answers a permission the runtime asked for; a released agent has none pending. */
+  readonly respondToPermission: (
+    agentId: string,
+    permissionId: string,
+    allow: boolean
+  ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
+  /** The agent as the registry sees it now. */
+  readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
+  /**
+   * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a
+   * permission, or it is closed explicitly. A release is not a finish.
+   *
+   * With `after` (a position from `TurnJournal.lastFinish`, 0 before the agent's first finish):
+   * answers with the first finish journaled past it, at once when one already is, so a finish
+   * between reading the position and this call is not missed. Without: the next finish.
+   */
+  readonly awaitFinish: (
+    agentId: string,
+    options?: { readonly after?: number | undefined }
+  ) => Effect.Effect<FinishOutcome, AgentNotFound>
+}
+
+/** Ending an agent's runtime or the agent itself, in its lane (the checked close and delete, `AgentClose`). */
+export interface AgentEndings {
+  /**
+   * Releases the live runtime now; the agent stays resumable. The runtime's baseline blockers are
+   * read in its lane, right before the close, and answered (empty when no runtime was live): with
+   * `unlessBlocked` any of them keeps the runtime open; without, they are the work the close ended.
+   */
+  readonly close: (
+    agentId: string,
+    options?: { readonly unlessBlocked?: boolean | undefined }
+  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
+  /**
+   * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
+   * its turns has not ended (`AgentBusy`), forced or not: nothing accepted is lost. The runtime's
+   * baseline blockers are read in its lane, as `close` reads them, and answered: with
+   * `unlessBlocked` any of them keeps the agent; without, they are the work the delete ended.
+   */
+  readonly delete: (
+    agentId: string,
+    options?: { readonly unlessBlocked?: boolean | undefined }
+  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
+  /** Closes the runtime and resumes the same session with fresh configuration. */
+  readonly reload: (agentId: string) => Effect.Effect<void, ResumeError | RuntimeCloseFailed | RuntimePersistFailed>
+}
+
+/** The agents as readers see them (the HTTP API's listings and runtime rows). */
+export interface AgentDirectory {
+  /** The agent as the registry sees it now. */
+  readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
+  readonly list: Effect.Effect<ReadonlyArray<AgentView>>
+  /** The agents whose runtime is live here, from memory (never a store read). */
+  readonly residents: Effect.Effect<ReadonlyArray<AgentView>>
+}
+
+/** What new work the registry admits, and what of its own keeps the daemon from retiring (the retirement, the HTTP server's shutdown). */
+export interface RegistryAdmission {
   /**
    * Begins a shutdown: nothing new is admitted, and every caller still waiting on a turn is
    * answered `ShuttingDown` naming it (the turn stays in the journal). Idempotent.
@@ -165,55 +204,52 @@ export class AgentRegistry extends Context.Service<AgentRegistry, {
    * baselines are the collector's to read.
    */
   readonly retirementBlockers: Effect.Effect<ReadonlyArray<RetirementBlocker>>
-  /** Interrupts the running turn, if any. Never resumes a released agent. */
-  readonly interrupt: (agentId: string) => Effect.Effect<void, AgentNotFound | ProviderFailed>
-  /** Answers a permission the runtime asked for; a released agent has none pending. */
-  readonly respondToPermission: (
-    agentId: string,
-    permissionId: string,
-    allow: boolean
-  ) => Effect.Effect<void, AgentNotFound | PermissionNotPending | ProviderFailed>
+}
+
+/** Which agents this daemon hosts (a cluster's runner moves them between runners). */
+export interface AgentHosting {
   /**
-   * Releases the live runtime now; the agent stays resumable. The runtime's baseline blockers are
-   * read in its lane, right before the close, and answered (empty when no runtime was live): with
-   * `unlessBlocked` any of them keeps the runtime open; without, they are the work the close ended.
+   * Reads the agent's record from the store again unless its runtime is live here (another
+   * daemon on the same store may have hosted it since); an agent the store no longer has is
+   * forgotten.
    */
-  readonly close: (
-    agentId: string,
-    options?: { readonly unlessBlocked?: boolean | undefined }
-  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | RuntimeCloseFailed | RuntimePersistFailed>
+  readonly adopt: (agentId: string) => Effect.Effect<void, AgentStoreError>
   /**
-   * Deletes the agent: ends its runtime, forgets its record and its turns. Refused while one of
-   * its turns has not ended (`AgentBusy`), forced or not: nothing accepted is lost. The runtime's
-   * baseline blockers are read in its lane, as `close` reads them, and answered: with
-   * `unlessBlocked` any of them keeps the agent; without, they are the work the delete ended.
+   * This daemon stops hosting the agent (a cluster moved it elsewhere): from now on nothing
+   * resumes it here, and its prompts that have not reached the provider are left `accepted` for
+   * its new host. The live runtime, if any, is the caller's to release. `adopt` undoes it.
    */
-  readonly delete: (
-    agentId: string,
-    options?: { readonly unlessBlocked?: boolean | undefined }
-  ) => Effect.Effect<ReadonlyArray<Blocker>, AgentNotFound | AgentBusy | AgentStoreError | RuntimeCloseFailed | RuntimePersistFailed>
-  /** Lifecycle lanes held now: one per agent with an operation running or waiting, none for the rest. */
-  readonly laneCount: Effect.Effect<number>
-  /** Closes the runtime and resumes the same session with fresh configuration. */
-  readonly reload: (agentId: string) => Effect.Effect<void, ResumeError | RuntimeCloseFailed | RuntimePersistFailed>
+  readonly relinquish: (agentId: string) => Effect.Effect<void>
   /**
-   * Waits for the agent's next finish: its turn ends (finished or errored), it asks for a
-   * permission, or it is closed explicitly. A release is not a finish.
-   *
-   * With `after` (a position from `TurnJournal.lastFinish`, 0 before the agent's first finish):
-   * answers with the first finish journaled past it, at once when one already is, so a finish
-   * between reading the position and this call is not missed. Without: the next finish.
+   * Releases the live runtime now, after whatever holds the agent's lane (a resume) is done,
+   * whatever the runtime is doing (a running turn ends interrupted), and keeps the agent
+   * resumable; true when there was one. Unlike `close`, it announces no finish: the agent was
+   * moved, not closed.
    */
-  readonly awaitFinish: (
-    agentId: string,
-    options?: { readonly after?: number | undefined }
-  ) => Effect.Effect<FinishOutcome, AgentNotFound>
-  /** Waits until the agent has no foreground turn and the events of its last turn are processed. */
-  readonly awaitIdle: (agentId: string) => Effect.Effect<void>
-  readonly get: (agentId: string) => Effect.Effect<AgentView, AgentNotFound>
-  readonly list: Effect.Effect<ReadonlyArray<AgentView>>
-  /** The agents whose runtime is live here, from memory (never a store read). */
-  readonly residents: Effect.Effect<ReadonlyArray<AgentView>>
+  readonly release: (agentId: string) => Effect.Effect<boolean, RuntimeCloseFailed | RuntimePersistFailed>
+  /** Whether a live runtime holds the agent: now, then each time that changes. */
+  readonly residency: (agentId: string) => Stream.Stream<boolean>
+}
+
+/** The live runtimes: the collector's candidates, and the lanes and idleness a caller may wait on. */
+export interface RegistryRuntimes {
   /** The live runtimes as collection candidates. */
   readonly candidates: RuntimeCandidates["Service"]
-}>()("quiesce/registry/AgentRegistry") {}
+  /** Waits until the agent has no foreground turn and the events of its last turn are processed. */
+  readonly awaitIdle: (agentId: string) => Effect.Effect<void>
+  /** Lifecycle lanes held now: one per agent with an operation running or waiting, none for the rest. */
+  readonly laneCount: Effect.Effect<number>
+}
+
+/**
+ * The owner of live agent runtimes. Every lifecycle mutation of one agent (create, close,
+ * release, resume, reload) runs in that agent's lane, one at a time; prompts never wait on the
+ * lane unless the runtime is released or being released.
+ *
+ * A client takes the role it uses (`AgentActions`, `AgentEndings`, `AgentDirectory`,
+ * `RegistryAdmission`, `AgentHosting`, `RegistryRuntimes`): `const hosting: AgentHosting = yield* AgentRegistry`.
+ */
+export class AgentRegistry extends Context.Service<
+  AgentRegistry,
+  AgentActions & AgentEndings & AgentDirectory & RegistryAdmission & AgentHosting & RegistryRuntimes
+>()("quiesce/registry/AgentRegistry") {}

@@ -43,7 +43,7 @@ import {
 import { DaemonRetiring } from "../../domain/retirement.ts"
 import { Residency } from "../../domain/sweep.ts"
 import { TurnRecord } from "../../domain/turn.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { type AgentActions, type AgentHosting, AgentRegistry } from "../../services/AgentRegistry.ts"
 import { PromptResult } from "../../api/agents.ts"
 import { promptResult } from "../../api/views.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
@@ -189,7 +189,7 @@ export const AgentEntity = Entity.make("Agent", [
 const entityEnded = (agentId: string, stillHosted: boolean) =>
   Effect.gen(function*() {
     if (stillHosted) return
-    const registry = yield* AgentRegistry
+    const registry: AgentHosting = yield* AgentRegistry
     const collector = yield* RuntimeCollector
     // First: nothing resumes the agent here from now on.
     yield* registry.relinquish(agentId)
@@ -225,7 +225,7 @@ const entityEnded = (agentId: string, stillHosted: boolean) =>
  */
 export const layer = AgentEntity.toLayer(
   Effect.gen(function*() {
-    const registry = yield* AgentRegistry
+    const registry: AgentHosting & AgentActions = yield* AgentRegistry
     const collector = yield* RuntimeCollector
     const checked = yield* makeCheckedEndings
     const sharding = yield* Sharding.Sharding

@@ -13,7 +13,7 @@
 import { NodeClusterSocket, NodeCrypto } from "@effect/platform-node"
 import { type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { EntityId, RunnerAddress, Sharding, ShardingConfig, SqlMessageStorage, SqlRunnerStorage } from "effect/cluster"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { type AgentHosting, AgentRegistry } from "../../services/AgentRegistry.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import * as AgentEntity from "./AgentEntity.ts"
 import * as GoneRunners from "./goneRunners.ts"
@@ -55,7 +55,7 @@ export const hostsAgent = (sharding: Sharding.Sharding["Service"], agentId: stri
 export const takeOverLeftTurns = (interval: Duration.Input = "10 seconds") =>
   Layer.effectDiscard(Effect.gen(function*() {
     const journal = yield* TurnJournal
-    const registry = yield* AgentRegistry
+    const registry: AgentHosting = yield* AgentRegistry
     const sharding = yield* Sharding.Sharding
     const sweep = Effect.gen(function*() {
       const agents = new Set((yield* journal.unfinished).map((record) => record.agentId))

@@ -5,7 +5,7 @@
  */
 import { Effect, Option } from "effect"
 import { runtimeRow } from "../../api/views.ts"
-import { AgentRegistry, type AgentView } from "../../services/AgentRegistry.ts"
+import { type AgentDirectory, AgentRegistry, type AgentView } from "../../services/AgentRegistry.ts"
 import { ProcessInspection, type ProcessSample } from "../../services/ProcessInspection.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 
@@ -14,7 +14,7 @@ export const noSamples: ReadonlyMap<number, Option.Option<ProcessSample>> = new 
 
 /** The rows of given residents (`rowsOf`), or of every resident now (`all`). */
 export const makeRuntimeRows = Effect.gen(function*() {
-  const registry = yield* AgentRegistry
+  const registry: AgentDirectory = yield* AgentRegistry
   const collector = yield* RuntimeCollector
   const inspection = yield* ProcessInspection
 

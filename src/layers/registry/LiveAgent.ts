@@ -1,23 +1,12 @@
-import type { Deferred, Semaphore } from "effect"
+import type { Deferred } from "effect"
 import { blocker, type Blocker, noBlockers } from "../../domain/blocker.ts"
 import type { AgentSession } from "../../domain/provider.ts"
-import type { TurnHandle, TurnOutcome } from "./turnHandle.ts"
-
-/** The one turn a runtime runs at a time, and the prompts steered into it. */
-export interface ActiveTurn {
-  readonly turnId: string
-  readonly handle: TurnHandle
-  /** Prompts the provider took into this turn: they share its outcome. */
-  readonly joined: Array<TurnHandle>
-  /** An interrupt was asked for while it ran: a failure it ends with is an interruption. */
-  interruptRequested: boolean
-  /** Set once it ended, for a steer the provider accepted as the turn was ending. */
-  outcome: TurnOutcome | undefined
-}
+import type { TurnSlot } from "./turnSlot.ts"
 
 /**
  * One live runtime of one agent and everything the daemon knows that keeps it busy. A resumed
- * or reloaded runtime is a new `LiveAgent` with a new identity.
+ * or reloaded runtime is a new `LiveAgent` with a new identity. Its mutable fields are the
+ * residency's to write; its turn slot (`slot`) is the turn owner's (see `turnSlot.ts`).
  */
 export interface LiveAgent {
   readonly agentId: string
@@ -30,21 +19,13 @@ export interface LiveAgent {
   readonly marker: string
   /** Null until the provider reports a session; refreshed until it does. */
   sessionId: string | null
-  /** Serializes prompt dispatch so that prompts reach the provider in the order admitted. */
-  readonly dispatch: Semaphore.Semaphore
   lastActivityAt: number
   /** Counts every activity, so that two in the same millisecond are still told apart. */
   activityCount: number
-  /** The running turn: from the moment it is handed to the provider until its end is processed. */
-  turn: ActiveTurn | undefined
-  /** Accepted prompts waiting for the running turn to end (the provider cannot steer them in). */
-  queued: number
-  /** Completed (and replaced) when the turn slot frees up or the runtime is being taken down. */
-  wake: Deferred.Deferred<void>
+  /** The turn owner's part: the turn slot, the queue behind it and its idle waiters. */
+  readonly slot: TurnSlot
   /** Completed when the runtime is no longer the agent's live runtime. */
   readonly gone: Deferred.Deferred<void>
-  /** Prompts and out-of-band commands admitted and not yet handed to the provider. */
-  foregroundMutations: number
   /** True while the collector holds this runtime's lane to release it. */
   releasing: boolean
   /** True while a release, close or reload is taking this runtime down: admission is barred. */
@@ -59,8 +40,6 @@ export interface LiveAgent {
   permissions: Set<string> | undefined
   permissionResponses: number
   subagents: Set<string> | undefined
-  /** Waiting until no turn runs and nothing is queued (`awaitIdle`). */
-  turnWaiters: Array<Deferred.Deferred<void>> | undefined
 }
 
 /**
@@ -72,13 +51,13 @@ export const baselineBlockers = (agent: LiveAgent, isLive: boolean, laneBusy: bo
   let out: Array<Blocker> | undefined
   const add = (found: Blocker) => (out ??= []).push(found)
   if (agent.internal) add(internalBlocker)
-  if (agent.turn !== undefined) add(turnBlocker)
-  if (agent.queued > 0) add(queuedBlocker)
+  if (agent.slot.turn !== undefined) add(turnBlocker)
+  if (agent.slot.queued > 0) add(queuedBlocker)
   if (agent.pendingReplacement) add(replacementBlocker)
   if (agent.permissions !== undefined && agent.permissions.size > 0) add(permissionBlocker)
   if (agent.permissionResponses > 0) add(permissionResponseBlocker)
   if (laneBusy && !agent.releasing) add(laneBlocker)
-  if (agent.foregroundMutations > 0) add(mutationBlocker)
+  if (agent.slot.foregroundMutations > 0) add(mutationBlocker)
   if (agent.pendingEvents > 0) add(eventsBlocker)
   if (agent.subagents !== undefined && agent.subagents.size > 0) add(subagentBlocker)
   return out ?? noBlockers

@@ -21,7 +21,7 @@ import {
 } from "../../domain/close.ts"
 import type { AgentNotFound } from "../../domain/errors.ts"
 import { AgentClose } from "../../services/AgentClose.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { type AgentEndings, AgentRegistry } from "../../services/AgentRegistry.ts"
 import { RuntimeCollector } from "../../services/RuntimeCollector.ts"
 
 const nothing: CloseStakes = { blockers: [], veto: null }
@@ -78,7 +78,7 @@ export const makeCheckedEndings: Effect.Effect<
   never,
   AgentRegistry | RuntimeCollector
 > = Effect.gen(function*() {
-  const registry = yield* AgentRegistry
+  const registry: AgentEndings = yield* AgentRegistry
   const collector = yield* RuntimeCollector
   const close: CheckedClose = Effect.fn("AgentRegistry.checkedClose")(function*(agentId: string, options: CloseOptions) {
     return yield* checked(collector, {

@@ -5,10 +5,10 @@
  */
 import { Effect, Layer } from "effect"
 import { AgentOperations } from "../../services/AgentOperations.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { type AgentActions, AgentRegistry } from "../../services/AgentRegistry.ts"
 
 const local = Effect.gen(function*() {
-  const registry = yield* AgentRegistry
+  const registry: AgentActions = yield* AgentRegistry
   return AgentOperations.of({
     create: registry.create,
     prompt: registry.prompt,

@@ -19,7 +19,7 @@ import {
 } from "../../domain/retirement.ts"
 import type { CollectionError } from "../../domain/errors.ts"
 import { ActivityClock } from "../../services/ActivityClock.ts"
-import { AgentRegistry } from "../../services/AgentRegistry.ts"
+import { AgentRegistry, type RegistryAdmission } from "../../services/AgentRegistry.ts"
 import { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
 import { FinishSubscriptions } from "../../services/FinishSubscriptions.ts"
 import { InFlightRequests } from "../../services/InFlightRequests.ts"
@@ -54,7 +54,7 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
   | ActivityClock
   | Scope.Scope
 > {
-  const registry = yield* AgentRegistry
+  const registry: RegistryAdmission = yield* AgentRegistry
   const collector = yield* RuntimeCollector
   const delivery = yield* MessageDelivery
   const finish = yield* FinishSubscriptions

@@ -8,7 +8,7 @@ import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
 import { WorkingDirectoryNotFound } from "../../../domain/errors.ts"
 import { AgentClose } from "../../../services/AgentClose.ts"
 import { AgentOperations } from "../../../services/AgentOperations.ts"
-import { AgentRegistry } from "../../../services/AgentRegistry.ts"
+import { type AgentDirectory, AgentRegistry } from "../../../services/AgentRegistry.ts"
 
 /** An agent's working directory must exist before its provider is asked to start there. */
 const checkDirectory = (cwd: string) =>
@@ -29,7 +29,7 @@ export const agentsHandlers = HttpApiBuilder.group(
     // On a cluster's runner, each of these goes to the runner that hosts the agent.
     const agents = yield* AgentOperations
     const closes = yield* AgentClose
-    const registry = yield* AgentRegistry
+    const registry: AgentDirectory = yield* AgentRegistry
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {

@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { collectResult, memoryView, sweepResult } from "../../../api/views.ts"
 import { RuntimeNotFound } from "../../../domain/errors.ts"
-import { AgentRegistry } from "../../../services/AgentRegistry.ts"
+import { type AgentDirectory, AgentRegistry } from "../../../services/AgentRegistry.ts"
 import { ClusterRuntimes } from "../../../services/ClusterRuntimes.ts"
 import { RuntimeCollector } from "../../../services/RuntimeCollector.ts"
 import { makeRuntimeRows } from "../../collector/runtimeRows.ts"
@@ -14,7 +14,7 @@ export const runtimesHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "runtimes",
   Effect.fn(function*(handlers) {
-    const registry = yield* AgentRegistry
+    const registry: AgentDirectory = yield* AgentRegistry
     const collector = yield* RuntimeCollector
     const rows = yield* makeRuntimeRows
     const cluster = yield* ClusterRuntimes
