@@ -7,6 +7,7 @@ import type { Effect } from "effect"
 import type { AgentRecord } from "../../domain/agent.ts"
 import type { AgentNotFound, AgentNotResumable, ProviderNotFound, ShuttingDown } from "../../domain/errors.ts"
 import type { DaemonRetiring } from "../../domain/retirement.ts"
+import type { ResumeError } from "../../services/AgentRegistry.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
 
 /** The residency as the turn owner sees it. */
@@ -33,7 +34,7 @@ export interface ResidencyPort {
   /** This process no longer hosts the agent (a cluster moved it): nothing resumes it here. */
   readonly hostedElsewhere: (agentId: string) => boolean
   /** Waits for any release in progress, then resumes the runtime unless someone already did. */
-  readonly ensureResident: (agentId: string) => Effect.Effect<void, unknown>
+  readonly ensureResident: (agentId: string) => Effect.Effect<void, ResumeError>
   /** After a turn's end, before anyone hears of it: its activity is noted and the events it reported applied. */
   readonly turnEnded: (agent: LiveAgent) => Effect.Effect<void>
 }
