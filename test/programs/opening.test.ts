@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type DaemonOutcome, type OpeningStage, runDaemon } from "../../src/programs/runDaemon.ts"
+import { quietLogs } from "../support/logs.ts"
 
 const stages: ReadonlyArray<OpeningStage> = ["lock", "storage", "migrations", "providers", "listener", "admission"]
 
@@ -23,7 +24,7 @@ const open = (home: string, onStage: (stage: OpeningStage) => Effect.Effect<void
   const outcome: DaemonOutcome = { running: false, retired: false }
   return runDaemon(home, { port: 0 }, undefined, outcome, {
     reached: (stage) => Effect.sync(() => reached.push(stage)).pipe(Effect.andThen(onStage(stage)))
-  }).pipe(Effect.map(() => outcome))
+  }).pipe(Effect.map(() => outcome), quietLogs("the daemon's log"))
 }
 
 describe("opening a daemon, stage by stage (H1)", () => {

@@ -9,6 +9,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { liveProcesses } from "../../src/platform/detachedGroups.ts"
+import { showOnFailure } from "./failureOutput.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
@@ -115,6 +116,8 @@ export const startDaemon = (
   let output = ""
   child.stdout?.on("data", (chunk) => (output += String(chunk)))
   child.stderr?.on("data", (chunk) => (output += String(chunk)))
+  // Kept, not printed: the daemon's output shows only if the test fails.
+  showOnFailure(`output of the daemon on port ${port} (home ${home})`, () => output)
   return {
     home,
     port,

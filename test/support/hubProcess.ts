@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { groupAlive, until } from "./daemonProcess.ts"
+import { showOnFailure } from "./failureOutput.ts"
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
@@ -58,6 +59,8 @@ export const startHub = async (hubHome: string, command: ReadonlyArray<string> =
   let output = ""
   child.stdout?.on("data", (chunk) => (output += String(chunk)))
   child.stderr?.on("data", (chunk) => (output += String(chunk)))
+  // Kept, not printed: the hub's output shows only if the test fails.
+  showOnFailure(`output of the hub (home ${hubHome})`, () => output)
   await until(() => output.includes("Quiesce hub ready") || child.exitCode !== null, "the hub is ready")
   if (!output.includes("Quiesce hub ready")) throw new Error(`the hub did not start:\n${output}`)
   const address = JSON.parse(readFileSync(join(hubHome, "hub.address.json"), "utf8"))

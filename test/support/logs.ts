@@ -1,4 +1,5 @@
 import { Effect, Logger, References } from "effect"
+import { showOnFailure } from "./failureOutput.ts"
 
 export interface LogEntry {
   readonly level: string
@@ -21,4 +22,19 @@ export const recordingLogs = (entries: Array<LogEntry>) => {
       Effect.provideService(Logger.CurrentLoggers, new Set([logger])),
       Effect.provideService(References.MinimumLogLevel, "Debug")
     )
+}
+
+/**
+ * Runs an effect with its log lines (Info and above, as a daemon logs) kept in memory instead of
+ * printed, and printed only if the running test fails. For tests that do not assert on logs.
+ */
+export const quietLogs = (label = "logs") => {
+  const lines: Array<string> = []
+  showOnFailure(label, () => lines.join("\n"))
+  const logger = Logger.map(Logger.formatLogFmt, (line) => {
+    lines.push(line)
+    // A bounded tail: the oldest lines go once there are many.
+    if (lines.length > 2_000) lines.splice(0, lines.length - 2_000)
+  })
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, Logger.CurrentLoggers, new Set([logger]))
 }
