@@ -38,3 +38,25 @@ export const quietLogs = (label = "logs") => {
   })
   return <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, Logger.CurrentLoggers, new Set([logger]))
 }
+
+/**
+ * For the scope, what this process writes to its stderr directly (not through a logger: the
+ * daemon's log file warning it cannot write, say) is kept instead of printed, and printed only if
+ * the running test fails.
+ */
+export const keptStderr = (label = "stderr") =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const written: Array<string> = []
+      showOnFailure(label, () => written.join(""))
+      const write = process.stderr.write
+      process.stderr.write = ((chunk: string | Uint8Array, ...rest: Array<unknown>) => {
+        written.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString())
+        const done = rest.find((arg) => typeof arg === "function")
+        if (typeof done === "function") queueMicrotask(() => done())
+        return true
+      }) as typeof process.stderr.write
+      return { written, write }
+    }),
+    ({ write }) => Effect.sync(() => (process.stderr.write = write))
+  ).pipe(Effect.map(({ written }) => written))

@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { formatLogLine, lastLogLines, logFile, rotatedLogFile, rotatingLogFile } from "../../../src/layers/host/logFile.ts"
+import { keptStderr } from "../../support/logs.ts"
 
 const tempHome = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "quiesce-log-"))),
@@ -39,6 +40,8 @@ describe("the daemon's log file", () => {
   it.effect("a home whose log cannot be written does not fail the logging fiber", () =>
     Effect.gen(function*() {
       const home = yield* tempHome
+      // The logger says once, on stderr, that it cannot write: kept, shown if the test fails.
+      yield* keptStderr("what the logger wrote to stderr")
       yield* Effect.scoped(Effect.gen(function*() {
         // Small enough that the second line rotates: the rename fails once the home is gone.
         const logger = yield* rotatingLogFile(home, { maxBytes: 10, keep: 1 })
