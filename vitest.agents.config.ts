@@ -6,6 +6,9 @@ export default defineConfig({
     include: ["test/agents/**/*.agents.test.ts"],
     testTimeout: 180_000,
     hookTimeout: 60_000,
-    teardownTimeout: 10_000
+    teardownTimeout: 10_000,
+    // Tests are quiet unless they fail: what a test logs (Effect's logger, console) is shown only
+    // for a test that fails.
+    silent: "passed-only"
   }
 })
