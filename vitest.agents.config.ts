@@ -8,7 +8,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     teardownTimeout: 10_000,
     // Tests are quiet unless they fail: what a test logs (Effect's logger, console) is shown only
-    // for a test that fails.
+    // for a test that fails (`npx vitest run --silent=false …` shows every test's).
     silent: "passed-only"
   }
 })
