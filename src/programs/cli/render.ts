@@ -6,6 +6,7 @@ import { Console, Effect } from "effect"
 import { formatByteSize } from "../../domain/byteSize.ts"
 import type { LoginLink } from "../../api/session.ts"
 import type { MemoryView } from "../../api/memory.ts"
+import { describeConfig, type QuiesceConfig } from "../../domain/config.ts"
 
 /**
  * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it
@@ -92,3 +93,15 @@ export const memoryBudgetLine = (memory: MemoryView | null): string => {
     : `; nothing more can be released: held by ${memory.held.map((holder) => `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`})`).join(", ")}`
   return `${parts.join("; ")}; ${pressure}${held}`
 }
+
+/**
+ * `config check` without a config.json: says there is none, and what the daemon uses instead,
+ * each default by its path in the file (so it can be copied there), then what is off unless set.
+ */
+export const printDefaults = (home: string, config: QuiesceConfig) =>
+  Effect.gen(function*() {
+    const { settings, unset } = describeConfig(config)
+    yield* Console.log(`no config.json in ${home}: the daemon uses the defaults:`)
+    yield* printColumns(settings.map(([key, value]) => [`  ${key}`, value]))
+    if (unset.length > 0) yield* Console.log(`  off unless set: ${unset.join(", ")}`)
+  })
