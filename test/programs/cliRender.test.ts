@@ -20,6 +20,7 @@ describe("relative times", () => {
     expect(relative(at(5_000), now)).toBe("in 5s")
     expect(relative(at(10 * 60_000), now)).toBe("in 10m")
     expect(relative(at(3 * 3_600_000), now)).toBe("in 3h")
+    expect(relative(at(-4 * 86_400_000), now)).toBe("4d ago")
   })
 
   it("reads a time that has passed (idle since, last try) as ago, even a little ahead of this clock", () => {

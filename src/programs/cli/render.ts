@@ -35,9 +35,15 @@ export const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
 export const releaseIn = (at: string | null, now: number = Date.now()) =>
   at === null ? "-" : Date.parse(at) <= now ? "now" : relative(at, now)
 
-/** A span of whole seconds, unsigned, for people: "42s", "5m", "3h". */
+/** A span of whole seconds, unsigned, for people: "42s", "5m", "3h", "4d". */
 const span = (seconds: number) =>
-  seconds < 120 ? `${seconds}s` : seconds < 7200 ? `${Math.round(seconds / 60)}m` : `${Math.round(seconds / 3600)}h`
+  seconds < 120
+    ? `${seconds}s`
+    : seconds < 7200
+    ? `${Math.round(seconds / 60)}m`
+    : seconds < 172_800
+    ? `${Math.round(seconds / 3600)}h`
+    : `${Math.round(seconds / 86_400)}d`
 
 /**
  * How long ago (or until) an ISO time is, for people: "5m ago", "just now", "in 3h". A time that
