@@ -1,6 +1,6 @@
 import { Duration, Effect, Schema } from "effect"
 import { ByteSize } from "./byteSize.ts"
-import { GoDuration } from "./goDuration.ts"
+import { formatGoDuration, GoDuration } from "./goDuration.ts"
 import { defaultTurnRetention } from "./turn.ts"
 import { WarmReserveSize } from "./warmReserve.ts"
 
@@ -246,6 +246,35 @@ export const QuiesceConfig = Schema.Struct({
   )
 }).pipe(Schema.annotate({ title: "Quiesce configuration" }))
 export type QuiesceConfig = typeof QuiesceConfig.Type
+
+/** A duration the way a person would write it in the file: "1h", "1h30m", "10s" (not "1h0m0s"). */
+const shortDuration = (duration: Duration.Duration) => formatGoDuration(duration).replace(/(?<=[hm])0m0s$|(?<=[hm])0s$/, "")
+
+/** A decoded value as `path value` pairs: objects by their dotted paths, durations as written in the file. */
+const settingsOf = (prefix: string, value: unknown): Array<readonly [string, string]> =>
+  Duration.isDuration(value)
+    ? [[prefix, shortDuration(value)]]
+    : Array.isArray(value)
+    ? [[prefix, value.map(String).join(", ")]]
+    : typeof value === "object" && value !== null
+    ? Object.entries(value).flatMap(([key, inner]) => settingsOf(prefix === "" ? key : `${prefix}.${key}`, inner))
+    : [[prefix, String(value)]]
+
+/**
+ * What a decoded configuration amounts to, for people: every setting it has (the file's, else the
+ * default) as `path value` pairs, and the optional settings it leaves unset, which are off.
+ */
+export const describeConfig = (config: QuiesceConfig) => {
+  const { $schema: _, ...rest } = config
+  const sections = { agents: AgentsConfig.fields, daemon: DaemonConfig.fields } as const
+  const unset = [
+    ...Object.keys(QuiesceConfig.fields).filter((key) => key !== "$schema" && !(key in config)),
+    ...Object.entries(sections).flatMap(([section, fields]) =>
+      Object.keys(fields).filter((key) => !(key in config[section as keyof typeof sections])).map((key) => `${section}.${key}`)
+    )
+  ]
+  return { settings: settingsOf("", rest), unset }
+}
 
 /** The close grace of a provider entry that sets none (every adapter's default). */
 export const defaultCloseGrace = Duration.seconds(2)

@@ -16,7 +16,7 @@ import { daemon, daemonOutcome, logs, open, retire, status, stop } from "./comma
 import { daemons, hubCommand } from "./commands/hub.ts"
 import { collect, explain, runtimes, sweep } from "./commands/runtimes.ts"
 import { answerPermission, interrupt, prompt, turns } from "./commands/turns.ts"
-import { presenter, reportUserErrors } from "./presenter.ts"
+import { presenterFor, reportUserErrors } from "./presenter.ts"
 import { root } from "./root.ts"
 
 /** The command line: the root command with every command under it. */
@@ -65,10 +65,11 @@ export const joinNegativeValues = (args: ReadonlyArray<string>): ReadonlyArray<s
 }
 
 /** Runs the command line of this process. */
-export const main = () =>
-  Command.runWith(cli, { version: packageVersion })(joinNegativeValues(process.argv.slice(2))).pipe(
+export const main = () => {
+  const args = joinNegativeValues(process.argv.slice(2))
+  return Command.runWith(cli, { version: packageVersion })(args).pipe(
     reportUserErrors,
-    Effect.provide([NodeServices.layer, NodeHttpClient.layerNodeHttp, presenter]),
+    Effect.provide([NodeServices.layer, NodeHttpClient.layerNodeHttp, presenterFor(args)]),
     NodeRuntime.runMain({
       // A daemon stopped by a signal has shut down in order: that is success. A retired one says so.
       teardown: (exit, onExit) =>
@@ -79,5 +80,6 @@ export const main = () =>
           : Runtime.defaultTeardown(exit, onExit)
     })
   )
+}
 
 if (import.meta.main) main()

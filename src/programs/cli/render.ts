@@ -6,6 +6,7 @@ import { Console, Effect } from "effect"
 import { formatByteSize } from "../../domain/byteSize.ts"
 import type { LoginLink } from "../../api/session.ts"
 import type { MemoryView } from "../../api/memory.ts"
+import { describeConfig, type QuiesceConfig } from "../../domain/config.ts"
 
 /**
  * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it
@@ -31,16 +32,34 @@ export const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {
 }
 
 /** When a runtime could be released: "-" when never while blocked, "now" once due, else how soon. */
-export const releaseIn = (at: string | null) => at === null ? "-" : Date.parse(at) <= Date.now() ? "now" : relative(at)
+export const releaseIn = (at: string | null, now: number = Date.now()) =>
+  at === null ? "-" : Date.parse(at) <= now ? "now" : relative(at, now)
 
-/** How long ago (or until) an ISO time is, for people. */
-export const relative = (iso: string) => {
-  const seconds = Math.round((Date.parse(iso) - Date.now()) / 1000)
-  const span = Math.abs(seconds) < 120 ? `${Math.abs(seconds)}s` : Math.abs(seconds) < 7200
-    ? `${Math.round(Math.abs(seconds) / 60)}m`
-    : `${Math.round(Math.abs(seconds) / 3600)}h`
-  return seconds >= 0 ? `in ${span}` : `${span} ago`
+/** A span of whole seconds, unsigned, for people: "42s", "5m", "3h", "4d". */
+const span = (seconds: number) =>
+  seconds < 120
+    ? `${seconds}s`
+    : seconds < 7200
+    ? `${Math.round(seconds / 60)}m`
+    : seconds < 172_800
+    ? `${Math.round(seconds / 3600)}h`
+    : `${Math.round(seconds / 86_400)}d`
+
+/**
+ * How long ago (or until) an ISO time is, for people: "5m ago", "just now", "in 3h". A time that
+ * rounds to the present second is "just now", never "in 0s".
+ */
+export const relative = (iso: string, now: number = Date.now()) => {
+  const seconds = Math.round((Date.parse(iso) - now) / 1000)
+  if (seconds === 0) return "just now"
+  return seconds > 0 ? `in ${span(seconds)}` : `${span(-seconds)} ago`
 }
+
+/**
+ * How long ago a time that has passed is ("idle since", "last try", "accepted"): a few seconds
+ * ahead of this clock (the daemon's clock, or rounding) still reads "just now", never "in …".
+ */
+export const ago = (iso: string, now: number = Date.now()) => Date.parse(iso) >= now ? "just now" : relative(iso, now)
 
 /** A span of seconds for people: "42s", "5m 3s", "2h 10m", "3d 4h". */
 export const duration = (seconds: number) => {
@@ -74,9 +93,21 @@ export const memoryBudgetLine = (memory: MemoryView | null): string => {
   ]
   const pressure = memory.pressure === null
     ? "no pressure"
-    : `under pressure since ${memory.pressure.since} (${relative(memory.pressure.since)}): ${memory.pressure.causes.join(", ")}`
+    : `under pressure since ${memory.pressure.since} (${ago(memory.pressure.since)}): ${memory.pressure.causes.join(", ")}`
   const held = memory.held.length === 0
     ? ""
     : `; nothing more can be released: held by ${memory.held.map((holder) => `${holder.agentId} (${holder.rssBytes === null ? "unmeasured" : formatByteSize(holder.rssBytes)}${holder.veto === null ? "" : `, vetoed: ${holder.veto}`}${holder.blockers.length === 0 ? "" : `, ${holder.blockers.map((b) => b.kind).join(", ")}`})`).join(", ")}`
   return `${parts.join("; ")}; ${pressure}${held}`
 }
+
+/**
+ * `config check` without a config.json: says there is none, and what the daemon uses instead,
+ * each default by its path in the file (so it can be copied there), then what is off unless set.
+ */
+export const printDefaults = (home: string, config: QuiesceConfig) =>
+  Effect.gen(function*() {
+    const { settings, unset } = describeConfig(config)
+    yield* Console.log(`no config.json in ${home}: the daemon uses the defaults:`)
+    yield* printColumns(settings.map(([key, value]) => [`  ${key}`, value]))
+    if (unset.length > 0) yield* Console.log(`  off unless set: ${unset.join(", ")}`)
+  })

@@ -4,7 +4,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import { stakesLines } from "../../../domain/close.ts"
 import { client } from "../connection.ts"
-import { printColumns, printJson, relative } from "../render.ts"
+import { ago, printColumns, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
@@ -64,7 +64,7 @@ export const agents = Command.make("agents").pipe(
             agent.resident
               ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
               : agent.sessionId === null ? "released (no session to resume)" : "released",
-            relative(agent.lastActivityAt),
+            ago(agent.lastActivityAt),
             Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(",") || "-",
             agent.cwd
           ])

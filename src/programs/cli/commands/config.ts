@@ -4,7 +4,7 @@ import { Argument, Command } from "effect/cli"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { client } from "../connection.ts"
-import { mib, printColumns, printJson } from "../render.ts"
+import { mib, printColumns, printDefaults, printJson } from "../render.ts"
 import { homeDirectory, jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -27,6 +27,7 @@ export const config = Command.make("config").pipe(
         // A provider whose command cannot be found fails every agent that names it.
         const missing = missingProviderCommands(checked)
         if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
+        if (!fs.existsSync(file)) return yield* printDefaults(root, checked)
         yield* Console.log(`${file}: ok`)
       })
     ).pipe(

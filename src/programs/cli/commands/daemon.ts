@@ -19,7 +19,7 @@ import {
 } from "../../../layers/host/logFile.ts"
 import type { DaemonOutcome } from "../../runDaemon.ts"
 import { client, daemonConnection, hubClient, hubConnection, runningDaemon } from "../connection.ts"
-import { blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
+import { ago, blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
 import { homeDirectory, jsonFlag, viaHub, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -113,13 +113,13 @@ export const status = Command.make(
       `phase       ${view.phase}${view.failure === null ? "" : ` — ${view.failure.kind}: ${view.failure.message}`}`,
       `memory      ${memoryBudgetLine(memory)}`,
       `idle timer  ${timeout}`,
-      `idle since  ${view.idleSince} (${relative(view.idleSince)})`,
+      `idle since  ${view.idleSince} (${ago(view.idleSince)})`,
       `retires     ${view.deadline === null ? "-" : `${view.deadline} (${relative(view.deadline)}) if nothing happens`}`,
       `blockers    ${blockerList(view.blockers)}`,
       `last try    ${
         view.lastAttempt === null
           ? "-"
-          : `${view.lastAttempt.at} (${relative(view.lastAttempt.at)}), ${view.lastAttempt.trigger}: ${view.lastAttempt.outcome}${
+          : `${view.lastAttempt.at} (${ago(view.lastAttempt.at)}), ${view.lastAttempt.trigger}: ${view.lastAttempt.outcome}${
             view.lastAttempt.outcome === "refused" ? ` by ${blockerList(view.lastAttempt.blockers)}` : ""
           }${view.lastAttempt.failure === null ? "" : ` (${view.lastAttempt.failure.kind}: ${view.lastAttempt.failure.message})`}`
       }`

@@ -13,7 +13,7 @@ import {
   setArchived
 } from "../../../layers/hub/hubFiles.ts"
 import { hubClient, hubConnection } from "../connection.ts"
-import { blockerList, mib, printColumns, printJson, printLoginLink, relative } from "../render.ts"
+import { ago, blockerList, mib, printColumns, printJson, printLoginLink, relative } from "../render.ts"
 import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
@@ -153,7 +153,7 @@ export const daemons = Command.make(
         `${row.name}${row.archived ? " (archived)" : ""}`,
         row.state,
         row.pid === null ? "-" : String(row.pid),
-        row.startedAt === null ? "-" : relative(row.startedAt),
+        row.startedAt === null ? "-" : ago(row.startedAt),
         row.protocolVersion === null ? "-" : `${row.protocolVersion}${row.compatible === false ? " (incompatible)" : ""}`,
         timeoutText(row.idleTimeout),
         row.phase ?? "-",
@@ -166,7 +166,7 @@ export const daemons = Command.make(
     for (const row of inventory.daemons) {
       const attempt = row.lastAttempt === null
         ? ""
-        : ` Last attempt ${relative(row.lastAttempt.at)}: ${row.lastAttempt.outcome}${
+        : ` Last attempt ${ago(row.lastAttempt.at)}: ${row.lastAttempt.outcome}${
           row.lastAttempt.blockers.length === 0 ? "" : ` by ${blockerList(row.lastAttempt.blockers)}`
         }.`
       yield* Console.log(`${row.name}: ${row.note}${attempt}`)

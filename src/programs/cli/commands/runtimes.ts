@@ -8,7 +8,7 @@ import type { MemberBlocker } from "../../../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../../../domain/close.ts"
 import type { ProbeView } from "../../../domain/runtimeRow.ts"
 import { client } from "../connection.ts"
-import { memoryBudgetLine, mib, printColumns, printJson, relative, releaseIn } from "../render.ts"
+import { ago, memoryBudgetLine, mib, printColumns, printJson, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -105,7 +105,7 @@ export const explain = Command.make(
       `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
       `family      ${row.family.join(", ")}`,
       `state       ${row.state}`,
-      `idle since  ${row.idleSince} (${relative(row.idleSince)})`,
+      `idle since  ${row.idleSince} (${ago(row.idleSince)})`,
       `release     ${row.eligibleAt === null ? `not while it is ${row.state}` : `${releaseIn(row.eligibleAt)} if nothing changes`}`,
       `why         ${whyResident(row).join("; ") || "nothing: it is released once its idle period ends"}`,
       ...(row.evictionRank === undefined

@@ -4,7 +4,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
 import { client } from "../connection.ts"
-import { printColumns, printJson, relative } from "../render.ts"
+import { ago, printColumns, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
@@ -104,7 +104,7 @@ export const turns = Command.make("turns").pipe(
         if (rows.length === 0) return yield* Console.log(`no turn yet: ${agent} has not been prompted`)
         yield* printColumns([
           ["TURN", "STATE", "ACCEPTED", "PROMPT"],
-          ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
+          ...rows.map((row) => [row.turnId, row.state, ago(row.acceptedAt), promptLine(row.text)])
         ])
       })
     ).pipe(
