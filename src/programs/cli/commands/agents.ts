@@ -3,6 +3,7 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import { stakesLines } from "../../../domain/close.ts"
+import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { printColumns, printJson, relative } from "../render.ts"
 import { jsonFlag } from "../root.ts"
@@ -12,8 +13,10 @@ class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { 
 
 /** `quiesce agents` and its subcommands. */
 export const agents = Command.make("agents").pipe(
-  Command.withExamples([{ command: "quiesce agents list", description: "Every agent of the daemon" }]),
-  Command.withDescription("Create and inspect agents"),
+  documented(
+    "Create and inspect agents",
+    [{ command: "quiesce agents list", description: "Every agent of the daemon" }]
+  ),
   Command.withSubcommands([
     Command.make(
       "create",
@@ -40,12 +43,12 @@ export const agents = Command.make("agents").pipe(
         yield* printJson(yield* api.agents.create({ payload }))
       })
     ).pipe(
-      Command.withExamples([
-        { command: "quiesce agents create", description: "A shell agent working in this directory" },
-        { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
-      ]),
-      Command.withDescription(
-        "Create an agent; prints its id as JSON"
+      documented(
+        "Create an agent; prints its id as JSON",
+        [
+          { command: "quiesce agents create", description: "A shell agent working in this directory" },
+          { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
+        ]
       )
     ),
     Command.make(
@@ -71,11 +74,13 @@ export const agents = Command.make("agents").pipe(
         ])
       })
     ).pipe(
-      Command.withExamples([
-        { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
-        { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
-      ]),
-      Command.withDescription("Every agent of the daemon: provider, resident or released, last activity, labels")
+      documented(
+        "Every agent of the daemon: provider, resident or released, last activity, labels",
+        [
+          { command: "quiesce agents list", description: "A table: provider, resident or released, last activity, labels" },
+          { command: "quiesce agents list --json", description: "The same as JSON, times ISO 8601" }
+        ]
+      )
     ),
     Command.make(
       "delete",
@@ -103,13 +108,13 @@ export const agents = Command.make("agents").pipe(
         )
       })
     ).pipe(
-      Command.withExamples([
-        { command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns (refused if that ends work)" },
-        { command: "quiesce agents delete agent-1234 --force", description: "Delete it even though that ends its runtime's work" }
-      ]),
-      Command.withDescription(
+      documented(
         "Delete an agent: end its runtime and forget it and its turns. Refused (exit 1, naming its blockers and its provider's " +
-          "veto) when that would end its runtime's work, unless --force; refused while a turn of it has not ended, forced or not"
+          "veto) when that would end its runtime's work, unless --force; refused while a turn of it has not ended, forced or not",
+        [
+          { command: "quiesce agents delete agent-1234", description: "End its runtime and forget it and its turns (refused if that ends work)" },
+          { command: "quiesce agents delete agent-1234 --force", description: "Delete it even though that ends its runtime's work" }
+        ]
       )
     ),
     Command.make(
@@ -138,13 +143,13 @@ export const agents = Command.make("agents").pipe(
         )
       })
     ).pipe(
-      Command.withExamples([
-        { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
-        { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
-      ]),
-      Command.withDescription(
+      documented(
         "Release the agent's runtime now; the next prompt resumes its session. Refused (exit 1, naming its blockers and its " +
-          "provider's veto) when that would end work, unless --force"
+          "provider's veto) when that would end work, unless --force",
+        [
+          { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
+          { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
+        ]
       )
     ),
     Command.make(
@@ -152,9 +157,9 @@ export const agents = Command.make("agents").pipe(
       { agent: Argument.String("agent") },
       ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
     ).pipe(
-      Command.withExamples([{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }]),
-      Command.withDescription(
-        "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on"
+      documented(
+        "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on",
+        [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }]
       )
     )
   ])

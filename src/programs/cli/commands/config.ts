@@ -3,6 +3,7 @@ import { Console, Effect, Option } from "effect"
 import { Argument, Command } from "effect/cli"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { mib, printColumns, printJson } from "../render.ts"
 import { homeDirectory, jsonFlag } from "../root.ts"
@@ -10,8 +11,10 @@ import { UsageError } from "../usageError.ts"
 
 /** `quiesce config` and its subcommands. */
 export const config = Command.make("config").pipe(
-  Command.withExamples([{ command: "quiesce config check", description: "Validate config.json" }]),
-  Command.withDescription("The home's configuration file, config.json"),
+  documented(
+    "The home's configuration file, config.json",
+    [{ command: "quiesce config check", description: "Validate config.json" }]
+  ),
   Command.withSubcommands([
     Command.make(
       "check",
@@ -30,8 +33,10 @@ export const config = Command.make("config").pipe(
         yield* Console.log(`${file}: ok`)
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]),
-      Command.withDescription("Validate the configuration file: its shape, and that every provider's command can be found")
+      documented(
+        "Validate the configuration file: its shape, and that every provider's command can be found",
+        [{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]
+      )
     ),
     Command.make(
       "reload",
@@ -50,9 +55,9 @@ export const config = Command.make("config").pipe(
         }
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]),
-      Command.withDescription(
-        "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart"
+      documented(
+        "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart",
+        [{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]
       )
     )
   ])
@@ -90,12 +95,12 @@ export const warmReserve = Command.make(
     ])
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce warm-reserve", description: "Each provider's warm processes: target, ready, starting, memory" },
-    { command: "quiesce warm-reserve codex 2", description: "Keep two Codex app-servers started and ready; 0 closes them" }
-  ]),
-  Command.withDescription(
-    "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it"
+  documented(
+    "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it",
+    [
+      { command: "quiesce warm-reserve", description: "Each provider's warm processes: target, ready, starting, memory" },
+      { command: "quiesce warm-reserve codex 2", description: "Keep two Codex app-servers started and ready; 0 closes them" }
+    ]
   )
 )
 

@@ -7,6 +7,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { MemberBlocker } from "../../../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../../../domain/close.ts"
 import type { ProbeView } from "../../../domain/runtimeRow.ts"
+import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { memoryBudgetLine, mib, printColumns, printJson, relative, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
@@ -65,11 +66,13 @@ export const runtimes = Command.make(
     if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
-    { command: "quiesce runtimes --json", description: "The same as JSON" }
-  ]),
-  Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)")
+  documented(
+    "Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)",
+    [
+      { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
+      { command: "quiesce runtimes --json", description: "The same as JSON" }
+    ]
+  )
 )
 
 /** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
@@ -125,9 +128,9 @@ export const explain = Command.make(
     }
   })
 ).pipe(
-  Command.withExamples([{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]),
-  Command.withDescription(
-    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
+  documented(
+    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released",
+    [{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]
   )
 )
 
@@ -150,12 +153,16 @@ export const collect = Command.make(
     return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
   })
 ).pipe(
-  Command.withExamples([{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]),
-  Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1")
+  documented(
+    "Release one runtime now if nothing would be lost; otherwise say why and exit 1",
+    [{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]
+  )
 )
 
 /** `quiesce sweep`: runs one sweep now. */
 export const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
-  Command.withExamples([{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]),
-  Command.withDescription("Run one sweep now")
+  documented(
+    "Run one sweep now",
+    [{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]
+  )
 )

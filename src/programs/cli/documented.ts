@@ -1,0 +1,12 @@
+/** How every command documents itself for its `--help`. */
+import { Command } from "effect/cli"
+
+/**
+ * A command's help: what it does (`description`), then examples of its use, each a command line
+ * and what it does. Every command, group or leaf, is documented through this one call.
+ */
+export const documented = (description: string, examples: ReadonlyArray<Command.Command.Example>) =>
+<const Name extends string, Input, E, R, ContextInput>(
+  self: Command.Command<Name, Input, ContextInput, E, R>
+): Command.Command<Name, Input, ContextInput, E, R> =>
+  self.pipe(Command.withExamples(examples), Command.withDescription(description))
