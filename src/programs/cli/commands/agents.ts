@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { stakesLines } from "../../../domain/close.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { printColumns, printJson, relative } from "../render.ts"
+import { printColumns, printedWith, printJson, relative } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
@@ -54,12 +54,8 @@ export const agents = Command.make("agents").pipe(
     Command.make(
       "list",
       { json: jsonFlag("the agents") },
-      Effect.fn(function*({ json }) {
-        const api = yield* client
-        const list = yield* api.agents.list()
-        if (json) return yield* printJson(list)
-        if (list.length === 0) return yield* Console.log("no agents yet: quiesce agents create")
-        yield* printColumns([
+      printedWith(() => Effect.flatMap(client, (api) => api.agents.list()), (list) =>
+        list.length === 0 ? Console.log("no agents yet: quiesce agents create") : printColumns([
           ["AGENT", "PROVIDER", "STATE", "LAST ACTIVE", "LABELS", "CWD"],
           ...list.map((agent) => [
             agent.agentId,
@@ -71,8 +67,7 @@ export const agents = Command.make("agents").pipe(
             Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(",") || "-",
             agent.cwd
           ])
-        ])
-      })
+        ]))
     ).pipe(
       documented(
         "Every agent of the daemon: provider, resident or released, last activity, labels",

@@ -5,7 +5,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { mib, printColumns, printJson } from "../render.ts"
+import { mib, printColumns, printedWith } from "../render.ts"
 import { homeDirectory, jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -41,10 +41,7 @@ export const config = Command.make("config").pipe(
     Command.make(
       "reload",
       { json: jsonFlag("what was applied") },
-      Effect.fn(function*({ json }) {
-        const api = yield* client
-        const reloaded = yield* api.reserve.reload()
-        if (json) return yield* printJson(reloaded)
+      printedWith(() => Effect.flatMap(client, (api) => api.reserve.reload()), Effect.fn(function*(reloaded) {
         yield* Console.log(
           reloaded.applied.length === 0
             ? "no warm reserve to apply"
@@ -53,7 +50,7 @@ export const config = Command.make("config").pipe(
         if (reloaded.needsRestart.length > 0) {
           yield* Console.log(`changed, applied at the next start (quiesce stop, then start the daemon): ${reloaded.needsRestart.join(", ")}`)
         }
-      })
+      }))
     ).pipe(
       documented(
         "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart",
@@ -71,29 +68,29 @@ export const warmReserve = Command.make(
     size: Argument.Int("size").pipe(Argument.optional),
     json: jsonFlag("the reserves")
   },
-  Effect.fn(function*({ json, provider, size }) {
+  printedWith(Effect.fn(function*({ provider, size }) {
     const api = yield* client
     if (Option.isSome(provider) && Option.isNone(size)) {
       return yield* new UsageError({ message: `Give the size too: quiesce warm-reserve ${provider.value} <size> (0 closes them)` })
     }
-    const rows = Option.isSome(provider) && Option.isSome(size)
+    return Option.isSome(provider) && Option.isSome(size)
       ? [yield* api.reserve.resize({ params: { provider: provider.value }, payload: { target: size.value } })]
       : yield* api.reserve.list()
-    if (json) return yield* printJson(rows)
-    if (rows.length === 0) return yield* Console.log("no warm reserve: every provider starts a process per runtime (set providers.<id>.warmReserve)")
-    yield* printColumns([
-      ["PROVIDER", "TARGET", "READY", "STARTING", "PIDS", "RSS", "LAST FAILURE"],
-      ...rows.map((row) => [
-        row.provider,
-        String(row.target),
-        String(row.ready.length),
-        String(row.starting),
-        row.ready.map((process) => process.pid).join(",") || "-",
-        mebibytes(row.ready),
-        row.lastFailure ?? "-"
-      ])
-    ])
-  })
+  }), (rows) =>
+    rows.length === 0
+      ? Console.log("no warm reserve: every provider starts a process per runtime (set providers.<id>.warmReserve)")
+      : printColumns([
+          ["PROVIDER", "TARGET", "READY", "STARTING", "PIDS", "RSS", "LAST FAILURE"],
+          ...rows.map((row) => [
+            row.provider,
+            String(row.target),
+            String(row.ready.length),
+            String(row.starting),
+            row.ready.map((process) => process.pid).join(",") || "-",
+            mebibytes(row.ready),
+            row.lastFailure ?? "-"
+          ])
+        ]))
 ).pipe(
   documented(
     "Each provider's warm reserve (started processes without a session, taken by the next create or resume); with a provider and a size, sets it",

@@ -19,7 +19,7 @@ import {
 } from "../../../layers/host/logFile.ts"
 import type { DaemonOutcome } from "../../runDaemon.ts"
 import { documented } from "../documented.ts"
-import { client, daemonConnection, hubClient, hubConnection, runningDaemon } from "../connection.ts"
+import { client, daemonConnection, daemonLoginLink, hubConnection, hubLoginLink, runningDaemon } from "../connection.ts"
 import { blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
 import { homeDirectory, jsonFlag, viaHub, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
@@ -233,15 +233,9 @@ export const open = Command.make(
   {},
   Effect.fn(function*() {
     const name = yield* viaHub
-    if (Option.isSome(name)) {
-      // The hub's login, going on to that home's page, which the hub serves.
-      const { baseUrl } = yield* hubConnection
-      const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
-      return yield* printLoginLink(baseUrl, link, `/homes/${encodeURIComponent(name.value)}/`)
-    }
-    const { baseUrl } = yield* daemonConnection
-    const link = yield* Effect.flatMap(client, (api) => api.session.link())
-    yield* printLoginLink(baseUrl, link, undefined)
+    // Through the hub: the hub's login, going on to that home's page, which the hub serves.
+    if (Option.isSome(name)) return yield* printLoginLink(hubConnection, hubLoginLink, `/homes/${encodeURIComponent(name.value)}/`)
+    yield* printLoginLink(daemonConnection, daemonLoginLink, undefined)
   })
 ).pipe(
   documented(

@@ -13,8 +13,8 @@ import {
   setArchived
 } from "../../../layers/hub/hubFiles.ts"
 import { documented } from "../documented.ts"
-import { hubClient, hubConnection } from "../connection.ts"
-import { blockerList, mib, printColumns, printJson, printLoginLink, relative } from "../render.ts"
+import { hubClient, hubConnection, hubLoginLink } from "../connection.ts"
+import { blockerList, mib, printColumns, printedWith, printJson, printLoginLink, relative } from "../render.ts"
 import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
@@ -117,11 +117,7 @@ export const hubCommand = Command.make(
     Command.make(
       "open",
       {},
-      Effect.fn(function*() {
-        const { baseUrl } = yield* hubConnection
-        const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
-        yield* printLoginLink(baseUrl, link, undefined)
-      })
+      () => printLoginLink(hubConnection, hubLoginLink, undefined)
     ).pipe(
       documented(
         "Print a one-time link that signs a browser in to the hub's page (the resident inventory)",
@@ -153,10 +149,7 @@ const identityOf = (row: DaemonRow) =>
 export const daemons = Command.make(
   "daemons",
   { json: jsonFlag("the inventory") },
-  Effect.fn(function*({ json }) {
-    const api = yield* hubClient
-    const inventory = yield* api.daemons.list()
-    if (json) return yield* printJson(inventory)
+  printedWith(() => Effect.flatMap(hubClient, (api) => api.daemons.list()), Effect.fn(function*(inventory) {
     yield* Console.log(
       `hub default idle timeout ${inventory.hubDefaultIdleTimeout.value} (${inventory.hubDefaultIdleTimeout.source}); protocol ${inventory.protocolVersion}`
     )
@@ -184,7 +177,7 @@ export const daemons = Command.make(
         }.`
       yield* Console.log(`${row.name}: ${row.note}${attempt}`)
     }
-  })
+  }))
 ).pipe(
   documented(
     "The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident",

@@ -9,7 +9,7 @@ import { refusalOf, stakesLines } from "../../../domain/close.ts"
 import type { ProbeView } from "../../../domain/runtimeRow.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { memoryBudgetLine, mib, printColumns, printJson, relative, releaseIn } from "../render.ts"
+import { memoryBudgetLine, mib, printColumns, printedWith, printJson, relative, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -96,13 +96,11 @@ const whyResident = (row: {
 export const explain = Command.make(
   "explain",
   { agent: Argument.String("agent"), json: jsonFlag("the explanation") },
-  Effect.fn(function*({ agent, json }) {
-    const api = yield* client
-    const row = yield* api.runtimes.explain({ params: { id: agent } }).pipe(
+  printedWith(({ agent }) =>
+    Effect.flatMap(client, (api) => api.runtimes.explain({ params: { id: agent } })).pipe(
       Effect.catchTag("RuntimeNotFound", () =>
         new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
-    )
-    if (json) return yield* printJson(row)
+    ), Effect.fn(function*(row) {
     const lines = [
       `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
       `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
@@ -123,10 +121,11 @@ export const explain = Command.make(
     ]
     for (const line of lines) yield* Console.log(line)
     if (row.evictionRank !== undefined) {
+      const api = yield* client
       const memory = yield* api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
       yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
     }
-  })
+  }))
 ).pipe(
   documented(
     "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released",

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { printColumns, printJson, relative } from "../render.ts"
+import { printColumns, printedWith, printJson, relative } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
@@ -102,16 +102,14 @@ export const turns = Command.make("turns").pipe(
         limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
         json: jsonFlag("the turns")
       },
-      Effect.fn(function*({ agent, json, limit }) {
-        const api = yield* client
-        const rows = yield* api.agents.turns({ params: { id: agent }, query: { limit } })
-        if (json) return yield* printJson(rows)
-        if (rows.length === 0) return yield* Console.log(`no turn yet: ${agent} has not been prompted`)
-        yield* printColumns([
-          ["TURN", "STATE", "ACCEPTED", "PROMPT"],
-          ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
-        ])
-      })
+      printedWith(
+        ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
+        (rows, { agent }) =>
+          rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
+            ["TURN", "STATE", "ACCEPTED", "PROMPT"],
+            ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
+          ])
+      )
     ).pipe(
       documented(
         "An agent's recent turns, newest first",
