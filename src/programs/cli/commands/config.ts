@@ -3,62 +3,58 @@ import { Console, Effect, Option } from "effect"
 import { Argument, Command } from "effect/cli"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { documented } from "../documented.ts"
+import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { mib, printColumns, printedWith } from "../render.ts"
 import { homeDirectory, jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
 /** `quiesce config` and its subcommands. */
-export const config = Command.make("config").pipe(
-  documented(
-    "The home's configuration file, config.json",
-    [{ command: "quiesce config check", description: "Validate config.json" }]
-  ),
-  Command.withSubcommands([
-    Command.make(
-      "check",
-      {},
-      Effect.fn(function*() {
-        const root = path.resolve(yield* homeDirectory)
-        const file = path.join(root, "config.json")
-        const { loadConfig, missingProviderCommands } = yield* Effect.promise(() => import("../../../layers/host/loadConfig.ts"))
-        const checked = yield* loadConfig(file)
-        if (!fs.existsSync(root)) {
-          yield* Console.log(`${root} does not exist yet: a daemon creates it on its first start (quiesce --home ${root} daemon)`)
-        }
-        // A provider whose command cannot be found fails every agent that names it.
-        const missing = missingProviderCommands(checked)
-        if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
-        yield* Console.log(`${file}: ok`)
-      })
-    ).pipe(
-      documented(
-        "Validate the configuration file: its shape, and that every provider's command can be found",
-        [{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]
-      )
-    ),
-    Command.make(
-      "reload",
-      { json: jsonFlag("what was applied") },
-      printedWith(() => Effect.flatMap(client, (api) => api.reserve.reload()), Effect.fn(function*(reloaded) {
-        yield* Console.log(
-          reloaded.applied.length === 0
-            ? "no warm reserve to apply"
-            : `warm reserves: ${reloaded.applied.map(({ provider, warmReserve }) => `${provider} ${warmReserve}`).join(", ")}`
-        )
-        if (reloaded.needsRestart.length > 0) {
-          yield* Console.log(`changed, applied at the next start (quiesce stop, then start the daemon): ${reloaded.needsRestart.join(", ")}`)
-        }
-      }))
-    ).pipe(
-      documented(
-        "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart",
-        [{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]
-      )
+export const config = commandGroup("config", "The home's configuration file, config.json", [
+  { command: "quiesce config check", description: "Validate config.json" }
+], [
+  Command.make(
+    "check",
+    {},
+    Effect.fn(function*() {
+      const root = path.resolve(yield* homeDirectory)
+      const file = path.join(root, "config.json")
+      const { loadConfig, missingProviderCommands } = yield* Effect.promise(() => import("../../../layers/host/loadConfig.ts"))
+      const checked = yield* loadConfig(file)
+      if (!fs.existsSync(root)) {
+        yield* Console.log(`${root} does not exist yet: a daemon creates it on its first start (quiesce --home ${root} daemon)`)
+      }
+      // A provider whose command cannot be found fails every agent that names it.
+      const missing = missingProviderCommands(checked)
+      if (missing.length > 0) return yield* new UsageError({ message: `${file}: ${missing.join("; ")}` })
+      yield* Console.log(`${file}: ok`)
+    })
+  ).pipe(
+    documented(
+      "Validate the configuration file: its shape, and that every provider's command can be found",
+      [{ command: "quiesce --home ~/work config check", description: "Validate that home's config.json" }]
     )
-  ])
-)
+  ),
+  Command.make(
+    "reload",
+    { json: jsonFlag("what was applied") },
+    printedWith(() => Effect.flatMap(client, (api) => api.reserve.reload()), Effect.fn(function*(reloaded) {
+      yield* Console.log(
+        reloaded.applied.length === 0
+          ? "no warm reserve to apply"
+          : `warm reserves: ${reloaded.applied.map(({ provider, warmReserve }) => `${provider} ${warmReserve}`).join(", ")}`
+      )
+      if (reloaded.needsRestart.length > 0) {
+        yield* Console.log(`changed, applied at the next start (quiesce stop, then start the daemon): ${reloaded.needsRestart.join(", ")}`)
+      }
+    }))
+  ).pipe(
+    documented(
+      "Reread config.json in the running daemon: warm reserves are applied at once; any other change is named, for a restart",
+      [{ command: "quiesce config reload", description: "Apply config.json's warm reserves to the running daemon; name what needs a restart" }]
+    )
+  )
+])
 
 /** `quiesce warm-reserve`: each provider's warm reserve, or sets one. */
 export const warmReserve = Command.make(

@@ -19,6 +19,27 @@ import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
 
+/** `hub archive` and `hub unarchive`: a home keeps its data and refuses new work, or accepts work again. */
+const archiveCommand = (archived: boolean) =>
+  Command.make(
+    archived ? "archive" : "unarchive",
+    { name: Argument.String("name") },
+    Effect.fn(function*({ name }) {
+      yield* setArchived(yield* hubHomeDirectory, name, archived)
+      yield* Console.log(archived ? `${name}: archived (its data is kept; new work is refused)` : `${name}: accepts work again`)
+    })
+  ).pipe(
+    archived
+      ? documented(
+        "Archive a home: its data is kept and readable, new work is refused",
+        [{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]
+      )
+      : documented(
+        "Accept work for an archived home again",
+        [{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]
+      )
+  )
+
 /** `quiesce hub`: runs the hub; its subcommands manage its homes. */
 export const hubCommand = Command.make(
   "hub",
@@ -88,32 +109,8 @@ export const hubCommand = Command.make(
         [{ command: "quiesce hub list --json", description: "The homes in hub.json" }]
       )
     ),
-    Command.make(
-      "archive",
-      { name: Argument.String("name") },
-      Effect.fn(function*({ name }) {
-        yield* setArchived(yield* hubHomeDirectory, name, true)
-        yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
-      })
-    ).pipe(
-      documented(
-        "Archive a home: its data is kept and readable, new work is refused",
-        [{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]
-      )
-    ),
-    Command.make(
-      "unarchive",
-      { name: Argument.String("name") },
-      Effect.fn(function*({ name }) {
-        yield* setArchived(yield* hubHomeDirectory, name, false)
-        yield* Console.log(`${name}: accepts work again`)
-      })
-    ).pipe(
-      documented(
-        "Accept work for an archived home again",
-        [{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]
-      )
-    ),
+    archiveCommand(true),
+    archiveCommand(false),
     Command.make(
       "open",
       {},

@@ -3,7 +3,7 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
-import { documented } from "../documented.ts"
+import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { printColumns, printedWith, printJson, relative } from "../render.ts"
 import { jsonFlag } from "../root.ts"
@@ -77,47 +77,43 @@ export const prompt = Command.make(
 )
 
 /** `quiesce turns`: one turn, or an agent's recent turns. */
-export const turns = Command.make("turns").pipe(
-  documented(
-    "Read the turns prompts started",
-    [{ command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }]
-  ),
-  Command.withSubcommands([
-    Command.make(
-      "show",
-      { agent: Argument.String("agent"), turn: Argument.String("turn") },
-      ({ agent, turn }) =>
-        Effect.flatMap(client, (api) =>
-          Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
-    ).pipe(
-      documented(
-        "One turn: its state, reply or error, and times",
-        [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]
-      )
-    ),
-    Command.make(
-      "list",
-      {
-        agent: Argument.String("agent"),
-        limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
-        json: jsonFlag("the turns")
-      },
-      printedWith(
-        ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
-        (rows, { agent }) =>
-          rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
-            ["TURN", "STATE", "ACCEPTED", "PROMPT"],
-            ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
-          ])
-      )
-    ).pipe(
-      documented(
-        "An agent's recent turns, newest first",
-        [{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]
-      )
+export const turns = commandGroup("turns", "Read the turns prompts started", [
+  { command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }
+], [
+  Command.make(
+    "show",
+    { agent: Argument.String("agent"), turn: Argument.String("turn") },
+    ({ agent, turn }) =>
+      Effect.flatMap(client, (api) =>
+        Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+  ).pipe(
+    documented(
+      "One turn: its state, reply or error, and times",
+      [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]
     )
-  ])
-)
+  ),
+  Command.make(
+    "list",
+    {
+      agent: Argument.String("agent"),
+      limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
+      json: jsonFlag("the turns")
+    },
+    printedWith(
+      ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
+      (rows, { agent }) =>
+        rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
+          ["TURN", "STATE", "ACCEPTED", "PROMPT"],
+          ...rows.map((row) => [row.turnId, row.state, relative(row.acceptedAt), promptLine(row.text)])
+        ])
+    )
+  ).pipe(
+    documented(
+      "An agent's recent turns, newest first",
+      [{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]
+    )
+  )
+])
 
 /** A prompt in one short line, for a table. */
 const promptLine = (text: string) => {
