@@ -2,7 +2,7 @@
 import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
-import { stakesLines } from "../../../domain/close.ts"
+import { type CloseStakes, stakesLines } from "../../../domain/close.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { printColumns, printedWith, printJson, relative } from "../render.ts"
@@ -10,6 +10,22 @@ import { jsonFlag } from "../root.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
 class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { message: Schema.String }) {}
+
+/** The --force flag of `agents delete` and `agents close`: end the work they are otherwise refused for. */
+const forceFlag = (description: string) => Flag.Boolean("force").pipe(Flag.withDescription(description), Flag.withDefault(false))
+
+/** A delete or a close refused, told to the user: the work `holder` has that it would end, and how to force it. */
+const refusedFor = (agent: string, command: "delete" | "close", holder: string) => (refused: CloseStakes) =>
+  new CloseRefused({
+    message: `${agent} was not ${command}d: ${holder} has work a ${command} would end: ${stakesLines(agent, refused).join("; ")}. ` +
+      `To end it: quiesce agents ${command} ${agent} --force`
+  })
+
+/** What a delete or a close did: `done` when it ended no work, else by force, naming the work it ended, then `after`. */
+const reportEnded = (agent: string, past: "deleted" | "closed", ended: CloseStakes, done: string, after: string) => {
+  const lines = stakesLines(agent, ended)
+  return Console.log(lines.length === 0 ? `${past} ${agent}: ${done}` : `${past} ${agent} by force, ending: ${lines.join("; ")}; ${after}`)
+}
 
 /** `quiesce agents` and its subcommands. */
 export const agents = commandGroup("agents", "Create and inspect agents", [
@@ -78,26 +94,14 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
     "delete",
     {
       agent: Argument.String("agent"),
-      force: Flag.Boolean("force").pipe(
-        Flag.withDescription("Delete it even though that ends its runtime's work (blockers, work its provider's veto names)"),
-        Flag.withDefault(false)
-      )
+      force: forceFlag("Delete it even though that ends its runtime's work (blockers, work its provider's veto names)")
     },
     Effect.fn(function*({ agent, force }) {
       const api = yield* client
       const deleted = yield* api.agents.delete({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
-        Effect.catchTag("AgentDeleteRefused", (refused) =>
-          new CloseRefused({
-            message: `${agent} was not deleted: its runtime has work a delete would end: ${stakesLines(agent, refused).join("; ")}. ` +
-              `To end it: quiesce agents delete ${agent} --force`
-          }))
+        Effect.catchTag("AgentDeleteRefused", refusedFor(agent, "delete", "its runtime"))
       )
-      const ended = stakesLines(agent, deleted.ended)
-      yield* Console.log(
-        ended.length === 0
-          ? `deleted ${agent}: its runtime ended, its record and turns are gone`
-          : `deleted ${agent} by force, ending: ${ended.join("; ")}; its record and turns are gone`
-      )
+      yield* reportEnded(agent, "deleted", deleted.ended, "its runtime ended, its record and turns are gone", "its record and turns are gone")
     })
   ).pipe(
     documented(
@@ -113,26 +117,14 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
     "close",
     {
       agent: Argument.String("agent"),
-      force: Flag.Boolean("force").pipe(
-        Flag.withDescription("Close it even though that ends its work (blockers, work its provider's veto names)"),
-        Flag.withDefault(false)
-      )
+      force: forceFlag("Close it even though that ends its work (blockers, work its provider's veto names)")
     },
     Effect.fn(function*({ agent, force }) {
       const api = yield* client
       const closed = yield* api.agents.close({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
-        Effect.catchTag("RuntimeCloseRefused", (refused) =>
-          new CloseRefused({
-            message: `${agent} was not closed: it has work a close would end: ${stakesLines(agent, refused).join("; ")}. ` +
-              `To end it: quiesce agents close ${agent} --force`
-          }))
+        Effect.catchTag("RuntimeCloseRefused", refusedFor(agent, "close", "it"))
       )
-      const ended = stakesLines(agent, closed.ended)
-      yield* Console.log(
-        ended.length === 0
-          ? `closed ${agent}: its runtime is released; the next prompt resumes its session`
-          : `closed ${agent} by force, ending: ${ended.join("; ")}; the next prompt resumes its session`
-      )
+      yield* reportEnded(agent, "closed", closed.ended, "its runtime is released; the next prompt resumes its session", "the next prompt resumes its session")
     })
   ).pipe(
     documented(
