@@ -14,7 +14,7 @@ import {
 } from "../../../layers/hub/hubFiles.ts"
 import { documented } from "../documented.ts"
 import { hubClient, hubConnection, hubLoginLink } from "../connection.ts"
-import { blockerList, mib, printColumns, printedWith, printJson, printLoginLink, relative } from "../render.ts"
+import { blockerList, mib, printColumns, printedWith, printLoginLink, relative } from "../render.ts"
 import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
@@ -93,16 +93,15 @@ export const hubCommand = Command.make(
     Command.make(
       "list",
       { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
-      Effect.fn(function*({ json }) {
-        const hubHome = yield* hubHomeDirectory
-        const config = yield* readHubConfig(hubHome)
-        const timeout = hubDefault(config)
-        if (json) return yield* printJson({ daemonIdleTimeout: timeout, homes: config.homes })
-        yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(hubHome)}`)
-        for (const entry of config.homes) {
-          yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
-        }
-      })
+      printedWith(
+        () => Effect.map(Effect.flatMap(hubHomeDirectory, readHubConfig), (config) => ({ daemonIdleTimeout: hubDefault(config), homes: config.homes })),
+        Effect.fn(function*({ daemonIdleTimeout: timeout, homes }) {
+          yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(yield* hubHomeDirectory)}`)
+          for (const entry of homes) {
+            yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
+          }
+        })
+      )
     ).pipe(
       documented(
         "The homes in hub.json",
