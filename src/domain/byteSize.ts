@@ -1,4 +1,5 @@
-import { Effect, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import { Effect, Schema, SchemaTransformation } from "effect"
+import { invalidText, patternString } from "./patternString.ts"
 
 const unitBytes: Record<string, number> = {
   "": 1,
@@ -47,22 +48,14 @@ export const formatByteSize = (bytes: number): string => {
 export const byteSizePattern = "^\\s*\\d+(\\.\\d+)?\\s*(([kKmMgGtT][iI]?)?[bB])?\\s*$"
 
 /** A byte size string ("6GiB", "512MiB") decoded to a number of bytes; malformed ones fail with a readable message. */
-export const ByteSize = Schema.String.check(
-  Schema.makeFilter(() => true, { toJsonSchema: () => ({ pattern: byteSizePattern }) })
-).pipe(
+export const ByteSize = patternString(byteSizePattern).pipe(
   Schema.decodeTo(
     Schema.Number,
     SchemaTransformation.transformEffect<number, string>({
       decode: (text, options) => {
         const bytes = parseByteSize(text)
         return bytes === undefined
-          ? Effect.fail(
-            new SchemaIssue.InvalidValue(
-              { message: `invalid size "${text}": expected a size such as "4GiB", "512MiB" or "1.5GB"` },
-              text,
-              options
-            )
-          )
+          ? invalidText(`invalid size "${text}": expected a size such as "4GiB", "512MiB" or "1.5GB"`, text, options)
           : Effect.succeed(bytes)
       },
       encode: (bytes) => Effect.succeed(`${bytes}B`)

@@ -60,21 +60,25 @@ export const stakesLines = (agentId: string, stakes: CloseStakes): ReadonlyArray
   ])
 ]
 
+/** The fields of a refused close or delete: the agent, the message, and the stakes it would end. */
+const refusalFields = {
+  agentId: Schema.String,
+  message: Schema.String,
+  ...CloseStakes.fields
+}
+
+/** The message of a refused close or delete: the work it would end, and that nothing was done. */
+const refusalMessage = (verb: "close" | "delete", agentId: string, stakes: CloseStakes) =>
+  `${verb === "close" ? "Closing" : "Deleting"} ${agentId} would end work: ${stakesLines(agentId, stakes).join("; ")}. ` +
+  `Nothing was ${verb}d; ${verb} with force to end it`
+
 /**
  * A close refused because the runtime has blockers or its provider did not permit the stop: the
  * close would end that work. Nothing was closed; close with `force` to end it.
  */
-export class RuntimeCloseRefused extends Schema.TaggedError<RuntimeCloseRefused>()("RuntimeCloseRefused", {
-  agentId: Schema.String,
-  message: Schema.String,
-  ...CloseStakes.fields
-}) {
+export class RuntimeCloseRefused extends Schema.TaggedError<RuntimeCloseRefused>()("RuntimeCloseRefused", refusalFields) {
   static readonly of = (agentId: string, stakes: CloseStakes) =>
-    new RuntimeCloseRefused({
-      agentId,
-      message: `Closing ${agentId} would end work: ${stakesLines(agentId, stakes).join("; ")}. Nothing was closed; close with force to end it`,
-      ...stakes
-    })
+    new RuntimeCloseRefused({ agentId, message: refusalMessage("close", agentId, stakes), ...stakes })
 }
 
 /**
@@ -82,17 +86,9 @@ export class RuntimeCloseRefused extends Schema.TaggedError<RuntimeCloseRefused>
  * stop: deleting the agent would end that work (and its conversation, for good). Nothing was
  * deleted; delete with `force` to end it. The sibling of `RuntimeCloseRefused`, the same fields.
  */
-export class AgentDeleteRefused extends Schema.TaggedError<AgentDeleteRefused>()("AgentDeleteRefused", {
-  agentId: Schema.String,
-  message: Schema.String,
-  ...CloseStakes.fields
-}) {
+export class AgentDeleteRefused extends Schema.TaggedError<AgentDeleteRefused>()("AgentDeleteRefused", refusalFields) {
   static readonly of = (agentId: string, stakes: CloseStakes) =>
-    new AgentDeleteRefused({
-      agentId,
-      message: `Deleting ${agentId} would end work: ${stakesLines(agentId, stakes).join("; ")}. Nothing was deleted; delete with force to end it`,
-      ...stakes
-    })
+    new AgentDeleteRefused({ agentId, message: refusalMessage("delete", agentId, stakes), ...stakes })
 }
 
 /** A close done: the agent, and what it ended (empty when the runtime had nothing to lose, or none was live). */

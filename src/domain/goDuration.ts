@@ -1,4 +1,5 @@
-import { Duration, Effect, Schema, SchemaIssue, SchemaTransformation } from "effect"
+import { Duration, Effect, Schema, SchemaTransformation } from "effect"
+import { invalidText, patternString } from "./patternString.ts"
 
 const unitNanos: Record<string, number> = {
   ns: 1,
@@ -59,28 +60,17 @@ export const goDurationPattern = "^\\+?(0|((\\d+(\\.\\d*)?|\\.\\d+)(ns|us|µs|μ
  * A non-negative Go-style duration string decoded to a `Duration` ("0s" is zero, which callers
  * treat as "disabled"). Negative and malformed values fail with a readable message.
  */
-export const GoDuration = Schema.String.check(
-  // Documents the shape only: every string passes here, so decoding reports its own message.
-  Schema.makeFilter(() => true, { toJsonSchema: () => ({ pattern: goDurationPattern }) })
-).pipe(
+export const GoDuration = patternString(goDurationPattern).pipe(
   Schema.decodeTo(
     Schema.Duration,
     SchemaTransformation.transformEffect<Duration.Duration, string>({
       decode: (text, options) => {
         const nanos = parseGoDurationNanos(text)
         if (nanos === undefined) {
-          return Effect.fail(
-            new SchemaIssue.InvalidValue(
-              { message: `invalid duration "${text}": expected a Go-style duration such as "1h", "30m", "10s" or "0s"` },
-              text,
-              options
-            )
-          )
+          return invalidText(`invalid duration "${text}": expected a Go-style duration such as "1h", "30m", "10s" or "0s"`, text, options)
         }
         if (nanos < 0) {
-          return Effect.fail(
-            new SchemaIssue.InvalidValue({ message: `invalid duration "${text}": must not be negative` }, text, options)
-          )
+          return invalidText(`invalid duration "${text}": must not be negative`, text, options)
         }
         return Effect.succeed(Duration.nanos(BigInt(Math.round(nanos))))
       },

@@ -19,7 +19,7 @@ import { prepare } from "../hub/requests.ts"
 import { authorizationLayer, bearerAccepts, checkCredentials } from "./authorization.ts"
 import * as PageSessionsLive from "./pageSessions.ts"
 import type { SessionCheck } from "./pageSessions.ts"
-import { endSession, loginLink, pageRoutes, servedPages, startSession } from "./pages.ts"
+import { pageRoutes, servedPages, sessionHandlers } from "./pages.ts"
 import { problemResponse } from "./problem.ts"
 import {
   apiRoutes,
@@ -43,17 +43,7 @@ const handlers = HttpApiBuilder.group(
   })
 )
 
-const session = HttpApiBuilder.group(
-  HubApi,
-  "session",
-  Effect.fn(function*(handlers) {
-    const sessions = yield* PageSessions
-    return handlers
-      .handle("link", () => loginLink(sessions))
-      .handle("start", ({ payload }) => startSession(sessions, payload.code))
-      .handle("end", () => endSession(sessions))
-  })
-)
+const session = HttpApiBuilder.group(HubApi, "session", (handlers) => Effect.map(sessionHandlers, (each) => handlers.handleAll(each)))
 
 const health = HttpApiBuilder.group(HubApi, "system", (handlers) => handlers.handle("health", () => Effect.succeed({ status: "ok" as const })))
 

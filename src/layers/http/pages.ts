@@ -131,3 +131,17 @@ export const endSession = Effect.fn("endSession")(function*(sessions: PageSessio
   yield* sessions.end(request.cookies[sessionCookieName(request.headers["host"])] ?? "")
   yield* setSessionCookie(request, "", 0)
 })
+
+/**
+ * The session group's handlers (link, start, end) over the page sessions, the same on a daemon
+ * and on a hub. Each API still builds its own group from them (`handleAll`): the group's type
+ * carries that API's middleware.
+ */
+export const sessionHandlers = Effect.gen(function*() {
+  const sessions = yield* PageSessions
+  return {
+    link: () => loginLink(sessions),
+    start: ({ payload }: { readonly payload: { readonly code: string } }) => startSession(sessions, payload.code),
+    end: () => endSession(sessions)
+  }
+})

@@ -56,6 +56,13 @@ const identityFields = (identity: DaemonIdentity) => ({
   idleTimeout: identity.idleTimeout
 })
 
+/** The row of a home whose daemon process is known: its identity and memory, the rest still to fill. */
+const identifiedRow = (home: ManagedHome, identity: DaemonIdentity, memoryBytes: number | null) => ({
+  ...emptyRow(home),
+  ...identityFields(identity),
+  memoryBytes
+})
+
 const archivedNote = (home: ManagedHome) =>
   home.archived === true ? ` Archived: new work is refused (quiesce hub unarchive ${home.name}).` : ""
 
@@ -73,8 +80,7 @@ export const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, me
         ? "Serving; it has no idle timer, so it stays until stopped."
         : "Serving; it retires itself once idle for its timeout, and the next mutation brings it back."
       return {
-        ...emptyRow(home),
-        ...identityFields(found.daemon.identity),
+        ...identifiedRow(home, found.daemon.identity, memoryBytes),
         state: "running",
         idleTimeout: status.idleTimeout,
         phase: status.phase,
@@ -82,26 +88,21 @@ export const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, me
         blockers: blockerCategories(status.blockers),
         lastAttempt: status.lastAttempt,
         failure: status.failure,
-        memoryBytes,
         canRetire: home.archived !== true,
         note: note + archivedNote(home)
       }
     }
     case "unavailable":
       return {
-        ...emptyRow(home),
-        ...identityFields(found.identity),
+        ...identifiedRow(home, found.identity, memoryBytes),
         state: "unavailable",
-        memoryBytes,
         note: `Alive but unavailable: ${found.reason}. Its exit is not confirmed, so nothing is started beside it; ` +
           `mutations wait for it, then resume the home.` + archivedNote(home)
       }
     case "incompatible":
       return {
-        ...emptyRow(home),
-        ...identityFields(found.identity),
+        ...identifiedRow(home, found.identity, memoryBytes),
         state: "incompatible",
-        memoryBytes,
         note: `It speaks daemon protocol ${found.identity.protocolVersion}, this hub ${daemonProtocolVersion}: its state is ` +
           `unknown, so the hub never routes to it, retires it or stops it on its own. Stop it explicitly ` +
           `(quiesce daemons stop ${home.name} --confirm ${home.name}:${found.identity.pid}), then resume it.` + archivedNote(home)

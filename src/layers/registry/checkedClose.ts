@@ -43,12 +43,13 @@ interface Ending<E, Refused> {
   readonly done: string
 }
 
-/** The one check of what ending a runtime loses, shared by the close and the delete. */
+/** The one check of what ending a runtime loses, shared by the close and the delete; `span` names its span. */
 const checked = <E, Refused>(
+  span: string,
   collector: RuntimeCollector["Service"],
   ending: Ending<E, Refused>
 ) =>
-  Effect.fnUntraced(function*(agentId: string, options: CloseOptions): Effect.fn.Return<ClosedRuntime, E | Refused | AgentNotFound> {
+  Effect.fn(span)(function*(agentId: string, options: CloseOptions): Effect.fn.Return<ClosedRuntime, E | Refused | AgentNotFound> {
     // No live runtime (released, never started, unknown): nothing to lose; the registry says which.
     const explained = yield* collector.explain(agentId, { probe: true }).pipe(
       Effect.map(closeStakes),
@@ -80,19 +81,15 @@ export const makeCheckedEndings: Effect.Effect<
 > = Effect.gen(function*() {
   const registry: AgentEndings = yield* AgentRegistry
   const collector = yield* RuntimeCollector
-  const close: CheckedClose = Effect.fn("AgentRegistry.checkedClose")(function*(agentId: string, options: CloseOptions) {
-    return yield* checked(collector, {
-      end: (id, unlessBlocked) => registry.close(id, { unlessBlocked }),
-      refused: RuntimeCloseRefused.of,
-      done: "Closed"
-    })(agentId, options)
+  const close: CheckedClose = checked("AgentRegistry.checkedClose", collector, {
+    end: (id, unlessBlocked) => registry.close(id, { unlessBlocked }),
+    refused: RuntimeCloseRefused.of,
+    done: "Closed"
   })
-  const remove: CheckedDelete = Effect.fn("AgentRegistry.checkedDelete")(function*(agentId: string, options: CloseOptions) {
-    return yield* checked(collector, {
-      end: (id, unlessBlocked) => registry.delete(id, { unlessBlocked }),
-      refused: AgentDeleteRefused.of,
-      done: "Deleted"
-    })(agentId, options)
+  const remove: CheckedDelete = checked("AgentRegistry.checkedDelete", collector, {
+    end: (id, unlessBlocked) => registry.delete(id, { unlessBlocked }),
+    refused: AgentDeleteRefused.of,
+    done: "Deleted"
   })
   return { close, delete: remove }
 })

@@ -152,6 +152,14 @@ const failure = (operation: string, agentId: string | undefined) => (error: SqlE
     message: `Turn journal ${operation}${agentId === undefined ? "" : ` for ${agentId}`} failed: ${failureText(error)}`
   })
 
+/** An update or a claim of a turn the journal no longer has (pruned, or never there). */
+const notInJournal = (operation: "update" | "claim", record: TurnRecord) =>
+  new AgentStoreError({
+    operation: `journal.${operation}`,
+    agentId: record.agentId,
+    message: `Turn ${record.turnId} is not in the journal (pruned?)`
+  })
+
 const decodeStored = (operation: string, row: unknown): Result.Result<TurnRecord, AgentStoreError> =>
   Result.mapError(decodeRow(row), (error) => {
     const turnId = Predicate.hasProperty(row, "turn_id") && typeof row.turn_id === "string" ? row.turn_id : "<unknown id>"
@@ -241,11 +249,7 @@ export const make: Effect.Effect<
       Effect.flatMap((result) =>
         changedRows(result) === 1
           ? Effect.void
-          : Effect.fail(new AgentStoreError({
-            operation: "journal.update",
-            agentId: record.agentId,
-            message: `Turn ${record.turnId} is not in the journal (pruned?)`
-          }))
+          : Effect.fail(notInJournal("update", record))
       ),
       group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("update", record.agentId)(error))
@@ -267,11 +271,7 @@ export const make: Effect.Effect<
           : Effect.flatMap(sql`SELECT 1 FROM turns WHERE turn_id = ${row.turn_id}`, (rows) =>
             rows.length === 1
               ? Effect.succeed(false)
-              : Effect.fail(new AgentStoreError({
-                operation: "journal.claim",
-                agentId: record.agentId,
-                message: `Turn ${record.turnId} is not in the journal (pruned?)`
-              })))
+              : Effect.fail(notInJournal("claim", record)))
       ),
       group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("claim", record.agentId)(error))

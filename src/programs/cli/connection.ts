@@ -99,3 +99,9 @@ export const client = Effect.gen(function*() {
     transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token))
   })
 })
+
+/** A one-time login link to the hub's page, asked of the hub. */
+export const hubLoginLink = Effect.flatMap(hubClient, (api) => api.session.link())
+
+/** A one-time login link to the daemon's page, asked of the daemon (with `--hub`, through the hub). */
+export const daemonLoginLink = Effect.flatMap(client, (api) => api.session.link())

@@ -9,19 +9,37 @@ import type { MemoryView } from "../../api/memory.ts"
 import { describeConfig, type QuiesceConfig } from "../../domain/config.ts"
 
 /**
- * Prints a one-time login link for a page: the URL alone on stdout (to hand to a browser), what it
- * is on stderr. `next` is the page the login goes on to.
+ * Prints a one-time login link for a page of the server (the daemon or the hub) at `connection`'s
+ * base URL, asked of it by `link`: the URL alone on stdout (to hand to a browser), what it is on
+ * stderr. `next` is the page the login goes on to.
  */
-export const printLoginLink = (baseUrl: string, link: LoginLink, next: string | undefined) =>
+export const printLoginLink = <E1, R1, E2, R2>(
+  connection: Effect.Effect<{ readonly baseUrl: string }, E1, R1>,
+  link: Effect.Effect<LoginLink, E2, R2>,
+  next: string | undefined
+) =>
   Effect.gen(function*() {
-    const url = new URL(link.path, baseUrl)
+    const { baseUrl } = yield* connection
+    const { expiresAt, path } = yield* link
+    const url = new URL(path, baseUrl)
     if (next !== undefined) url.searchParams.set("next", next)
-    yield* Console.error(`Open this link in a browser on this machine; it signs in once, until ${new Date(link.expiresAt).toLocaleTimeString()}:`)
+    yield* Console.error(`Open this link in a browser on this machine; it signs in once, until ${new Date(expiresAt).toLocaleTimeString()}:`)
     yield* Console.log(url.href)
   })
 
 /** A value as indented JSON. */
 export const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
+
+/**
+ * The handler of a command with a `--json` flag (see `jsonFlag`): it fetches a value, then prints it
+ * as JSON with `--json`, else for people with `show`.
+ */
+export const printedWith = <Input extends { readonly json: boolean }, A, E, R, E2, R2>(
+  fetch: (input: Input) => Effect.Effect<A, E, R>,
+  show: (value: A, input: Input) => Effect.Effect<void, E2, R2>
+) =>
+(input: Input): Effect.Effect<void, E | E2, R | R2> =>
+  Effect.flatMap(fetch(input), (value) => input.json ? printJson(value) : show(value, input))
 
 /** Rows of cells (the first a header) in aligned columns. */
 export const printColumns = (table: ReadonlyArray<ReadonlyArray<string>>) => {

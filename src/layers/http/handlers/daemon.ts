@@ -6,8 +6,7 @@ import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { attemptView, daemonStatusView } from "../../../api/views.ts"
 import { packageVersion } from "../../../domain/version.ts"
 import { DaemonLifecycle } from "../../../services/DaemonLifecycle.ts"
-import { PageSessions } from "../../../services/PageSessions.ts"
-import { endSession, loginLink, startSession } from "../pages.ts"
+import { sessionHandlers } from "../pages.ts"
 
 /** The daemon group. */
 export const daemonHandlers = HttpApiBuilder.group(
@@ -36,11 +35,5 @@ export const systemHandlers = (renderMetrics: Effect.Effect<string>) =>
 export const sessionGroupHandlers = HttpApiBuilder.group(
   QuiesceApi,
   "session",
-  Effect.fn(function*(handlers) {
-    const sessions = yield* PageSessions
-    return handlers
-      .handle("link", () => loginLink(sessions))
-      .handle("start", ({ payload }) => startSession(sessions, payload.code))
-      .handle("end", () => endSession(sessions))
-  })
+  (handlers) => Effect.map(sessionHandlers, (each) => handlers.handleAll(each))
 )

@@ -18,7 +18,8 @@ import {
   rotatedLogFile
 } from "../../../layers/host/logFile.ts"
 import type { DaemonOutcome } from "../../runDaemon.ts"
-import { client, daemonConnection, hubClient, hubConnection, runningDaemon } from "../connection.ts"
+import { documented } from "../documented.ts"
+import { client, daemonConnection, daemonLoginLink, hubConnection, hubLoginLink, runningDaemon } from "../connection.ts"
 import { ago, blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
 import { homeDirectory, jsonFlag, viaHub, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
@@ -80,13 +81,13 @@ export const daemon = Command.make(
     }, Option.getOrUndefined(flags.daemonIdleTimeout), daemonOutcome).pipe(withLogFormat)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
-    { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
-    { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
-  ]),
-  Command.withDescription(
-    `Run the daemon (until SIGINT, SIGTERM or SIGHUP, or until it retires itself: exit code ${retiredExitCode})`
+  documented(
+    `Run the daemon (until SIGINT, SIGTERM or SIGHUP, or until it retires itself: exit code ${retiredExitCode})`,
+    [
+      { command: "quiesce daemon", description: "Run the daemon of the default home on 127.0.0.1:7377" },
+      { command: "quiesce --home ~/work daemon --idle-period 30m --daemon-idle-timeout 2h", description: "Release runtimes idle 30 minutes; retire after 2 hours idle" },
+      { command: "quiesce daemon --memory-high 6GiB --memory-low 4GiB --max-resident 12", description: "Also release the safest runtimes, least recently active first, when memory runs short" }
+    ]
   )
 )
 
@@ -127,12 +128,12 @@ export const status = Command.make(
     for (const line of lines) yield* Console.log(line)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
-    { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }
-  ]),
-  Command.withDescription(
-    "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt"
+  documented(
+    "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt",
+    [
+      { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
+      { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }
+    ]
   )
 )
 
@@ -152,8 +153,10 @@ export const stop = Command.make(
     yield* Console.log(`stopped the daemon of ${root} (pid ${identity.pid}): its runtimes were released resumably`)
   })
 ).pipe(
-  Command.withExamples([{ command: "quiesce stop", description: "Stop the daemon in order and wait for it to exit" }]),
-  Command.withDescription("Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably")
+  documented(
+    "Stop the home's daemon in order (as SIGTERM does): new work is refused, runtimes are released resumably",
+    [{ command: "quiesce stop", description: "Stop the daemon in order and wait for it to exit" }]
+  )
 )
 
 /** `quiesce logs`: the daemon's log, optionally followed. */
@@ -195,13 +198,13 @@ export const logs = Command.make(
     }
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce logs", description: "The last 50 lines of the daemon's log" },
-    { command: "quiesce logs --lines 200 --follow", description: "The last 200, then new lines as they come" }
-  ]),
-  Command.withDescription(
+  documented(
     `The daemon's log in its home (daemon.log, rotated at ${defaultLogFileOptions.maxBytes / 1024 / 1024} MiB, ${defaultLogFileOptions.keep} kept), ` +
-      "whether or not it runs"
+      "whether or not it runs",
+    [
+      { command: "quiesce logs", description: "The last 50 lines of the daemon's log" },
+      { command: "quiesce logs --lines 200 --follow", description: "The last 200, then new lines as they come" }
+    ]
   )
 )
 
@@ -218,9 +221,9 @@ export const retire = Command.make(
     )
   })
 ).pipe(
-  Command.withExamples([{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }]),
-  Command.withDescription(
-    "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it"
+  documented(
+    "Retire the daemon now if nothing would be lost (every check kept, the idle time skipped), else say what blocks it",
+    [{ command: "quiesce retire", description: "Retire the daemon now if nothing would be lost" }]
   )
 )
 
@@ -230,20 +233,16 @@ export const open = Command.make(
   {},
   Effect.fn(function*() {
     const name = yield* viaHub
-    if (Option.isSome(name)) {
-      // The hub's login, going on to that home's page, which the hub serves.
-      const { baseUrl } = yield* hubConnection
-      const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
-      return yield* printLoginLink(baseUrl, link, `/homes/${encodeURIComponent(name.value)}/`)
-    }
-    const { baseUrl } = yield* daemonConnection
-    const link = yield* Effect.flatMap(client, (api) => api.session.link())
-    yield* printLoginLink(baseUrl, link, undefined)
+    // Through the hub: the hub's login, going on to that home's page, which the hub serves.
+    if (Option.isSome(name)) return yield* printLoginLink(hubConnection, hubLoginLink, `/homes/${encodeURIComponent(name.value)}/`)
+    yield* printLoginLink(daemonConnection, daemonLoginLink, undefined)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
-    { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }
-  ]),
-  Command.withDescription("Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)")
+  documented(
+    "Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)",
+    [
+      { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
+      { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }
+    ]
+  )
 )

@@ -12,11 +12,33 @@ import {
   removeHome,
   setArchived
 } from "../../../layers/hub/hubFiles.ts"
-import { hubClient, hubConnection } from "../connection.ts"
-import { ago, blockerList, mib, printColumns, printJson, printLoginLink, relative } from "../render.ts"
+import { documented } from "../documented.ts"
+import { hubClient, hubConnection, hubLoginLink } from "../connection.ts"
+import { ago, blockerList, mib, printColumns, printedWith, printLoginLink, relative } from "../render.ts"
 import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
+
+/** `hub archive` and `hub unarchive`: a home keeps its data and refuses new work, or accepts work again. */
+const archiveCommand = (archived: boolean) =>
+  Command.make(
+    archived ? "archive" : "unarchive",
+    { name: Argument.String("name") },
+    Effect.fn(function*({ name }) {
+      yield* setArchived(yield* hubHomeDirectory, name, archived)
+      yield* Console.log(archived ? `${name}: archived (its data is kept; new work is refused)` : `${name}: accepts work again`)
+    })
+  ).pipe(
+    archived
+      ? documented(
+        "Archive a home: its data is kept and readable, new work is refused",
+        [{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]
+      )
+      : documented(
+        "Accept work for an archived home again",
+        [{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]
+      )
+  )
 
 /** `quiesce hub`: runs the hub; its subcommands manage its homes. */
 export const hubCommand = Command.make(
@@ -33,12 +55,12 @@ export const hubCommand = Command.make(
     )
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce hub", description: "Run the hub on 127.0.0.1:7378" },
-    { command: "quiesce --hub work prompt agent-1234 \"hello\" --wait", description: "A prompt through the hub: it starts the daemon of work if needed" }
-  ]),
-  Command.withDescription(
-    "Run the hub: it starts each managed home's daemon on the next mutation, routes /v1/homes/NAME/… to it, and lists what is resident"
+  documented(
+    "Run the hub: it starts each managed home's daemon on the next mutation, routes /v1/homes/NAME/… to it, and lists what is resident",
+    [
+      { command: "quiesce hub", description: "Run the hub on 127.0.0.1:7378" },
+      { command: "quiesce --hub work prompt agent-1234 \"hello\" --wait", description: "A prompt through the hub: it starts the daemon of work if needed" }
+    ]
   ),
   Command.withSubcommands([
     Command.make(
@@ -50,8 +72,10 @@ export const hubCommand = Command.make(
         yield* Console.log(`${name}: ${path.resolve(dir)} (in ${hubConfigFile(hubHome)})`)
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }]),
-      Command.withDescription("Manage a daemon home under a name")
+      documented(
+        "Manage a daemon home under a name",
+        [{ command: "quiesce hub add work ~/.local/state/quiesce", description: "Manage that home under the name work" }]
+      )
     ),
     Command.make(
       "remove",
@@ -61,59 +85,40 @@ export const hubCommand = Command.make(
         yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }]),
-      Command.withDescription("Stop managing a home (nothing is deleted or stopped)")
+      documented(
+        "Stop managing a home (nothing is deleted or stopped)",
+        [{ command: "quiesce hub remove work", description: "Stop managing it (nothing is deleted or stopped)" }]
+      )
     ),
     Command.make(
       "list",
       { json: jsonFlag("hub.json's homes and the daemons' idle timeout") },
-      Effect.fn(function*({ json }) {
-        const hubHome = yield* hubHomeDirectory
-        const config = yield* readHubConfig(hubHome)
-        const timeout = hubDefault(config)
-        if (json) return yield* printJson({ daemonIdleTimeout: timeout, homes: config.homes })
-        yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(hubHome)}`)
-        for (const entry of config.homes) {
-          yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
-        }
-      })
+      printedWith(
+        () => Effect.map(Effect.flatMap(hubHomeDirectory, readHubConfig), (config) => ({ daemonIdleTimeout: hubDefault(config), homes: config.homes })),
+        Effect.fn(function*({ daemonIdleTimeout: timeout, homes }) {
+          yield* Console.log(`daemon idle timeout ${timeout.value} (${timeout.source}); ${hubConfigFile(yield* hubHomeDirectory)}`)
+          for (const entry of homes) {
+            yield* Console.log(`${entry.name}  ${entry.dir}${entry.archived === true ? "  (archived)" : ""}`)
+          }
+        })
+      )
     ).pipe(
-      Command.withExamples([{ command: "quiesce hub list --json", description: "The homes in hub.json" }]),
-      Command.withDescription("The homes in hub.json")
+      documented(
+        "The homes in hub.json",
+        [{ command: "quiesce hub list --json", description: "The homes in hub.json" }]
+      )
     ),
-    Command.make(
-      "archive",
-      { name: Argument.String("name") },
-      Effect.fn(function*({ name }) {
-        yield* setArchived(yield* hubHomeDirectory, name, true)
-        yield* Console.log(`${name}: archived (its data is kept; new work is refused)`)
-      })
-    ).pipe(
-      Command.withExamples([{ command: "quiesce hub archive old-project", description: "Keep its data, refuse new work" }]),
-      Command.withDescription("Archive a home: its data is kept and readable, new work is refused")
-    ),
-    Command.make(
-      "unarchive",
-      { name: Argument.String("name") },
-      Effect.fn(function*({ name }) {
-        yield* setArchived(yield* hubHomeDirectory, name, false)
-        yield* Console.log(`${name}: accepts work again`)
-      })
-    ).pipe(
-      Command.withExamples([{ command: "quiesce hub unarchive old-project", description: "Accept work again" }]),
-      Command.withDescription("Accept work for an archived home again")
-    ),
+    archiveCommand(true),
+    archiveCommand(false),
     Command.make(
       "open",
       {},
-      Effect.fn(function*() {
-        const { baseUrl } = yield* hubConnection
-        const link = yield* Effect.flatMap(hubClient, (api) => api.session.link())
-        yield* printLoginLink(baseUrl, link, undefined)
-      })
+      () => printLoginLink(hubConnection, hubLoginLink, undefined)
     ).pipe(
-      Command.withExamples([{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }]),
-      Command.withDescription("Print a one-time link that signs a browser in to the hub's page (the resident inventory)")
+      documented(
+        "Print a one-time link that signs a browser in to the hub's page (the resident inventory)",
+        [{ command: "quiesce hub open", description: "A one-time link to the hub's page, printed for a browser" }]
+      )
     )
   ])
 )
@@ -140,10 +145,7 @@ const identityOf = (row: DaemonRow) =>
 export const daemons = Command.make(
   "daemons",
   { json: jsonFlag("the inventory") },
-  Effect.fn(function*({ json }) {
-    const api = yield* hubClient
-    const inventory = yield* api.daemons.list()
-    if (json) return yield* printJson(inventory)
+  printedWith(() => Effect.flatMap(hubClient, (api) => api.daemons.list()), Effect.fn(function*(inventory) {
     yield* Console.log(
       `hub default idle timeout ${inventory.hubDefaultIdleTimeout.value} (${inventory.hubDefaultIdleTimeout.source}); protocol ${inventory.protocolVersion}`
     )
@@ -171,10 +173,12 @@ export const daemons = Command.make(
         }.`
       yield* Console.log(`${row.name}: ${row.note}${attempt}`)
     }
-  })
+  }))
 ).pipe(
-  Command.withExamples([{ command: "quiesce daemons", description: "The resident inventory of the hub" }]),
-  Command.withDescription("The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident"),
+  documented(
+    "The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident",
+    [{ command: "quiesce daemons", description: "The resident inventory of the hub" }]
+  ),
   Command.withSubcommands([
     Command.make(
       "retire",
@@ -185,8 +189,10 @@ export const daemons = Command.make(
         yield* Console.log(`${name}: retirement committed at ${attempt.at}; the next mutation through the hub brings it back`)
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }]),
-      Command.withDescription("Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it")
+      documented(
+        "Retire a home's daemon now if nothing would be lost; on refusal, print what blocks it",
+        [{ command: "quiesce daemons retire work", description: "Retire that daemon now if nothing would be lost" }]
+      )
     ),
     Command.make(
       "stop",
@@ -209,9 +215,9 @@ export const daemons = Command.make(
         )
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }]),
-      Command.withDescription(
-        "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume"
+      documented(
+        "Force-stop a home's daemon (running work and watches may be interrupted); it then starts only on resume",
+        [{ command: "quiesce daemons stop work --confirm work:4242", description: "Force-stop it (the pid as quiesce daemons shows it)" }]
       )
     ),
     Command.make(
@@ -223,8 +229,10 @@ export const daemons = Command.make(
         yield* Console.log(`${name}: ${row.state}${row.pid === null ? "" : `, pid ${row.pid}`}`)
       })
     ).pipe(
-      Command.withExamples([{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]),
-      Command.withDescription("Start a force-stopped (or retired) home's daemon again")
+      documented(
+        "Start a force-stopped (or retired) home's daemon again",
+        [{ command: "quiesce daemons resume work", description: "Start a force-stopped home's daemon again" }]
+      )
     )
   ])
 )

@@ -7,8 +7,9 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { MemberBlocker } from "../../../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../../../domain/close.ts"
 import type { ProbeView } from "../../../domain/runtimeRow.ts"
+import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { ago, memoryBudgetLine, mib, printColumns, printJson, releaseIn } from "../render.ts"
+import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -65,11 +66,13 @@ export const runtimes = Command.make(
     if (memory !== null && !cluster) yield* Console.log(`budget ${memoryBudgetLine(memory)}`)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
-    { command: "quiesce runtimes --json", description: "The same as JSON" }
-  ]),
-  Command.withDescription("Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)")
+  documented(
+    "Every resident runtime, and why it is still resident (each blocker, a provider's veto and its reason)",
+    [
+      { command: "quiesce runtimes", description: "Resident runtimes: memory, state, when releasable, and why not yet" },
+      { command: "quiesce runtimes --json", description: "The same as JSON" }
+    ]
+  )
 )
 
 /** The memory of every listed runtime, saying how much of it was measured (an unmeasured one is not zero). */
@@ -93,13 +96,11 @@ const whyResident = (row: {
 export const explain = Command.make(
   "explain",
   { agent: Argument.String("agent"), json: jsonFlag("the explanation") },
-  Effect.fn(function*({ agent, json }) {
-    const api = yield* client
-    const row = yield* api.runtimes.explain({ params: { id: agent } }).pipe(
+  printedWith(({ agent }) =>
+    Effect.flatMap(client, (api) => api.runtimes.explain({ params: { id: agent } })).pipe(
       Effect.catchTag("RuntimeNotFound", () =>
         new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
-    )
-    if (json) return yield* printJson(row)
+    ), Effect.fn(function*(row) {
     const lines = [
       `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
       `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
@@ -120,14 +121,15 @@ export const explain = Command.make(
     ]
     for (const line of lines) yield* Console.log(line)
     if (row.evictionRank !== undefined) {
+      const api = yield* client
       const memory = yield* api.runtimes.memory().pipe(Effect.catchTag("HttpClientError", () => Effect.succeed(null)))
       yield* Console.log(`budget      ${memoryBudgetLine(memory)}`)
     }
-  })
+  }))
 ).pipe(
-  Command.withExamples([{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]),
-  Command.withDescription(
-    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released"
+  documented(
+    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released",
+    [{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]
   )
 )
 
@@ -150,12 +152,16 @@ export const collect = Command.make(
     return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
   })
 ).pipe(
-  Command.withExamples([{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]),
-  Command.withDescription("Release one runtime now if nothing would be lost; otherwise say why and exit 1")
+  documented(
+    "Release one runtime now if nothing would be lost; otherwise say why and exit 1",
+    [{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]
+  )
 )
 
 /** `quiesce sweep`: runs one sweep now. */
 export const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
-  Command.withExamples([{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]),
-  Command.withDescription("Run one sweep now")
+  documented(
+    "Run one sweep now",
+    [{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]
+  )
 )

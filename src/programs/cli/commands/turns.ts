@@ -3,8 +3,9 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
+import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { ago, printColumns, printJson } from "../render.ts"
+import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
@@ -64,55 +65,55 @@ export const prompt = Command.make(
     yield* reportTurn(result, wait)
   })
 ).pipe(
-  Command.withExamples([
-    { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
-    { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
-    { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
-  ]),
-  Command.withDescription(
+  documented(
     "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
-      'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"'
+      'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"',
+    [
+      { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
+      { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
+      { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
+    ]
   )
 )
 
 /** `quiesce turns`: one turn, or an agent's recent turns. */
-export const turns = Command.make("turns").pipe(
-  Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }]),
-  Command.withDescription("Read the turns prompts started"),
-  Command.withSubcommands([
-    Command.make(
-      "show",
-      { agent: Argument.String("agent"), turn: Argument.String("turn") },
-      ({ agent, turn }) =>
-        Effect.flatMap(client, (api) =>
-          Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
-    ).pipe(
-      Command.withExamples([{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]),
-      Command.withDescription("One turn: its state, reply or error, and times")
-    ),
-    Command.make(
-      "list",
-      {
-        agent: Argument.String("agent"),
-        limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
-        json: jsonFlag("the turns")
-      },
-      Effect.fn(function*({ agent, json, limit }) {
-        const api = yield* client
-        const rows = yield* api.agents.turns({ params: { id: agent }, query: { limit } })
-        if (json) return yield* printJson(rows)
-        if (rows.length === 0) return yield* Console.log(`no turn yet: ${agent} has not been prompted`)
-        yield* printColumns([
+export const turns = commandGroup("turns", "Read the turns prompts started", [
+  { command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }
+], [
+  Command.make(
+    "show",
+    { agent: Argument.String("agent"), turn: Argument.String("turn") },
+    ({ agent, turn }) =>
+      Effect.flatMap(client, (api) =>
+        Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+  ).pipe(
+    documented(
+      "One turn: its state, reply or error, and times",
+      [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]
+    )
+  ),
+  Command.make(
+    "list",
+    {
+      agent: Argument.String("agent"),
+      limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
+      json: jsonFlag("the turns")
+    },
+    printedWith(
+      ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
+      (rows, { agent }) =>
+        rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
           ["TURN", "STATE", "ACCEPTED", "PROMPT"],
           ...rows.map((row) => [row.turnId, row.state, ago(row.acceptedAt), promptLine(row.text)])
         ])
-      })
-    ).pipe(
-      Command.withExamples([{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]),
-      Command.withDescription("An agent's recent turns, newest first")
     )
-  ])
-)
+  ).pipe(
+    documented(
+      "An agent's recent turns, newest first",
+      [{ command: "quiesce turns list agent-1234 --limit 5", description: "Its five newest turns: id, state, when, prompt" }]
+    )
+  )
+])
 
 /** A prompt in one short line, for a table. */
 const promptLine = (text: string) => {
@@ -126,8 +127,10 @@ export const interrupt = Command.make(
   { agent: Argument.String("agent") },
   ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
 ).pipe(
-  Command.withExamples([{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }]),
-  Command.withDescription("Interrupt the agent's running turn, if any")
+  documented(
+    "Interrupt the agent's running turn, if any",
+    [{ command: "quiesce interrupt agent-1234", description: "Interrupt its running turn" }]
+  )
 )
 
 /** `permit` and `deny`: answers one of the permissions `agents show` lists as pending. */
@@ -142,14 +145,12 @@ export const answerPermission = (name: "permit" | "deny") =>
           payload: { allow: name === "permit" }
         }))
   ).pipe(
-    Command.withExamples(
+    documented(
+      name === "permit"
+        ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
+        : "Refuse a permission the agent is waiting on",
       name === "permit"
         ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }]
         : [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }]
-    ),
-    Command.withDescription(
-      name === "permit"
-        ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
-        : "Refuse a permission the agent is waiting on"
     )
   )
