@@ -1,7 +1,7 @@
-import type { Deferred } from "effect"
+import { Deferred } from "effect"
 import { blocker, type Blocker, noBlockers } from "../../domain/blocker.ts"
 import type { AgentSession } from "../../domain/provider.ts"
-import type { TurnSlot } from "./turnSlot.ts"
+import { makeTurnSlot, type TurnSlot } from "./turnSlot.ts"
 
 /**
  * One live runtime of one agent and everything the daemon knows that keeps it busy. A resumed
@@ -41,6 +41,31 @@ export interface LiveAgent {
   permissionResponses: number
   subagents: Set<string> | undefined
 }
+
+/** What names a new runtime; everything else starts idle, with nothing pending. */
+export type NewLiveAgent = Pick<
+  LiveAgent,
+  "agentId" | "session" | "parentAgentId" | "internal" | "provider" | "marker" | "sessionId" | "lastActivityAt"
+>
+
+/** A new live runtime, with a fresh identity and turn slot, and nothing pending. */
+export const makeLiveAgent = (fields: NewLiveAgent): LiveAgent => ({
+  ...fields,
+  identity: {},
+  slot: makeTurnSlot(),
+  activityCount: 0,
+  gone: Deferred.makeUnsafe(),
+  releasing: false,
+  barred: false,
+  takingDown: false,
+  closedByDaemon: false,
+  pendingReplacement: false,
+  pendingEvents: 0,
+  drainWaiters: undefined,
+  permissions: undefined,
+  permissionResponses: 0,
+  subagents: undefined
+})
 
 /**
  * The daemon baseline of one live runtime (C4), each blocker named. `laneBusy` is whether a

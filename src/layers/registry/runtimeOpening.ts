@@ -2,14 +2,13 @@
  * Opening one runtime: its provider session (on a warm process when the reserve has one), and the
  * `LiveAgent` that holds it, with an empty turn slot. Registering it is the residency's.
  */
-import { Cause, Clock, Deferred, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Effect, Exit, Option } from "effect"
 import * as fs from "node:fs"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
 import type { AgentClient, SessionConfig, SessionEvent } from "../../domain/provider.ts"
 import type { WarmReserveService } from "../../services/WarmReserve.ts"
 import { randomId } from "../../platform/ids.ts"
-import type { LiveAgent } from "./LiveAgent.ts"
-import { makeTurnSlot } from "./turnSlot.ts"
+import { type LiveAgent, makeLiveAgent } from "./LiveAgent.ts"
 
 /** Where a session's events go: the runtime's queue once it exists, held until then. */
 interface Target {
@@ -102,30 +101,17 @@ export const openRuntime = Effect.fnUntraced(function*(
   const target: Target = { agent: undefined, early: [] }
   const { handOver, marker, session } = yield* openSession(reserve, record, client, handle, target, enqueue, restore)
   const persistence = (yield* session.persistence) ?? record.persistence
-  const agent: LiveAgent = {
+  const agent: LiveAgent = makeLiveAgent({
     agentId: record.agentId,
-    identity: {},
     session,
     parentAgentId: parentAgentIdOf(record.labels),
     internal: record.labels[internalAgentLabel] === "true",
     provider: record.provider,
     marker,
     sessionId: persistence?.sessionId ?? null,
-    slot: makeTurnSlot(),
-    lastActivityAt: yield* Clock.currentTimeMillis,
-    activityCount: 0,
-    gone: Deferred.makeUnsafe(),
-    releasing: false,
-    barred: false,
-    takingDown: false,
-    closedByDaemon: false,
-    pendingReplacement: false,
-    pendingEvents: 0,
-    drainWaiters: undefined,
-    permissions: undefined,
-    permissionResponses: 0,
-    subagents: undefined
-  }
+    lastActivityAt: yield* Clock.currentTimeMillis
+  })
+
   target.agent = agent
   return { agent, persistence, handOver, early: target.early } satisfies OpenedRuntime
 })

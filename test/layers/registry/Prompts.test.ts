@@ -10,10 +10,9 @@ import { AgentNotFound, ShuttingDown } from "../../../src/domain/errors.ts"
 import type { FinishKind } from "../../../src/domain/finish.ts"
 import type { AgentSession, TurnEnd } from "../../../src/domain/provider.ts"
 import type { TurnRecord } from "../../../src/domain/turn.ts"
-import type { LiveAgent } from "../../../src/layers/registry/LiveAgent.ts"
+import { type LiveAgent, makeLiveAgent } from "../../../src/layers/registry/LiveAgent.ts"
 import { makePrompts } from "../../../src/layers/registry/prompts.ts"
 import type { ResidencyPort } from "../../../src/layers/registry/residencyPort.ts"
-import { makeTurnSlot } from "../../../src/layers/registry/turnSlot.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 
 /** One scripted runtime: every turn it starts waits for the test to end it. */
@@ -44,30 +43,17 @@ const runtime = (agentId: string, steers: boolean): Runtime => {
     interrupt: Effect.sync(() => void interrupts++),
     close: Effect.void
   }
-  const agent: LiveAgent = {
+  const agent: LiveAgent = makeLiveAgent({
     agentId,
-    identity: {},
     session,
     parentAgentId: undefined,
     internal: false,
     provider: "fake",
     marker: "marker",
     sessionId: `session-${agentId}`,
-    slot: makeTurnSlot(),
-    lastActivityAt: 0,
-    activityCount: 0,
-    gone: Deferred.makeUnsafe(),
-    releasing: false,
-    barred: false,
-    takingDown: false,
-    closedByDaemon: false,
-    pendingReplacement: false,
-    pendingEvents: 0,
-    drainWaiters: undefined,
-    permissions: undefined,
-    permissionResponses: 0,
-    subagents: undefined
-  }
+    lastActivityAt: 0
+  })
+
   return { agent, started, steered, interrupts: () => interrupts }
 }
 
