@@ -1,6 +1,7 @@
 // @ts-check
 // What both pages share: building elements, calling the API, formatting times and sizes, and
 // polling only while the page is visible.
+import { problemSentence } from "./problems.js"
 
 /**
  * @typedef {string | number | Node | null | undefined | false} Child
@@ -91,7 +92,7 @@ export const api = async (path, options = {}) => {
   try {
     response = await fetch(path, init)
   } catch {
-    throw new ApiError(0, "NoAnswer", "The server does not answer: it may have retired or stopped (start it again, then reload)", {})
+    throw new ApiError(0, "NoAnswer", "It may have retired or stopped: start it again, then reload.", {})
   }
   const text = await response.text()
   // The API's own JSON, whose shapes the callers name (see the typedefs of each page).
@@ -282,13 +283,25 @@ export const outcomeElement = (outcome) =>
   )
 
 /**
- * The outcome of a failed action.
+ * A problem in words: what its type means, then its own detail (the tag itself stays out of sight).
+ * @param {string} tag
+ * @param {string} message
+ * @param {number} [status]
+ * @returns {{ text: string, details: string[] }}
+ */
+export const problemWords = (tag, message, status) => {
+  const text = problemSentence(tag, status)
+  return { text, details: message === "" || message === text ? [] : [message] }
+}
+
+/**
+ * The outcome of a failed action, or of a page that could not read: a sentence and the detail.
  * @param {unknown} error
  * @returns {Outcome}
  */
 export const failureOutcome = (error) =>
   error instanceof ApiError
-    ? { kind: error.status === 409 ? "refused" : "error", text: `${error.tag}: ${error.message}` }
+    ? { kind: error.status === 409 ? "refused" : "error", ...problemWords(error.tag, error.message, error.status) }
     : { kind: "error", text: error instanceof Error ? error.message : String(error) }
 
 /**
@@ -301,18 +314,50 @@ export const blockerLine = (blocker) =>
     .join(" ")
 
 /**
- * A table with a header row.
+ * A table with a header row, in a box that scrolls sideways when the window is narrower than the
+ * table (its cells keep their ids on one line rather than squeezing them).
  * @param {string} className
  * @param {string[]} headings
  * @param {Node[]} rows
  */
 export const table = (className, headings, rows) =>
   h(
-    "table",
-    { class: className },
-    h("thead", {}, h("tr", {}, headings.map((heading) => h("th", {}, heading)))),
-    h("tbody", {}, rows)
+    "div",
+    { class: "table-scroll" },
+    h(
+      "table",
+      { class: className },
+      h("thead", {}, h("tr", {}, headings.map((heading) => h("th", {}, heading)))),
+      h("tbody", {}, rows)
+    )
   )
+
+/**
+ * An id (an agent's, a session's, a turn's) on one line: cut with an ellipsis when its column is
+ * narrow, the whole id on hover, and selected whole by a click, so a copy takes all of it.
+ * @param {string} id
+ * @param {string} [className]
+ */
+export const idElement = (id, className = "") =>
+  h("span", { class: `id mono${className === "" ? "" : ` ${className}`}`, title: id, "data-id": id }, id)
+
+/**
+ * Where an idle timeout came from, in words; nothing when none was given anywhere.
+ * @type {ReadonlyMap<string, string>}
+ */
+const timeoutSources = new Map([["flag", "set by --daemon-idle-timeout"], ["config", "from config.json"], ["hub", "the hub's default"], ["omitted", ""]])
+
+/**
+ * The idle timeout a daemon armed: "1h (from config.json)", "none (0s, from config.json)", or
+ * plainly "none" when nothing set one.
+ * @param {{ value: string | null, millis: number | null, source: string }} timeout
+ */
+export const idleTimeoutText = (timeout) => {
+  const source = timeoutSources.get(timeout.source) ?? timeout.source
+  if (timeout.millis !== null) return source === "" ? `${timeout.value}` : `${timeout.value} (${source})`
+  if (timeout.value === null || source === "") return "none"
+  return `none (${timeout.value}, ${source})`
+}
 
 /**
  * Actions on rows: each shows "Working…", then its outcome (or its failure) on its row, then the

@@ -10,9 +10,12 @@ import {
   failureOutcome,
   formatBytes,
   h,
+  idElement,
+  idleTimeoutText,
   localTime,
   outcomeElement,
   pollWhileVisible,
+  problemWords,
   relative,
   rowActions,
   signOutButton,
@@ -67,7 +70,7 @@ const title = document.getElementById("title")
 const turnDialog = document.getElementById("turn-dialog")
 const closeDialog = document.getElementById("close-dialog")
 
-/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], memory: Memory | null, problem: string | null }} */
+/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], memory: Memory | null, problem: Outcome | null }} */
 let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: null }
 
 /**
@@ -94,20 +97,25 @@ const collect = (agentId) =>
     /** @type {CollectResult} */
     const result = await api(`${base}/runtimes/${encodeURIComponent(agentId)}/collect`, { method: "POST" })
     if (result.outcome === "collected") return { kind: "ok", text: "Collected: released; the next prompt resumes its session." }
-    if (result.outcome === "failed") return { kind: "error", text: `Not collected: ${result.error?._tag}: ${result.error?.message}` }
+    if (result.outcome === "failed") {
+      const words = problemWords(result.error?._tag ?? "", result.error?.message ?? "")
+      return { kind: "error", text: `Not collected: ${words.text}`, details: words.details }
+    }
+    // The reasons, worded as the row's state words them: the row shows each reason it still has once (see agentRow).
     const details = [
-      ...result.blockers.map(blockerLine),
+      ...result.blockers.map((blocker) => reasonLine(blocker, agentId)),
       ...(result.lastProbe === undefined || result.lastProbe === null ? [] : [probeLine(result.lastProbe)])
     ]
-    return { kind: "refused", text: `Not collected: it is ${result.state ?? "retained"}.`, details }
+    return { kind: "refused", text: "Not collected: it stays resident.", details }
   })
 
 /**
- * What a close ends, one line each: its blockers, then its provider's refusal and reason.
+ * What a close of an agent's runtime ends, one line each: its blockers, then its provider's refusal and reason.
  * @param {CloseStakes} stakes
+ * @param {string} agentId
  */
-const stakesLines = (stakes) => [
-  ...stakes.blockers.map(blockerLine),
+const stakesLines = (stakes, agentId) => [
+  ...stakes.blockers.map((blocker) => reasonLine(blocker, agentId)),
   ...(stakes.veto === null ? [] : [probeLine(stakes.veto)])
 ]
 
@@ -153,7 +161,7 @@ const close = (agentId) =>
       if (!(error instanceof ApiError) || error.tag !== "RuntimeCloseRefused") throw error
       const stakes = refusedStakes(error.body)
       confirmClose(agentId, stakes)
-      return { kind: "refused", text: "Not closed: that would end its work.", details: stakesLines(stakes) }
+      return { kind: "refused", text: "Not closed: that would end its work.", details: stakesLines(stakes, agentId) }
     }
   })
 
@@ -169,7 +177,7 @@ const confirmClose = (agentId, stakes) => {
     h("strong", { class: "mono" }, agentId),
     "? It still has work, which the close ends:"
   )
-  closeDialog.querySelector("[data-close-stakes]")?.replaceChildren(...stakesLines(stakes).map((line) => h("li", {}, line)))
+  closeDialog.querySelector("[data-close-stakes]")?.replaceChildren(...stakesLines(stakes, agentId).map((line) => h("li", {}, line)))
   const confirm = closeDialog.querySelector("[data-close-confirm]")
   const cancel = closeDialog.querySelector("[data-close-cancel]")
   if (!(confirm instanceof HTMLButtonElement) || !(cancel instanceof HTMLButtonElement)) return
@@ -178,7 +186,7 @@ const confirmClose = (agentId, stakes) => {
     void act(agentId, async () => {
       /** @type {ClosedRuntime} */
       const closed = await api(`${agentPath(agentId)}/close?force=true`, { method: "POST" })
-      const ended = stakesLines(closed.ended)
+      const ended = stakesLines(closed.ended, agentId)
       return ended.length === 0
         ? { kind: "ok", text: "Closed: its runtime is released and the agent kept." }
         : { kind: "ok", text: "Closed by force: its runtime is released and the agent kept; it ended:", details: ended }
@@ -223,10 +231,10 @@ const openTurns = async (agent) => {
           turns.map((turn) =>
             h(
               "li",
-              {},
-              h("button", { type: "button", class: "link", onclick: () => showTurn(agent, turn) }, turn.turnId),
-              ` ${turn.state} · `,
-              h("time", { datetime: turn.acceptedAt, title: localTime(turn.acceptedAt) }, relative(turn.acceptedAt))
+              { "data-turn": turn.turnId },
+              h("button", { type: "button", class: "link prompt-line", title: turn.text, onclick: () => showTurn(agent, turn) }, promptLine(turn.text)),
+              h("span", { class: "muted" }, ` · ${turn.state} · `),
+              h("time", { class: "muted", datetime: turn.acceptedAt, title: localTime(turn.acceptedAt) }, relative(turn.acceptedAt))
             )
           )
         )
@@ -234,6 +242,20 @@ const openTurns = async (agent) => {
   } catch (error) {
     body.replaceChildren(h("div", {}, outcomeElement(failureOutcome(error))))
   }
+}
+
+/** How many characters of a prompt's first line the list of turns shows. */
+const promptLineLength = 80
+
+/**
+ * A prompt as one short line: its first line with text, cut to {@link promptLineLength}.
+ * @param {string} text
+ */
+const promptLine = (text) => {
+  const first = text.split("\n").map((line) => line.trim()).find((line) => line !== "") ?? ""
+  if (first === "") return "(an empty prompt)"
+  const more = first.length > promptLineLength || text.trim() !== first
+  return `${first.slice(0, promptLineLength)}${more ? "…" : ""}`
 }
 
 /**
@@ -245,12 +267,12 @@ const showTurn = (agent, turn) => {
   const body = turnDialog.querySelector("[data-turn-body]")
   const heading = turnDialog.querySelector("[data-turn-title]")
   if (body === null || heading === null) return
-  heading.textContent = `Turn ${turn.turnId} (${turn.state})`
+  heading.replaceChildren("Turn ", idElement(turn.turnId), ` · ${turn.state}`)
   body.replaceChildren(h(
     "div",
     {},
     h("p", { class: "muted" }, `accepted ${localTime(turn.acceptedAt)}`, turn.endedAt === null ? "" : ` · ended ${localTime(turn.endedAt)}`),
-    turn.error === null ? null : h("div", { class: "outcome outcome-error" }, `${turn.error._tag ?? "error"}: ${turn.error.message ?? ""}`),
+    turn.error === null ? null : outcomeElement({ kind: "error", ...problemWords(turn.error._tag ?? "", turn.error.message ?? "") }),
     h("div", { class: "muted" }, "Prompt"),
     h("pre", { class: "prompt" }, turn.text),
     h("div", { class: "muted" }, "Reply"),
@@ -259,21 +281,119 @@ const showTurn = (agent, turn) => {
   ))
 }
 
+/** What each blocker means, as the reason a runtime stays resident. */
+const blockerWords = new Map([
+  ["lifecycle-not-idle", "it is not idle"],
+  ["internal-agent", "it is internal to its host"],
+  ["foreground-turn", "a turn is running"],
+  ["queued-prompt", "a prompt is queued"],
+  ["pending-replacement", "its runtime is being replaced"],
+  ["pending-permission", "it waits for a permission answer"],
+  ["permission-response-in-flight", "a permission answer is on its way"],
+  ["lifecycle-operation", "it is being opened, closed or resumed"],
+  ["foreground-mutation", "a change to it is under way"],
+  ["undrained-events", "its session's last events are still being saved"],
+  ["running-subagents", "its provider's subagents are running"],
+  ["caller-protected", "a delivery or a finish watch waits on it"],
+  ["not-resumable", "its session could not be resumed once released"]
+])
+
+/** Blockers that mean the agent itself is at work (rather than held for someone else). */
+const workingKinds = new Set([
+  "lifecycle-not-idle",
+  "foreground-turn",
+  "queued-prompt",
+  "pending-replacement",
+  "permission-response-in-flight",
+  "lifecycle-operation",
+  "foreground-mutation",
+  "undrained-events",
+  "running-subagents"
+])
+
 /**
- * What keeps a runtime resident, by name: each blocker, the provider's veto and its reason, a failed probe.
+ * A blocker as a reason: what it means, whose (when another member of the family), and its detail.
+ * @param {MemberBlocker} blocker
+ * @param {string} agentId the row's agent
+ */
+const reasonLine = (blocker, agentId) =>
+  `${blocker.agentId === agentId ? "" : `its family member ${blocker.agentId}: `}${blockerWords.get(blocker.kind) ?? blocker.kind}` +
+  (blocker.detail === undefined ? "" : ` (${blocker.detail})`)
+
+/**
+ * One state per agent, in a word, and what it means: released; working; waiting for a permission
+ * answer; idle (and when it is released); or kept resident, because of each reason named.
+ * @typedef {{ word: string, badge: string, when: Node | null, reasons: HTMLElement[] }} AgentState
+ * @param {Agent} agent
+ * @param {Runtime | undefined} runtime
+ * @returns {AgentState}
+ */
+const stateOf = (agent, runtime) => {
+  if (!agent.resident) return { word: "released", badge: "released", when: h("div", { class: "muted" }, "its next prompt resumes it"), reasons: [] }
+  if (runtime === undefined) return { word: "resident", badge: "running", when: null, reasons: [] }
+  const reasons = [
+    ...runtime.blockers.map((b) => h("li", { class: "blocker" }, reasonLine(b, agent.agentId))),
+    ...(runtime.state === "collection-disabled" ? [h("li", {}, "releasing idle runtimes is turned off (agents.idleRuntimeCleanup)")] : []),
+    ...(runtime.state === "not-resumable" && !runtime.blockers.some((b) => b.kind === "not-resumable")
+      ? [h("li", {}, blockerWords.get("not-resumable") ?? "")]
+      : []),
+    ...(runtime.lastProbe === null
+      ? []
+      : [h("li", { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome }, probeLine(runtime.lastProbe))])
+  ]
+  const own = runtime.blockers.filter((b) => b.agentId === agent.agentId)
+  if (runtime.state === "blocked" && own.some((b) => workingKinds.has(b.kind))) return { word: "working", badge: "running", when: null, reasons }
+  if (runtime.state === "blocked" && own.some((b) => b.kind === "pending-permission")) {
+    return { word: "waiting for permission", badge: "blocked", when: null, reasons }
+  }
+  if (runtime.state === "idle") {
+    return {
+      word: "idle",
+      badge: "idle",
+      when: runtime.eligibleAt === null ? null : h("div", { class: "muted" }, "releases in ", countdownElement(runtime.eligibleAt)),
+      reasons
+    }
+  }
+  return { word: "kept resident", badge: "vetoed", when: null, reasons }
+}
+
+/**
+ * The state cell: the word, when it is released or why it stays, and the last action's outcome
+ * (without the reasons the cell already shows, so a refusal does not say them twice).
+ * @param {Agent} agent
  * @param {Runtime | undefined} runtime
  */
-const residency = (runtime) => {
-  if (runtime === undefined) return h("span", { class: "muted" }, "—")
-  const lines = [
-    ...runtime.blockers.map((b) => h("li", { class: "blocker" }, blockerLine(b))),
-    ...(runtime.lastProbe === null ? [] : [h("li", { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome }, probeLine(runtime.lastProbe))])
-  ]
+const stateCell = (agent, runtime) => {
+  const state = stateOf(agent, runtime)
+  const shownReasons = new Set(state.reasons.map((reason) => reason.textContent ?? ""))
+  const outcome = outcomeOf(agent.agentId)
+  const unshown = outcome?.details?.filter((line) => !shownReasons.has(line))
+  const told = outcome === undefined || unshown === undefined || unshown.length === outcome.details?.length
+    ? outcome
+    : { ...outcome, text: unshown.length === 0 ? `${outcome.text.replace(/\.$/, "")}, because of what is listed above.` : outcome.text, details: unshown }
   return h(
+    "td",
+    { class: "state" },
+    h("span", { class: `badge badge-${state.badge}`, "data-state-word": state.word, "data-residency": runtime?.state ?? "released" }, state.word),
+    state.when,
+    state.reasons.length === 0
+      ? null
+      : h("div", { class: "because" }, state.word === "kept resident" ? "because:" : "", h("ul", { class: "blockers" }, state.reasons)),
+    outcomeElement(told)
+  )
+}
+
+/**
+ * An agent's own labels as `key=value` chips; the daemon's `quiesce.*` labels (a parent, say) are
+ * shown in their own words elsewhere.
+ * @param {Record<string, string>} labels
+ */
+const labelList = (labels) => {
+  const own = Object.entries(labels).filter(([key]) => !key.startsWith("quiesce."))
+  return own.length === 0 ? null : h(
     "div",
-    {},
-    h("span", { class: `badge badge-${runtime.state}`, "data-residency": runtime.state }, runtime.state),
-    lines.length === 0 ? null : h("ul", { class: "blockers" }, lines)
+    { class: "labels" },
+    own.map(([key, value]) => h("span", { class: "label", "data-label": key, title: `${key}=${value}` }, `${key}=${value}`))
   )
 }
 
@@ -287,29 +407,23 @@ const agentRow = (agent) => {
     { class: agent.resident ? "resident" : "released", "data-agent": agent.agentId },
     h(
       "td",
-      {},
-      h("div", { class: "name mono" }, agent.agentId),
-      h("div", { class: "muted path" }, agent.cwd),
-      agent.parentAgentId === null ? null : h("div", { class: "muted" }, `child of ${agent.parentAgentId}`)
+      { class: "agent" },
+      h("div", { class: "name" }, idElement(agent.agentId)),
+      h("div", { class: "muted path", title: agent.cwd }, agent.cwd),
+      agent.parentAgentId === null ? null : h("div", { class: "muted" }, "child of ", idElement(agent.parentAgentId)),
+      labelList(agent.labels)
     ),
     h("td", {}, agent.provider, agent.providerAvailable ? null : h("div", { class: "failure" }, "not configured")),
-    h("td", { class: "mono" }, agent.sessionId ?? "—"),
-    h(
-      "td",
-      {},
-      h("span", { class: `badge badge-${agent.resident ? "running" : "retired"}` }, agent.resident ? "resident" : "released"),
-      h("div", { class: "muted" }, agent.lifecycle)
-    ),
+    h("td", { class: "session" }, agent.sessionId === null ? "—" : idElement(agent.sessionId)),
+    stateCell(agent, runtime),
     h("td", { class: "number" }, runtime === undefined ? "—" : formatBytes(runtime.rssBytes)),
     h(
       "td",
-      {},
+      { class: "time" },
       runtime === undefined
         ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt) }, relative(agent.lastActivityAt))
         : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince) }, relative(runtime.idleSince))
     ),
-    h("td", {}, runtime === undefined || runtime.eligibleAt === null ? "—" : h("span", {}, "in ", countdownElement(runtime.eligibleAt))),
-    h("td", {}, residency(runtime), outcomeElement(outcomeOf(agent.agentId))),
     h(
       "td",
       {},
@@ -324,7 +438,7 @@ const agentRow = (agent) => {
           h(
             "div",
             { class: "permission" },
-            h("span", { class: "mono" }, `permission ${permissionId}`),
+            h("span", {}, "permission ", idElement(permissionId)),
             h("button", { type: "button", onclick: () => void answer(agent.agentId, permissionId, true) }, "Allow"),
             h("button", { type: "button", class: "danger", onclick: () => void answer(agent.agentId, permissionId, false) }, "Deny")
           )
@@ -342,13 +456,12 @@ const daemonSummary = (daemon) =>
     "p",
     { class: "summary" },
     `pid ${daemon.pid} · ${daemon.packageVersion} · idle timeout `,
-    h("strong", {}, daemon.idleTimeout.millis === null ? "none" : `${daemon.idleTimeout.value}`),
-    ` (${daemon.idleTimeout.source}) · `,
+    h("strong", {}, idleTimeoutText(daemon.idleTimeout)),
     daemon.phase === "retiring"
-      ? h("span", { class: "badge badge-retiring" }, "retiring")
+      ? h("span", {}, " · ", h("span", { class: "badge badge-retiring" }, "retiring"))
       : daemon.deadline === null
-      ? "no idle timer"
-      : h("span", {}, "retires in ", countdownElement(daemon.deadline)),
+      ? ""
+      : h("span", {}, " · retires in ", countdownElement(daemon.deadline)),
     daemon.blockers.length === 0 ? "" : ` · kept by: ${daemon.blockers.map(blockerLine).join("; ")}`
   )
 
@@ -407,7 +520,7 @@ const render = () => {
   main.replaceChildren(h(
     "div",
     {},
-    shown.problem === null ? null : h("div", { class: "outcome outcome-refused", role: "status", "data-problem": "" }, shown.problem),
+    shown.problem === null ? null : h("div", { "data-problem": "" }, outcomeElement(shown.problem)),
     shown.daemon === null ? null : daemonSummary(shown.daemon),
     shown.memory === null ? null : memorySummary(shown.memory),
     shown.agents.length === 0
@@ -418,7 +531,7 @@ const render = () => {
         h("p", { class: "muted" }, `${shown.agents.length} agents, ${resident} resident`),
         table(
           "agents",
-          ["Agent", "Provider", "Session", "State", "Memory", "Idle since", "Releasable", "Why resident", ""],
+          ["Agent", "Provider", "Session", "State", "Memory", "Idle since", ""],
           shown.agents.map(agentRow)
         )
       ),
@@ -452,8 +565,7 @@ const refresh = async () => {
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   } catch (error) {
     // Through a hub, a retired home answers with what it is (a read never starts its daemon).
-    const text = error instanceof ApiError ? `${error.tag}: ${error.message}` : failureOutcome(error).text
-    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: text }
+    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: { ...failureOutcome(error), kind: "refused" } }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   }
   render()

@@ -9,9 +9,11 @@ import {
   failureOutcome,
   formatBytes,
   h,
+  idleTimeoutText,
   localTime,
   outcomeElement,
   pollWhileVisible,
+  problemWords,
   relative,
   rowActions,
   signOutButton,
@@ -32,6 +34,8 @@ import {
  *   canRetire: boolean, note: string
  * }} DaemonRow
  * @typedef {{ protocolVersion: number, hubDefaultIdleTimeout: { value: string, source: string }, daemons: DaemonRow[] }} Inventory
+ * @typedef {{ agentId: string, provider: string, sessionId: string }} CollectedRuntime
+ * @typedef {{ collected: CollectedRuntime[], failures: { agentId: string, error: { _tag: string, message: string } }[] }} SweepResult
  * @typedef {import("./common.js").Outcome} Outcome
  */
 
@@ -78,14 +82,46 @@ const retire = (row) =>
   })
 
 /**
+ * Wake: starts the daemon of a retired or force-stopped home (the hub's resume, which also lifts a
+ * force stop); its agents stay released until their next prompt resumes each.
  * @param {DaemonRow} row
  */
-const resume = (row) =>
+const wake = (row) =>
   act(row.name, async () => {
     /** @type {DaemonRow} */
-    const resumed = await api(`${homePath(row.name)}/resume`, { method: "POST" })
-    return { kind: "ok", text: `Resumed: ${resumed.state}${resumed.pid === null ? "" : `, pid ${resumed.pid}`}.` }
+    const woken = await api(`${homePath(row.name)}/resume`, { method: "POST" })
+    return woken.state === "running"
+      ? { kind: "ok", text: `Woken: its daemon runs${woken.pid === null ? "" : ` as pid ${woken.pid}`}; each agent resumes on its next prompt.` }
+      : { kind: "error", text: `Not woken: the home is ${woken.state}.`, details: [woken.note] }
   })
+
+/**
+ * Collect idle: the home's daemon sweeps now, releasing each runtime idle for its idle period with
+ * nothing to lose (no blocker, no veto); nothing that would be lost ends, so it asks nothing first.
+ * @param {DaemonRow} row
+ */
+const collectIdle = (row) =>
+  act(row.name, async () => {
+    /** @type {SweepResult} */
+    const swept = await api(`/v1/homes/${encodeURIComponent(row.name)}/sweep`, { method: "POST" })
+    const failures = swept.failures.map((failure) => {
+      const words = problemWords(failure.error._tag, failure.error.message)
+      return `${failure.agentId}: ${[words.text, ...words.details].join(" ")}`
+    })
+    const released = swept.collected.map((runtime) => `${runtime.agentId} (${runtime.provider}) released`)
+    if (failures.length > 0) {
+      return { kind: "error", text: `Collected ${countOf(swept.collected.length)}; ${countOf(failures.length)} could not be released:`, details: [...released, ...failures] }
+    }
+    return swept.collected.length === 0
+      ? { kind: "ok", text: "Nothing to collect: no runtime has been idle for its idle period with nothing keeping it." }
+      : { kind: "ok", text: `Collected ${countOf(swept.collected.length)}: released, each resumes on its next prompt.`, details: released }
+  })
+
+/**
+ * "1 idle agent", "3 idle agents".
+ * @param {number} count
+ */
+const countOf = (count) => `${count} idle ${count === 1 ? "agent" : "agents"}`
 
 /**
  * The confirmation names the home and the process; only its own button stops.
@@ -134,15 +170,31 @@ const actions = (row) =>
     { class: "actions" },
     row.canRetire ? h("button", { type: "button", onclick: () => void retire(row) }, "Retire now") : null,
     row.pid !== null ? h("button", { type: "button", class: "danger", onclick: () => confirmStop(row) }, "Force stop") : null,
-    row.state === "stopped" && !row.archived ? h("button", { type: "button", onclick: () => void resume(row) }, "Resume") : null,
+    row.state === "running" && !row.archived
+      ? h("button", { type: "button", title: "Release its runtimes idle for their idle period", onclick: () => void collectIdle(row) }, "Collect idle")
+      : null,
+    (row.state === "stopped" || row.state === "retired") && !row.archived
+      ? h("button", { type: "button", title: "Start its daemon (quiesce daemons resume)", onclick: () => void wake(row) }, "Wake")
+      : null,
     row.state !== "stopped" ? h("a", { href: `/homes/${encodeURIComponent(row.name)}/` }, "Runtimes") : null
   )
 
 /**
  * @param {IdleTimeout | null} timeout
  */
-const timeoutText = (timeout) =>
-  timeout === null ? "—" : timeout.millis === null ? `none (${timeout.source})` : `${timeout.value} (${timeout.source})`
+const timeoutText = (timeout) => timeout === null ? "—" : idleTimeoutText(timeout)
+
+/** What each kind of failed retirement means. */
+const retirementFailures = new Map([
+  ["prepare_failed", "Its retirement could not be prepared; nothing was released and it serves on"],
+  ["release_failed", "A runtime's release failed after the retirement began"],
+  ["reader_drain_failed", "Requests in flight did not end in time"]
+])
+
+/**
+ * @param {RetirementFailure} failure
+ */
+const retirementFailureText = (failure) => `${retirementFailures.get(failure.kind) ?? "Its retirement failed"}: ${failure.message}`
 
 /**
  * @param {Attempt | null} attempt
@@ -155,7 +207,7 @@ const attemptCell = (attempt) =>
     " ",
     h("time", { datetime: attempt.at, title: localTime(attempt.at) }, relative(attempt.at)),
     attempt.blockers.length > 0 ? h("ul", { class: "blockers" }, attempt.blockers.map((b) => h("li", {}, blockerLine(b)))) : null,
-    attempt.failure === null ? null : h("div", { class: "failure" }, `${attempt.failure.kind}: ${attempt.failure.message}`)
+    attempt.failure === null ? null : h("div", { class: "failure" }, retirementFailureText(attempt.failure))
   )
 
 /**
@@ -242,7 +294,10 @@ const refresh = async () => {
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
     render()
   } catch (error) {
-    if (status !== null) status.textContent = failureOutcome(error).text
+    if (status !== null) {
+      const failed = failureOutcome(error)
+      status.textContent = [failed.text, ...(failed.details ?? [])].join(" ")
+    }
   }
 }
 

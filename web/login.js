@@ -3,7 +3,7 @@
 // sends anywhere; it is posted once, the session comes back (its cookie, and its key, which the
 // page keeps in this origin's storage), and the page moves on to `/` replacing this history
 // entry, so the code does not stay in the history either.
-import { api, failureOutcome, h, rememberSessionKey } from "./common.js"
+import { api, failureOutcome, h, outcomeElement, rememberSessionKey } from "./common.js"
 
 const message = document.getElementById("login-message")
 const code = location.hash.slice(1)
@@ -32,5 +32,5 @@ if (code !== "") {
       }
       location.replace(next)
     })
-    .catch((error) => say(failureOutcome(error).text, "error"))
+    .catch((error) => message?.replaceChildren(outcomeElement({ ...failureOutcome(error), kind: "error" }) ?? ""))
 }

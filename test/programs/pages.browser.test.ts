@@ -11,6 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { problemStatus } from "../../src/api/errors.ts"
 import { defaultArgs as claudeArgs } from "../../src/layers/providers/claude/ClaudeProvider.ts"
 import { awaitJobPid, processRuns } from "../support/backgroundJobs.ts"
 import { chromiumMissing, launchBrowser, type RunningBrowser } from "../support/browser.ts"
@@ -187,8 +188,8 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => stateOf(page, "busy"), { timeout: 30_000 }).toBe("stopped")
     await until(() => !processAlive(busyPid), "the busy daemon is stopped")
 
-    // Resume brings it back, with the agent whose session it saved.
-    await homeRow(page, "busy").getByRole("button", { name: "Resume" }).click()
+    // Wake brings it back, with the agent whose session it saved.
+    await homeRow(page, "busy").getByRole("button", { name: "Wake" }).click()
     await expect.poll(() => stateOf(page, "busy"), { timeout: 30_000 }).toBe("running")
     const resumed = daemonRecord(join(root, "busy"))!
     expect(resumed.pid).not.toBe(busyPid)
@@ -211,7 +212,11 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const created = await hubApi(hub, "POST", "/v1/homes/idle/agents", { provider: "shell", cwd: root })
     expect(created.status).toBe(201)
     await homeRow(page, "idle").getByRole("button", { name: "Retire now" }).click()
-    await expect.poll(() => homeRow(page, "idle").locator(".outcome").textContent(), { timeout: 20_000 }).toContain("StaleIdentity")
+    const stale = homeRow(page, "idle").locator(".outcome")
+    await expect.poll(() => stale.textContent(), { timeout: 20_000 }).toContain("The daemon changed since the page listed it: nothing was done.")
+    // In words, with the hub's detail, never the problem's tag.
+    expect(await stale.textContent()).toContain(`is no longer pid ${old.pid}`)
+    expect(await stale.textContent()).not.toContain("StaleIdentity")
     // Not retried behind the operator's back: the new daemon serves on.
     expect(processAlive(daemonRecord(join(root, "idle"))!.pid)).toBe(true)
 
@@ -253,15 +258,16 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     const row = (agentId: string) => page.locator(`tr[data-agent="${agentId}"]`)
     await expect.poll(() => row(busy).count()).toBe(1)
 
-    // Collect now on the busy runtime: refused, with its provider's reason.
+    // Collect now on the busy runtime: refused, with its provider's reason, said once.
     await row(busy).getByRole("button", { name: "Collect now" }).click()
     const refusal = row(busy).locator(".outcome-refused")
     await expect.poll(() => refusal.textContent(), { timeout: 20_000 }).toContain("Not collected")
-    expect(await refusal.textContent()).toContain("sleep 600")
-    // The explanation of residency names the veto and its reason.
+    // The explanation of residency names the veto and its reason; the refusal points at it.
     await expect.poll(() => row(busy).locator("[data-probe]").getAttribute("data-probe")).toBe("vetoed")
     expect(await row(busy).locator("[data-probe]").textContent()).toContain("vetoed by its provider")
     expect(await row(busy).locator("[data-probe]").textContent()).toContain("sleep 600")
+    await expect.poll(() => refusal.textContent()).toContain("because of what is listed above")
+    expect(occurrences(await row(busy).textContent(), "sleep 600")).toBe(1)
     console.log(`daemon page: ${await screenshot(page, "daemon-page.png")}`)
 
     // A turn's output opens.
@@ -286,6 +292,111 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => row(quiet).getAttribute("class"), { timeout: 20_000 }).toBe("released")
     await until(() => !groupAlive(quietPid), "the closed runtime's group is gone")
     expect((await api(daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
+  }, 120_000)
+
+  it("the daemon page in words: one state per agent, its labels, ids on one line, turns by their prompt; no tag, no \"(omitted)\"", async () => {
+    const home = newHome()
+    // Swept every second, so the veto of a background job shows without an action.
+    writeFileSync(join(home, "config.json"), JSON.stringify({ agents: { sweepInterval: "1s" } }))
+    const daemon = startDaemon(home, await freePort())
+    await ready(daemon)
+    const labelled = await api(daemon, "POST", "/v1/agents", { provider: "shell", cwd: home, labels: { team: "web", owner: "ana" } })
+    expect(labelled.status, JSON.stringify(labelled.body)).toBe(201)
+    const quiet: string = labelled.body.agentId
+    const said = await prompt(daemon, quiet, { text: "echo 'the first line of a prompt that is long enough to be cut short in the list of turns'\necho second", wait: true })
+    expect(said.body).toMatchObject({ state: "completed" })
+    const busy = await createShellAgent(daemon)
+    expect((await prompt(daemon, busy, { text: "sleep 600 &", wait: true })).body).toMatchObject({ state: "completed" })
+    const working = await createShellAgent(daemon)
+    expect((await prompt(daemon, working, { text: "sleep 120" })).status).toBe(200)
+    const released = await createShellAgent(daemon)
+    expect((await prompt(daemon, released, { text: "true", wait: true })).body).toMatchObject({ state: "completed" })
+    expect((await api(daemon, "POST", `/v1/agents/${released}/close`)).status).toBe(200)
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+    const row = (agentId: string) => page.locator(`tr[data-agent="${agentId}"]`)
+    const word = (agentId: string) => row(agentId).locator("[data-state-word]").getAttribute("data-state-word")
+
+    // One state each, in a word, and what it means.
+    await expect.poll(() => word(quiet), { timeout: 20_000 }).toBe("idle")
+    expect(await row(quiet).locator("td.state").textContent()).toMatch(/releases in \d+:\d\d/)
+    await expect.poll(() => word(busy), { timeout: 20_000 }).toBe("kept resident")
+    const kept = await row(busy).locator("td.state").textContent()
+    expect(kept).toContain("because:")
+    expect(kept).toContain("vetoed by its provider")
+    expect(kept).toContain("sleep 600")
+    await expect.poll(() => word(working), { timeout: 20_000 }).toBe("working")
+    expect(await row(working).locator("td.state").textContent()).toContain("a turn is running")
+    await expect.poll(() => word(released)).toBe("released")
+    for (const agentId of [quiet, busy, working, released]) {
+      expect(await row(agentId).locator("td.state .badge").count()).toBe(1)
+      expect(await row(agentId).locator("td.state").textContent()).not.toContain("active")
+    }
+
+    // Its labels, as key=value.
+    expect(await row(quiet).locator("[data-label]").allTextContents()).toEqual(["team=web", "owner=ana"])
+    expect(await row(busy).locator("[data-label]").count()).toBe(0)
+
+    // No idle timeout was given: the summary says none, and nothing says "omitted".
+    expect(await page.locator(".summary").first().textContent()).toContain("idle timeout none")
+    expect(await page.locator("main").textContent()).not.toContain("omitted")
+
+    // On a narrow window, ids stay one line (the whole id on hover), and the table scrolls in its box.
+    await page.setViewportSize({ width: 640, height: 800 })
+    const ids = await page.locator("table.agents [data-id]").evaluateAll((elements) =>
+      elements.map((element) => {
+        const style = getComputedStyle(element)
+        return {
+          text: element.textContent,
+          title: element.getAttribute("title"),
+          whiteSpace: style.whiteSpace,
+          lines: element.getBoundingClientRect().height / parseFloat(style.fontSize)
+        }
+      })
+    )
+    expect(ids.length).toBeGreaterThanOrEqual(8)
+    for (const id of ids) {
+      expect(id.whiteSpace).toBe("nowrap")
+      expect(id.lines).toBeLessThan(2)
+      expect(id.title).toBe(id.text)
+    }
+    expect(ids.map((id) => id.text)).toContain(quiet)
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true)
+    console.log(`daemon page, narrow: ${await screenshot(page, "daemon-page-narrow.png")}`)
+    await page.setViewportSize({ width: 1280, height: 800 })
+
+    // The turns by their prompt's first line, cut short, with state and time; not by their ids.
+    await row(quiet).getByRole("button", { name: "Turns" }).click()
+    const dialog = page.locator("#turn-dialog")
+    const listed = dialog.locator("ul.turns li")
+    await expect.poll(() => listed.count()).toBe(1)
+    const line = await listed.first().textContent()
+    expect(line).toContain("echo 'the first line of a prompt that is long enough")
+    expect(line).toContain("…")
+    expect(line).not.toContain("echo second")
+    expect(line).toContain("completed")
+    expect(line).toMatch(/ago/)
+    expect(line).not.toContain(said.body.turnId)
+    await dialog.getByRole("button", { name: "Close" }).click()
+
+    // Every problem type the APIs answer with has its sentence.
+    const tags = [...Object.keys(problemStatus), "InvalidRequest", "UnsupportedMediaType", "RouteNotFound", "MethodNotAllowed", "InternalError"]
+    const unworded = await page.evaluate(async (all) => {
+      // The page's own module, as the browser loads it.
+      const asset = "/assets/problems.js"
+      const { problemSentence }: { problemSentence: (tag: string, status?: number) => string } = await import(asset)
+      const fallback = problemSentence("NoSuchProblem", 500)
+      return all.filter((tag) => problemSentence(tag, 500) === fallback)
+    }, tags)
+    expect(unworded).toEqual([])
+
+    // A daemon that stops: the page says so in words, never the tag.
+    process.kill(-daemon.process.pid!, "SIGTERM")
+    const problem = page.locator("[data-problem]")
+    await expect.poll(() => problem.textContent(), { timeout: 20_000 }).toContain("The server does not answer.")
+    expect(await problem.textContent()).toContain("It may have retired or stopped")
+    expect(await problem.textContent()).not.toContain("NoAnswer")
   }, 120_000)
 
   it("the daemon page: Close on a vetoed runtime asks first, naming the veto; cancel keeps its job, confirm ends it", async () => {
@@ -394,7 +505,8 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(new URL(page.url()).pathname).toBe("/homes/busy/")
     const row = page.locator(`tr[data-agent="${busyAgent}"]`)
     await row.getByRole("button", { name: "Collect now" }).click()
-    await expect.poll(() => row.locator(".outcome-refused").textContent(), { timeout: 20_000 }).toContain("sleep 600")
+    await expect.poll(() => row.locator(".outcome-refused").textContent(), { timeout: 20_000 }).toContain("Not collected")
+    await expect.poll(() => row.locator("[data-probe]").textContent()).toContain("sleep 600")
     expect(await page.locator("#title").textContent()).toContain("busy")
     expect((await inventoryRow(hub, "busy")).state).toBe("running")
 
@@ -431,6 +543,57 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => daemonPage.locator(`tr[data-agent="${busyAgent}"]`).count()).toBe(1)
   }, 120_000)
 
+  it("the hub page: Collect idle releases a home's idle agents and says which; Wake starts a retired home", async () => {
+    const root = newHubRoot()
+    const hubHome = join(root, "hub")
+    const homeDir = join(root, "work")
+    // Idle for a second is idle enough; no scheduled sweep comes first.
+    mkdirSync(homeDir, { recursive: true })
+    writeFileSync(join(homeDir, "config.json"), JSON.stringify({ agents: { idlePeriod: "1s", sweepInterval: "1h" } }))
+    writeHubConfig(hubHome, [{ name: "work", dir: homeDir }], "1h")
+    const hub = await startHub(hubHome)
+    const create = async () => {
+      const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd: root })
+      expect(created.status, JSON.stringify(created.body)).toBe(201)
+      const agentId: string = created.body.agentId
+      expect((await hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, { text: "true", wait: true })).body).toMatchObject({ state: "completed" })
+      return agentId
+    }
+    const first = await create()
+    const second = await create()
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runHubCli(hubHome, "hub", "open")))
+    await expect.poll(() => stateOf(page, "work")).toBe("running")
+    expect(await homeRow(page, "work").getByRole("button", { name: "Wake" }).count()).toBe(0)
+
+    // Collect idle asks nothing (it ends nothing that would be lost) and says what it released.
+    await homeRow(page, "work").getByRole("button", { name: "Collect idle" }).click()
+    const outcome = homeRow(page, "work").locator(".outcome-ok")
+    await expect.poll(() => outcome.textContent(), { timeout: 30_000 }).toContain("Collected 2 idle agents")
+    expect(await outcome.textContent()).toContain(first)
+    expect(await outcome.textContent()).toContain(second)
+    for (const agentId of [first, second]) expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body.resident).toBe(false)
+    // Again: nothing left to collect, said so.
+    await homeRow(page, "work").getByRole("button", { name: "Collect idle" }).click()
+    await expect.poll(() => outcome.textContent(), { timeout: 30_000 }).toContain("Nothing to collect")
+
+    // Retired, the home offers Wake (and no Collect idle); Wake starts its daemon, the agents still released.
+    const { pid } = daemonRecord(homeDir)!
+    await homeRow(page, "work").getByRole("button", { name: "Retire now" }).click()
+    await expect.poll(() => stateOf(page, "work"), { timeout: 20_000 }).toBe("retired")
+    await until(() => !processAlive(pid), "the daemon retires")
+    expect(await homeRow(page, "work").getByRole("button", { name: "Collect idle" }).count()).toBe(0)
+    await homeRow(page, "work").getByRole("button", { name: "Wake" }).click()
+    await expect.poll(() => stateOf(page, "work"), { timeout: 30_000 }).toBe("running")
+    const woken = daemonRecord(homeDir)!
+    expect(woken.pid).not.toBe(pid)
+    expect(processAlive(woken.pid)).toBe(true)
+    await expect.poll(() => homeRow(page, "work").locator(".outcome-ok").textContent()).toContain(`Woken: its daemon runs as pid ${woken.pid}`)
+    expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${first}`)).body.resident).toBe(false)
+  }, 120_000)
+
   it("a page left open and hidden longer than the idle timeout makes no request and does not keep the daemon", async () => {
     const root = newHubRoot()
     const hubHome = join(root, "hub")
@@ -460,6 +623,9 @@ if (missing !== undefined) {
     it.skip(`are not run: ${missing}`, () => {})
   })
 }
+
+/** How many times `part` occurs in `text`. */
+const occurrences = (text: string | null, part: string) => (text ?? "").split(part).length - 1
 
 /** Makes the page hidden as a backgrounded tab is (the Page Visibility API's state and event). */
 const hideAndFreeze = (page: Page) =>
