@@ -266,7 +266,7 @@ export const pollWhileVisible = (refresh, intervalMillis) => {
 
 /**
  * A line saying what an action did, kept on its row until the next action on it.
- * @typedef {{ kind: "ok" | "refused" | "error", text: string, details?: string[] }} Outcome
+ * @typedef {{ kind: "ok" | "refused" | "error", text: string, details?: (string | Node)[] }} Outcome
  */
 
 /**
@@ -305,13 +305,17 @@ export const failureOutcome = (error) =>
     : { kind: "error", text: error instanceof Error ? error.message : String(error) }
 
 /**
- * A blocker as one line: its category or kind, whose, and its detail.
+ * A blocker as one line: its category or kind, whose (an id, kept on one line), and its detail.
  * @param {{ category?: string, kind?: string, agentId?: string, detail?: string }} blocker
  */
 export const blockerLine = (blocker) =>
-  [blocker.category ?? blocker.kind ?? "blocker", blocker.agentId === undefined ? "" : `(${blocker.agentId})`, blocker.detail ?? ""]
-    .filter((part) => part !== "")
-    .join(" ")
+  h(
+    "span",
+    {},
+    blocker.category ?? blocker.kind ?? "blocker",
+    blocker.agentId === undefined ? null : [" (", idElement(blocker.agentId), ")"],
+    blocker.detail === undefined || blocker.detail === "" ? null : ` ${blocker.detail}`
+  )
 
 /**
  * A table with a header row, in a box that scrolls sideways when the window is narrower than the

@@ -367,7 +367,7 @@ const stateCell = (agent, runtime) => {
   const state = stateOf(agent, runtime)
   const shownReasons = new Set(state.reasons.map((reason) => reason.textContent ?? ""))
   const outcome = outcomeOf(agent.agentId)
-  const unshown = outcome?.details?.filter((line) => !shownReasons.has(line))
+  const unshown = outcome?.details?.filter((line) => typeof line !== "string" || !shownReasons.has(line))
   const told = outcome === undefined || unshown === undefined || unshown.length === outcome.details?.length
     ? outcome
     : { ...outcome, text: unshown.length === 0 ? `${outcome.text.replace(/\.$/, "")}, because of what is listed above.` : outcome.text, details: unshown }
@@ -462,7 +462,9 @@ const daemonSummary = (daemon) =>
       : daemon.deadline === null
       ? ""
       : h("span", {}, " · retires in ", countdownElement(daemon.deadline)),
-    daemon.blockers.length === 0 ? "" : ` · kept by: ${daemon.blockers.map(blockerLine).join("; ")}`
+    daemon.blockers.length === 0
+      ? ""
+      : h("span", {}, " · kept by: ", daemon.blockers.flatMap((b, index) => index === 0 ? [blockerLine(b)] : ["; ", blockerLine(b)]))
   )
 
 /**

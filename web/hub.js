@@ -9,6 +9,7 @@ import {
   failureOutcome,
   formatBytes,
   h,
+  idElement,
   idleTimeoutText,
   localTime,
   outcomeElement,
@@ -106,9 +107,9 @@ const collectIdle = (row) =>
     const swept = await api(`/v1/homes/${encodeURIComponent(row.name)}/sweep`, { method: "POST" })
     const failures = swept.failures.map((failure) => {
       const words = problemWords(failure.error._tag, failure.error.message)
-      return `${failure.agentId}: ${[words.text, ...words.details].join(" ")}`
+      return h("span", {}, idElement(failure.agentId), `: ${[words.text, ...words.details].join(" ")}`)
     })
-    const released = swept.collected.map((runtime) => `${runtime.agentId} (${runtime.provider}) released`)
+    const released = swept.collected.map((runtime) => h("span", {}, idElement(runtime.agentId), ` (${runtime.provider}) released`))
     if (failures.length > 0) {
       return { kind: "error", text: `Collected ${countOf(swept.collected.length)}; ${countOf(failures.length)} could not be released:`, details: [...released, ...failures] }
     }
@@ -221,7 +222,7 @@ const rowElement = (row) =>
       "td",
       {},
       h("div", { class: "name" }, row.name),
-      h("div", { class: "muted path" }, row.home),
+      h("div", { class: "muted path", title: row.home }, row.home),
       row.archived ? h("span", { class: "badge badge-archived" }, "archived") : null
     ),
     h(
@@ -296,7 +297,7 @@ const refresh = async () => {
   } catch (error) {
     if (status !== null) {
       const failed = failureOutcome(error)
-      status.textContent = [failed.text, ...(failed.details ?? [])].join(" ")
+      status.replaceChildren(failed.text, ...(failed.details ?? []).flatMap((detail) => [" ", detail]))
     }
   }
 }

@@ -573,6 +573,11 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(await outcome.textContent()).toContain(first)
     expect(await outcome.textContent()).toContain(second)
     for (const agentId of [first, second]) expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body.resident).toBe(false)
+    // The ids it names stay one line each.
+    const named = await outcome.locator("[data-id]").evaluateAll((elements) =>
+      elements.map((element) => getComputedStyle(element).whiteSpace === "nowrap" && element.getBoundingClientRect().height < 2 * parseFloat(getComputedStyle(element).fontSize))
+    )
+    expect(named).toEqual([true, true])
     // Again: nothing left to collect, said so.
     await homeRow(page, "work").getByRole("button", { name: "Collect idle" }).click()
     await expect.poll(() => outcome.textContent(), { timeout: 30_000 }).toContain("Nothing to collect")
