@@ -313,7 +313,7 @@ export const blockerLine = (blocker) =>
     "span",
     {},
     blocker.category ?? blocker.kind ?? "blocker",
-    blocker.agentId === undefined ? null : [" (", idElement(blocker.agentId), ")"],
+    blocker.agentId === undefined ? null : [" ", h("span", { class: "nowrap" }, "(", idElement(blocker.agentId), ")")],
     blocker.detail === undefined || blocker.detail === "" ? null : ` ${blocker.detail}`
   )
 
