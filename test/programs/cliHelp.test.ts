@@ -31,7 +31,7 @@ const helpOf = (path: ReadonlyArray<string>) =>
 /** Every command path under the root, the root first, with its help. */
 const everyHelp = Effect.gen(function*() {
   const found: Array<{ readonly path: ReadonlyArray<string>; readonly help: HelpDoc.HelpDoc }> = []
-  const visit = (path: ReadonlyArray<string>): Effect.Effect<void> =>
+  const visit = (path: ReadonlyArray<string>): Effect.Effect<void, unknown> =>
     Effect.gen(function*() {
       const help = yield* helpOf(path)
       found.push({ path, help })
