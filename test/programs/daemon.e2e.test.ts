@@ -237,7 +237,7 @@ describe("the daemon end to end", () => {
     const released = runCli(daemon, "collect", other)
     expect(released.status, released.stderr).toBe(0)
     expect(released.stdout).toBe(`released ${other}: its next prompt resumes its session\n`)
-    expect(runCli(daemon, "agents", "show", other).stdout).toMatch(/^state +released, closed$/m)
+    expect(runCli(daemon, "agents", "show", other).stdout).toMatch(/^state +released: the next prompt resumes its session$/m)
 
     // quiesce stop: an orderly shutdown (exit 0), the background job ended with its runtime.
     const { pid } = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body

@@ -96,7 +96,13 @@ const agentLines = (agent: AgentSummary) =>
   Effect.forEach([
     `agent        ${agent.agentId} (${agent.provider}${agent.providerAvailable ? "" : ", not configured: it can be read and deleted, not prompted"})`,
     `cwd          ${agent.cwd}`,
-    `state        ${agent.resident ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}` : "released"}, ${agent.lifecycle}`,
+    `state        ${
+      agent.resident
+        ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
+        : agent.sessionId === null
+        ? "released (no session to resume)"
+        : "released: the next prompt resumes its session"
+    }`,
     `session      ${agent.sessionId ?? "none yet"}`,
     `last active  ${agent.lastActivityAt} (${ago(agent.lastActivityAt)})`,
     `parent       ${agent.parentAgentId ?? "-"}`,
