@@ -1,7 +1,8 @@
 /**
  * The CLI's help (issue 31): every command's `--help`, walked from `quiesce --help` down through
- * every subcommand, describes each argument and flag, and says each flag's default (a boolean flag
- * is off unless given); `--wizard` is not offered, and is refused as an unknown flag.
+ * every subcommand, has a description and an example, describes each argument and flag, and says
+ * each flag's default (a boolean flag is off unless given); `--wizard` is not offered, and is
+ * refused as an unknown flag.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeServices from "@effect/platform-node/NodeServices"
@@ -46,7 +47,7 @@ const everyHelp = Effect.gen(function*() {
 const described = (description: Option.Option<string>) => Option.getOrElse(description, () => "").trim()
 
 describe("the CLI's help", () => {
-  it("describes every argument and flag of every command, and each flag's default", async () => {
+  it("describes every command, argument and flag, gives each command an example, and says each flag's default", async () => {
     const helps = await Effect.runPromise(everyHelp)
     const paths = helps.map(({ path }) => path.join(" "))
     // The walk reached the leaves, not just the root.
@@ -54,8 +55,11 @@ describe("the CLI's help", () => {
       expect(paths).toContain(path)
     }
     const problems: Array<string> = []
+    expect(helps.length).toBeGreaterThan(30)
     for (const { help, path } of helps) {
       const where = `quiesce ${path.join(" ")}`.trim()
+      if (help.description.trim() === "") problems.push(`${where}: no description`)
+      if (path.length > 0 && (help.examples ?? []).length === 0) problems.push(`${where}: no example`)
       for (const arg of help.args ?? []) {
         if (described(arg.description) === "") problems.push(`${where}: the argument <${arg.name}> has no description`)
       }
