@@ -261,10 +261,10 @@ async function main() {
   let runtimePid = 0
   try {
     await until(() => daemon.output().includes("Quiesce ready"), "the installed daemon is ready", 30_000)
-    const created = record(JSON.parse(run(process.execPath, [bin, "--home", home, "agents", "create", "--provider", "shell", "--cwd", home], core).stdout))
+    const created = record(JSON.parse(run(process.execPath, [bin, "--home", home, "agents", "create", "--provider", "shell", "--cwd", home, "--json"], core).stdout))
     const reply = run(process.execPath, [bin, "--home", home, "prompt", String(created["agentId"]), "echo from the package", "--wait"], core).stdout
     check(reply.includes("from the package"), "the installed daemon's shell agent answers a prompt")
-    const shown = record(JSON.parse(run(process.execPath, [bin, "--home", home, "agents", "show", String(created["agentId"])], core).stdout))
+    const shown = record(JSON.parse(run(process.execPath, [bin, "--home", home, "agents", "show", String(created["agentId"]), "--json"], core).stdout))
     runtimePid = Number(shown["pid"])
     const login = await fetch(`http://127.0.0.1:${port}/login`)
     const script = await fetch(`http://127.0.0.1:${port}/assets/daemon.js`)
@@ -285,7 +285,7 @@ async function main() {
   const viaHub = (...args: ReadonlyArray<string>) => run(process.execPath, [bin, "--home", hubHome, "--hub", "a", ...args], core).stdout
   try {
     await until(() => hub.output().includes("Quiesce hub ready"), "the installed hub is ready", 30_000)
-    const agent = record(JSON.parse(viaHub("agents", "create", "--provider", "shell", "--cwd", hubbed)))
+    const agent = record(JSON.parse(viaHub("agents", "create", "--provider", "shell", "--cwd", hubbed, "--json")))
     check(viaHub("prompt", String(agent["agentId"]), "echo through the hub", "--wait").includes("through the hub"), "the installed hub starts the home's daemon, whose shell agent answers")
   } finally {
     hub.process.kill("SIGTERM")

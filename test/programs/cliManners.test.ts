@@ -1,11 +1,12 @@
 /**
  * The CLI's manners (issue 31): a bad `--label` and a value that starts with - each get one clear
- * line naming the fix, and `config check` without a config.json says so and lists the defaults the
- * daemon uses. Each runs the real command line, as a person would.
+ * line naming the fix, `config check` without a config.json says so and lists the defaults the
+ * daemon uses, and the README's shell-completions line works in a fresh HOME. Each runs the real
+ * command line, as a person would.
  */
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -83,5 +84,34 @@ describe("the CLI's manners", () => {
     const withFile = quiesce(home, "config", "check")
     expect(withFile.status).toBe(0)
     expect(withFile.stdout.trim()).toBe(`${join(home, "config.json")}: ok`)
+  }, 30_000)
+
+  it("the README's completions line works in a fresh HOME, where the directory it writes to does not exist", () => {
+    const readme = readFileSync(join(import.meta.dirname, "../../README.md"), "utf8")
+    const lines = readme.split("\n").filter((line) => line.includes("quiesce --completions bash"))
+    expect(lines).toHaveLength(1)
+    // The line as a person pastes it, without its comment.
+    const line = lines[0]!.replace(/\s+#[^#]*$/, "")
+    const home = newHome()
+    // `quiesce` on PATH, as `export PATH="$PWD/bin:$PATH"` gives it, here from the sources.
+    const bin = join(home, "bin")
+    mkdirSync(bin)
+    writeFileSync(join(bin, "quiesce"), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(cli)} "$@"\n`)
+    chmodSync(join(bin, "quiesce"), 0o755)
+    const fresh = join(home, "fresh-home")
+    mkdirSync(fresh)
+    const run = spawnSync("sh", ["-c", line], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: { PATH: `${bin}:/usr/bin:/bin`, HOME: fresh }
+    })
+    expect(run.stderr).toBe("")
+    expect(run.status).toBe(0)
+    const script = join(fresh, ".local/share/bash-completion/completions/quiesce")
+    expect(existsSync(script)).toBe(true)
+    // A script bash loads, completing quiesce.
+    const loaded = spawnSync("bash", ["-c", `source ${JSON.stringify(script)} && complete -p quiesce`], { encoding: "utf8" })
+    expect(loaded.status, loaded.stderr).toBe(0)
+    expect(loaded.stdout.trim()).toBe("complete -F _quiesce quiesce")
   }, 30_000)
 })

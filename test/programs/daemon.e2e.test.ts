@@ -208,14 +208,19 @@ describe("the daemon end to end", () => {
     await ready(daemon)
     const created = runCli(daemon, "agents", "create", "--cwd", daemon.home)
     expect(created.status, created.stderr).toBe(0)
-    const agentId = JSON.parse(created.stdout).agentId
+    // For people, a sentence naming the new agent; its id is the one --json gives.
+    const agentId = created.stdout.match(/^created (agent-\S+) \(shell, working in (.+)\)\n$/)![1]!
+    expect(created.stdout).toBe(`created ${agentId} (shell, working in ${daemon.home})\n`)
     expect(runCli(daemon, "prompt", agentId, "sleep 20 &", "--wait").status).toBe(0)
     const kept = runCli(daemon, "collect", agentId)
     expect(kept.status).toBe(1)
-    // The provider's veto says why, in one line, everywhere it is shown.
+    // The provider's veto says why, in one line, everywhere it is shown; no JSON without --json.
     const reason = "background job 1 `sleep 20`"
     expect(kept.stderr.trim()).toBe(`quiesce: ${agentId} was not released: vetoed by its provider: ${reason}`)
-    expect(JSON.parse(kept.stdout)).toMatchObject({ outcome: "retained", lastProbe: { outcome: "vetoed", message: reason } })
+    expect(kept.stdout).toBe("")
+    const keptJson = runCli(daemon, "collect", agentId, "--json")
+    expect(keptJson.status).toBe(1)
+    expect(JSON.parse(keptJson.stdout)).toMatchObject({ outcome: "retained", lastProbe: { outcome: "vetoed", message: reason } })
     const listed = JSON.parse(runCli(daemon, "runtimes", "--json").stdout)
     expect(listed).toContainEqual(expect.objectContaining({ agentId, state: "vetoed", lastProbe: expect.objectContaining({ message: reason }) }))
     expect(runCli(daemon, "runtimes").stdout).toContain(`vetoed by its provider: ${reason}`)
@@ -225,12 +230,14 @@ describe("the daemon end to end", () => {
     expect(explained.stdout).toContain(`why         vetoed by its provider: ${reason}`)
     const explainedApi = await api(daemon, "GET", `/v1/runtimes/${agentId}`)
     expect(explainedApi.body).toMatchObject({ agentId, state: "vetoed", lastProbe: { outcome: "vetoed", message: reason } })
-    const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home, "--label", "team=web", "--label", "tier=1").stdout).agentId
-    expect(JSON.parse(runCli(daemon, "agents", "show", other).stdout).labels).toEqual({ team: "web", tier: "1" })
+    const other = JSON.parse(runCli(daemon, "agents", "create", "--cwd", daemon.home, "--label", "team=web", "--label", "tier=1", "--json").stdout).agentId
+    expect(JSON.parse(runCli(daemon, "agents", "show", other, "--json").stdout).labels).toEqual({ team: "web", tier: "1" })
+    expect(runCli(daemon, "agents", "show", other).stdout).toMatch(/^labels +team=web, tier=1$/m)
     expect(runCli(daemon, "prompt", other, "true", "--wait").status).toBe(0)
     const released = runCli(daemon, "collect", other)
     expect(released.status, released.stderr).toBe(0)
-    expect(JSON.parse(released.stdout).outcome).toBe("collected")
+    expect(released.stdout).toBe(`released ${other}: its next prompt resumes its session\n`)
+    expect(runCli(daemon, "agents", "show", other).stdout).toMatch(/^state +released: the next prompt resumes its session$/m)
 
     // quiesce stop: an orderly shutdown (exit 0), the background job ended with its runtime.
     const { pid } = (await api(daemon, "GET", `/v1/agents/${agentId}`)).body

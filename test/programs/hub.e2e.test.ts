@@ -348,7 +348,7 @@ describe("the hub with real daemons", () => {
   it("force stop through the CLI: needs NAME:PID, then the home answers stopped until resumed; a stale identity is refused", async () => {
     const { dir, hubHome, root } = setUp()
     const hub = await startHub(hubHome)
-    const created = runHubCli(hubHome, "--hub", "work", "agents", "create", "--cwd", root)
+    const created = runHubCli(hubHome, "--hub", "work", "agents", "create", "--cwd", root, "--json")
     expect(created.status, created.stderr).toBe(0)
     const agentId = JSON.parse(created.stdout).agentId
     const first = daemonRecord(dir)!

@@ -46,9 +46,15 @@ describe("honest outcomes", () => {
     expect(failed.body.error.message).toContain("code 3")
     expect(failed.body.error.message).not.toContain("earlier")
 
-    const shown = runCli(daemon, "turns", "show", agentId, failed.body.turnId)
+    const shown = runCli(daemon, "turns", "show", agentId, failed.body.turnId, "--json")
     expect(shown.status).toBe(0)
     expect(JSON.parse(shown.stdout)).toMatchObject({ turnId: failed.body.turnId, state: "failed", text: "echo partial; exit 3" })
+    // For people: the prompt, the state and the error, a line each.
+    const read = runCli(daemon, "turns", "show", agentId, failed.body.turnId).stdout
+    expect(read).toMatch(new RegExp(`^turn +${failed.body.turnId} of ${agentId}`, "m"))
+    expect(read).toMatch(/^state +failed \(turn\)$/m)
+    expect(read).toMatch(/^prompt +echo partial; exit 3$/m)
+    expect(read).toMatch(/^error +\w+: .*code 3/m)
 
     const cli = runCli(daemon, "prompt", agentId, "exit 4", "--wait")
     expect(cli.status).toBe(1)

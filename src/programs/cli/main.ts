@@ -7,7 +7,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Effect, Runtime } from "effect"
-import { Command } from "effect/cli"
+import { CliConfig, Command, GlobalFlag } from "effect/cli"
 import { retiredExitCode } from "../../domain/retirement.ts"
 import { packageVersion } from "../../domain/version.ts"
 import { agents } from "./commands/agents.ts"
@@ -43,6 +43,12 @@ export const cli = root.pipe(Command.withSubcommands([
   daemons
 ]))
 
+/**
+ * effect/cli's built-in flags but `--wizard`: its interactive walk through a command's flags is not
+ * part of this CLI (cancelled, it reported success), so `--wizard` is an unknown flag like any other.
+ */
+export const cliConfig = CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) })
+
 /** Flags that take a value which may look like a flag: a negative number or duration. */
 const valueFlags = new Set(["--port", "--idle-period", "--sweep-interval", "--daemon-idle-timeout"])
 
@@ -69,7 +75,7 @@ export const main = () => {
   const args = joinNegativeValues(process.argv.slice(2))
   return Command.runWith(cli, { version: packageVersion })(args).pipe(
     reportUserErrors,
-    Effect.provide([NodeServices.layer, NodeHttpClient.layerNodeHttp, presenterFor(args)]),
+    Effect.provide([NodeServices.layer, NodeHttpClient.layerNodeHttp, presenterFor(args), cliConfig]),
     NodeRuntime.runMain({
       // A daemon stopped by a signal has shut down in order: that is success. A retired one says so.
       teardown: (exit, onExit) =>

@@ -1,10 +1,13 @@
 /** `quiesce agents`: create, list, show, close and delete agents. */
 import { Console, Effect, Option, Schema } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import * as path from "node:path"
+import type { AgentSummary } from "../../../api/agents.ts"
 import { type CloseStakes, stakesLines } from "../../../domain/close.ts"
+import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
+import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 
@@ -27,6 +30,90 @@ const reportEnded = (agent: string, past: "deleted" | "closed", ended: CloseStak
   return Console.log(lines.length === 0 ? `${past} ${agent}: ${done}` : `${past} ${agent} by force, ending: ${lines.join("; ")}; ${after}`)
 }
 
+/** How the close of one agent of a close by label went: closed (and what that ended), refused (and what it would end), or not resident. */
+type LabelledClose =
+  | { readonly agentId: string; readonly outcome: "closed"; readonly ended: CloseStakes }
+  | { readonly agentId: string; readonly outcome: "refused"; readonly stakes: CloseStakes }
+  | { readonly agentId: string; readonly outcome: "not-resident" }
+
+/**
+ * Closes one agent of a close by label, as `agents close AGENT` does (the same request, so the
+ * daemon logs it as it logs that one): refused with what it would end unless forced.
+ */
+const closeLabelled = (api: Effect.Success<typeof client>, agent: AgentSummary, force: boolean) =>
+  agent.resident
+    ? api.agents.close({ params: { id: agent.agentId }, query: force ? { force: "true" } : {} }).pipe(
+      Effect.map((closed): LabelledClose => ({ agentId: agent.agentId, outcome: "closed", ended: closed.ended })),
+      Effect.catchTag("RuntimeCloseRefused", (refused) =>
+        Effect.succeed<LabelledClose>({
+          agentId: agent.agentId,
+          outcome: "refused",
+          stakes: { blockers: refused.blockers, veto: refused.veto }
+        }))
+    )
+    : Effect.succeed<LabelledClose>({ agentId: agent.agentId, outcome: "not-resident" })
+
+/** One close by label, for people: what happened to the agent, naming the work a close ended or would end. */
+const labelledCloseText = (result: LabelledClose) => {
+  switch (result.outcome) {
+    case "closed": {
+      const lines = stakesLines(result.agentId, result.ended)
+      return lines.length === 0 ? "closed" : `closed by force, ending: ${lines.join("; ")}`
+    }
+    case "refused":
+      return `kept: it has work a close would end: ${stakesLines(result.agentId, result.stakes).join("; ")}`
+    case "not-resident":
+      return "released already (no runtime to close)"
+  }
+}
+
+/**
+ * `agents close --label`: closes every agent with the labels, one at a time, each as a close of
+ * that one agent is (refused with what it would end unless --force); reports each, then fails
+ * naming the ones kept and how to end their work too.
+ */
+const closeByLabel = (labels: Readonly<Record<string, string>>, force: boolean, json: boolean) =>
+  Effect.gen(function*() {
+    const api = yield* client
+    const agents = yield* agentsLabelled(labels)
+    const results = yield* Effect.forEach(agents, (agent) => closeLabelled(api, agent, force))
+    if (json) yield* printJson(results)
+    else yield* printColumns([["AGENT", "RESULT"], ...results.map((result) => [result.agentId, labelledCloseText(result)])])
+    const kept = results.filter((result) => result.outcome === "refused").length
+    const closed = results.filter((result) => result.outcome === "closed").length
+    const matched = `${agents.length} agent${agents.length === 1 ? "" : "s"} with ${labelsText(labels)}`
+    if (kept > 0) {
+      return yield* new CloseRefused({
+        message: `${kept} of ${matched} ${kept === 1 ? "was" : "were"} not closed: ${kept === 1 ? "it has" : "they have"} work a close ` +
+          `would end (named above). To end it: quiesce agents close ${labelArgs(labels)} --force`
+      })
+    }
+    if (!json) yield* Console.log(`closed ${closed} of ${matched}; the next prompt to each resumes its session`)
+  })
+
+/** One agent for people, a line per field. */
+const agentLines = (agent: AgentSummary) =>
+  Effect.forEach([
+    `agent        ${agent.agentId} (${agent.provider}${agent.providerAvailable ? "" : ", not configured: it can be read and deleted, not prompted"})`,
+    `cwd          ${agent.cwd}`,
+    `state        ${
+      agent.resident
+        ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
+        : agent.sessionId === null
+        ? "released (no session to resume)"
+        : "released: the next prompt resumes its session"
+    }`,
+    `session      ${agent.sessionId ?? "none yet"}`,
+    `last active  ${agent.lastActivityAt} (${ago(agent.lastActivityAt)})`,
+    `parent       ${agent.parentAgentId ?? "-"}`,
+    `labels       ${Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(", ") || "-"}`,
+    `permissions  ${
+      agent.pendingPermissions.length === 0
+        ? "none pending"
+        : `${agent.pendingPermissions.join(", ")} pending: answer with quiesce permit|deny ${agent.agentId} PERMISSION`
+    }`
+  ], (line) => Console.log(line), { discard: true })
+
 /** `quiesce agents` and its subcommands. */
 export const agents = commandGroup("agents", "Create and inspect agents", [
   { command: "quiesce agents list", description: "Every agent of the daemon" }
@@ -39,28 +126,33 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
         Flag.withDefault("shell")
       ),
       cwd: Flag.String("cwd").pipe(Flag.withDescription("The agent's working directory (default: this one)"), Flag.withDefault(".")),
-      parent: Flag.String("parent").pipe(Flag.withDescription("The managing parent agent"), Flag.optional),
+      parent: Flag.String("parent").pipe(
+        Flag.withDescription("The managing parent agent: it and its children are released together (default: none)"),
+        Flag.optional
+      ),
       labels: Flag.KeyValuePair("label").pipe(
-        Flag.withDescription("A label, key=value; repeat for more (keys starting quiesce. are the daemon's own)"),
+        Flag.withDescription("A label, key=value; repeat for more (keys starting quiesce. are the daemon's own) (default: none)"),
         Flag.withDefault({})
-      )
+      ),
+      json: jsonFlag("the new agent")
     },
-    Effect.fn(function*({ cwd, labels, parent, provider }) {
-      const api = yield* client
-      const payload = {
-        provider,
-        cwd: path.resolve(cwd),
-        ...(Option.isSome(parent) ? { parentAgentId: parent.value } : {}),
-        ...(Object.keys(labels).length === 0 ? {} : { labels })
-      }
-      yield* printJson(yield* api.agents.create({ payload }))
-    })
+    printedWith(({ cwd, labels, parent, provider }) =>
+      Effect.flatMap(client, (api) =>
+        api.agents.create({
+          payload: {
+            provider,
+            cwd: path.resolve(cwd),
+            ...(Option.isSome(parent) ? { parentAgentId: parent.value } : {}),
+            ...(Object.keys(labels).length === 0 ? {} : { labels })
+          }
+        })), (created, { cwd }) => Console.log(`created ${created.agentId} (${created.provider}, working in ${path.resolve(cwd)})`))
   ).pipe(
     documented(
-      "Create an agent; prints its id as JSON",
+      "Create an agent; prints its id",
       [
         { command: "quiesce agents create", description: "A shell agent working in this directory" },
-        { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" }
+        { command: "quiesce agents create --provider claude --cwd ~/src/app --label team=web", description: "A Claude Code agent with a label" },
+        { command: "quiesce agents create --json", description: "The new agent as JSON: agentId, provider, sessionId" }
       ]
     )
   ),
@@ -93,16 +185,16 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "delete",
     {
-      agent: Argument.String("agent"),
-      force: forceFlag("Delete it even though that ends its runtime's work (blockers, work its provider's veto names)")
+      agent: agentArgument,
+      force: forceFlag("Delete it even though that ends its runtime's work (blockers, work its provider's veto names)"),
+      json: jsonFlag("what the delete ended")
     },
-    Effect.fn(function*({ agent, force }) {
-      const api = yield* client
-      const deleted = yield* api.agents.delete({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
-        Effect.catchTag("AgentDeleteRefused", refusedFor(agent, "delete", "its runtime"))
-      )
-      yield* reportEnded(agent, "deleted", deleted.ended, "its runtime ended, its record and turns are gone", "its record and turns are gone")
-    })
+    printedWith(({ agent, force }) =>
+      Effect.flatMap(client, (api) =>
+        api.agents.delete({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
+          Effect.catchTag("AgentDeleteRefused", refusedFor(agent, "delete", "its runtime"))
+        )), (deleted, { agent }) =>
+      reportEnded(agent, "deleted", deleted.ended, "its runtime ended, its record and turns are gone", "its record and turns are gone"))
   ).pipe(
     documented(
       "Delete an agent: end its runtime and forget it and its turns. Refused (exit 1, naming its blockers and its provider's " +
@@ -116,34 +208,51 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "close",
     {
-      agent: Argument.String("agent"),
-      force: forceFlag("Close it even though that ends its work (blockers, work its provider's veto names)")
+      agent: agentOrLabelArgument,
+      labels: labelFlag("Close"),
+      force: forceFlag("Close it even though that ends its work (blockers, work its provider's veto names)"),
+      json: jsonFlag("what the close ended (with --label, each agent's result)")
     },
-    Effect.fn(function*({ agent, force }) {
+    Effect.fn(function*({ agent, force, json, labels }) {
+      const target = yield* targetOf("quiesce agents close", agent, labels)
+      if (target._tag === "Labelled") return yield* closeByLabel(target.labels, force, json)
       const api = yield* client
-      const closed = yield* api.agents.close({ params: { id: agent }, query: force ? { force: "true" } : {} }).pipe(
-        Effect.catchTag("RuntimeCloseRefused", refusedFor(agent, "close", "it"))
+      const closed = yield* api.agents.close({ params: { id: target.agentId }, query: force ? { force: "true" } : {} }).pipe(
+        Effect.catchTag("RuntimeCloseRefused", refusedFor(target.agentId, "close", "it"))
       )
-      yield* reportEnded(agent, "closed", closed.ended, "its runtime is released; the next prompt resumes its session", "the next prompt resumes its session")
+      if (json) return yield* printJson(closed)
+      yield* reportEnded(
+        target.agentId,
+        "closed",
+        closed.ended,
+        "its runtime is released; the next prompt resumes its session",
+        "the next prompt resumes its session"
+      )
     })
   ).pipe(
     documented(
       "Release the agent's runtime now; the next prompt resumes its session. Refused (exit 1, naming its blockers and its " +
-        "provider's veto) when that would end work, unless --force",
+        "provider's veto) when that would end work, unless --force. With --label, each agent with the labels in turn, " +
+        "by the same rule: each is reported, and the command exits 1 if any was kept",
       [
         { command: "quiesce agents close agent-1234", description: "Release its runtime now if that ends no work; the next prompt resumes it" },
-        { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" }
+        { command: "quiesce agents close agent-1234 --force", description: "Release it even if that ends work (a turn, a background job), naming what it ended" },
+        { command: "quiesce agents close --label team=web", description: "Release every agent labelled team=web that has no work a close would end; name the rest" }
       ]
     )
   ),
   Command.make(
     "show",
-    { agent: Argument.String("agent") },
-    ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
+    { agent: agentArgument, json: jsonFlag("the agent") },
+    printedWith(({ agent }) => Effect.flatMap(client, (api) => api.agents.get({ params: { id: agent } })), agentLines)
   ).pipe(
     documented(
-      "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on",
-      [{ command: "quiesce agents show agent-1234", description: "One agent as JSON" }]
+      "One agent: provider, working directory, resident or released, session, last activity, labels, and the permissions it waits on",
+      [
+        { command: "quiesce agents show agent-1234", description: "One agent, for people" },
+        { command: "quiesce agents show agent-1234 --json", description: "The same as JSON, times ISO 8601" }
+      ]
     )
   )
 ])
+

@@ -61,8 +61,11 @@ export const config = commandGroup("config", "The home's configuration file, con
 export const warmReserve = Command.make(
   "warm-reserve",
   {
-    provider: Argument.String("provider").pipe(Argument.optional),
-    size: Argument.Int("size").pipe(Argument.optional),
+    provider: Argument.String("provider").pipe(
+      Argument.withDescription("A provider id of config.json whose warm reserve to set (default: list every provider's)"),
+      Argument.optional
+    ),
+    size: Argument.Int("size").pipe(Argument.withDescription("How many warm processes to keep ready for it; 0 closes them"), Argument.optional),
     json: jsonFlag("the reserves")
   },
   printedWith(Effect.fn(function*({ provider, size }) {

@@ -30,6 +30,9 @@ const durationFlag = (name: string, description: string) =>
 const sizeFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
+/** A flag's default: the setting of the home's config.json at `key`, else `otherwise`. */
+const fromConfig = (key: string, otherwise: string) => `default: ${key} of config.json, else ${otherwise}`
+
 /** How the daemon run went, for the exit code. */
 export const daemonOutcome: DaemonOutcome = { running: false, retired: false }
 
@@ -37,26 +40,37 @@ export const daemonOutcome: DaemonOutcome = { running: false, retired: false }
 export const daemon = Command.make(
   "daemon",
   {
-    port: Flag.Int("port").pipe(Flag.withDescription("HTTP port (default 7377)"), Flag.optional),
-    host: Flag.String("host").pipe(Flag.withDescription("Address to listen on (default 127.0.0.1)"), Flag.optional),
-    idlePeriod: durationFlag("idle-period", "Release runtimes idle this long, e.g. 1h, 10s"),
-    sweepInterval: durationFlag("sweep-interval", "Sweep this often, e.g. 1m, 5s"),
+    port: Flag.Int("port").pipe(Flag.withDescription(`HTTP port; 0 takes any free one (${fromConfig("daemon.port", "7377")})`), Flag.optional),
+    host: Flag.String("host").pipe(Flag.withDescription(`Address to listen on (${fromConfig("daemon.host", "127.0.0.1")})`), Flag.optional),
+    idlePeriod: durationFlag("idle-period", `Release runtimes idle this long, e.g. 1h, 10s (${fromConfig("agents.idlePeriod", "1h")})`),
+    sweepInterval: durationFlag("sweep-interval", `Sweep this often, e.g. 1m, 5s (${fromConfig("agents.sweepInterval", "1m")})`),
     memoryHigh: sizeFlag(
       "memory-high",
-      "Release runtimes, least recently active first, once their total RSS reaches this, e.g. 6GiB (with --memory-low)"
+      `Release runtimes, least recently active first, once their total RSS reaches this, e.g. 6GiB (with --memory-low) (${
+        fromConfig("agents.memory.high", "none")
+      })`
     ),
-    memoryLow: sizeFlag("memory-low", "...until their total RSS is at most this, e.g. 4GiB (with --memory-high)"),
+    memoryLow: sizeFlag(
+      "memory-low",
+      `...until their total RSS is at most this, e.g. 4GiB (with --memory-high) (${fromConfig("agents.memory.low", "none")})`
+    ),
     minAvailable: sizeFlag(
       "min-available",
-      "Release runtimes, least recently active first, while the host's available memory is below this, e.g. 1GiB"
+      `Release runtimes, least recently active first, while the host's available memory is below this, e.g. 1GiB (${
+        fromConfig("agents.memory.minAvailable", "none")
+      })`
     ),
     maxResident: Flag.Int("max-resident").pipe(
-      Flag.withDescription("At most this many resident runtimes: release the least recently active beyond it"),
+      Flag.withDescription(
+        `At most this many resident runtimes: release the least recently active beyond it (${fromConfig("agents.maxResident", "no limit")})`
+      ),
       Flag.optional
     ),
     daemonIdleTimeout: durationFlag(
       "daemon-idle-timeout",
-      `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (default: never). A retired daemon exits ${retiredExitCode}`
+      `Retire the whole daemon after this long of proven inactivity, e.g. 1h, 30m; 0s for never (${
+        fromConfig("daemon.idleTimeout", "never")
+      }; a daemon the hub starts: the hub's daemonIdleTimeout). A retired daemon exits ${retiredExitCode}`
     ),
     printSystemdUnit: Flag.Boolean("print-systemd-unit").pipe(Flag.withDescription(
       "Print a systemd user unit (Type=notify) that runs this home's daemon, instead of running it"

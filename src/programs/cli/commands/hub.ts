@@ -19,11 +19,14 @@ import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
 
+/** The name of a home the hub manages, the argument of the commands on one home. */
+const homeName = Argument.String("name").pipe(Argument.withDescription("The home's name in the hub (quiesce hub list shows them)"))
+
 /** `hub archive` and `hub unarchive`: a home keeps its data and refuses new work, or accepts work again. */
 const archiveCommand = (archived: boolean) =>
   Command.make(
     archived ? "archive" : "unarchive",
-    { name: Argument.String("name") },
+    { name: homeName },
     Effect.fn(function*({ name }) {
       yield* setArchived(yield* hubHomeDirectory, name, archived)
       yield* Console.log(archived ? `${name}: archived (its data is kept; new work is refused)` : `${name}: accepts work again`)
@@ -65,7 +68,10 @@ export const hubCommand = Command.make(
   Command.withSubcommands([
     Command.make(
       "add",
-      { name: Argument.String("name"), dir: Argument.String("dir") },
+      {
+        name: Argument.String("name").pipe(Argument.withDescription("The name to manage it under: 1 to 64 letters, digits, ., _ or -, starting with a letter or digit")),
+        dir: Argument.String("dir").pipe(Argument.withDescription("The daemon's home directory (created on the daemon's first start)"))
+      },
       Effect.fn(function*({ dir, name }) {
         const hubHome = yield* hubHomeDirectory
         yield* addHome(hubHome, name, dir)
@@ -79,7 +85,7 @@ export const hubCommand = Command.make(
     ),
     Command.make(
       "remove",
-      { name: Argument.String("name") },
+      { name: homeName },
       Effect.fn(function*({ name }) {
         yield* removeHome(yield* hubHomeDirectory, name)
         yield* Console.log(`${name}: no longer managed (its home and any running daemon are left as they are)`)
@@ -182,7 +188,7 @@ export const daemons = Command.make(
   Command.withSubcommands([
     Command.make(
       "retire",
-      { name: Argument.String("name") },
+      { name: homeName },
       Effect.fn(function*({ name }) {
         const { api, row } = yield* rowNamed(name)
         const attempt = yield* api.daemons.retire({ params: { name }, payload: yield* identityOf(row) })
@@ -197,9 +203,11 @@ export const daemons = Command.make(
     Command.make(
       "stop",
       {
-        name: Argument.String("name"),
+        name: homeName,
         confirm: Flag.String("confirm").pipe(
-          Flag.withDescription("NAME:PID of the daemon, as `quiesce daemons` shows it: you accept that its work may be interrupted"),
+          Flag.withDescription(
+            "NAME:PID of the daemon, as `quiesce daemons` shows it: you accept that its work may be interrupted (default: none, and the stop is refused)"
+          ),
           Flag.optional
         )
       },
@@ -222,7 +230,7 @@ export const daemons = Command.make(
     ),
     Command.make(
       "resume",
-      { name: Argument.String("name") },
+      { name: homeName },
       Effect.fn(function*({ name }) {
         const api = yield* hubClient
         const row = yield* api.daemons.resume({ params: { name } })

@@ -3,12 +3,15 @@
  * now, and run a `sweep`.
  */
 import { Console, Effect, Schema } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Command, Flag } from "effect/cli"
+import type { CollectResult } from "../../../api/runtimes.ts"
 import type { MemberBlocker } from "../../../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../../../domain/close.ts"
 import type { ProbeView } from "../../../domain/runtimeRow.ts"
+import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
+import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
 import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
@@ -95,7 +98,7 @@ const whyResident = (row: {
 /** `quiesce explain`: why one agent's runtime is still resident. */
 export const explain = Command.make(
   "explain",
-  { agent: Argument.String("agent"), json: jsonFlag("the explanation") },
+  { agent: agentArgument, json: jsonFlag("the explanation") },
   printedWith(({ agent }) =>
     Effect.flatMap(client, (api) => api.runtimes.explain({ params: { id: agent } })).pipe(
       Effect.catchTag("RuntimeNotFound", () =>
@@ -136,32 +139,109 @@ export const explain = Command.make(
 /** A collect that released nothing, told to the user: why, exit code 1. */
 class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefused", { message: Schema.String }) {}
 
-/** `quiesce collect`: releases one runtime now if nothing would be lost. */
+/** Why a collect kept a runtime, for people: its failure, else what keeps it resident, else its state. */
+const whyKept = (agentId: string, result: CollectResult) =>
+  result.outcome === "failed"
+    ? `it failed: ${result.error?.message ?? "no reason given"}`
+    : whyResident({ agentId, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
+      `it is ${result.state ?? "not releasable"}`
+
+/** How the collect of one agent of a collect by label went: its result, or that it had no runtime to release. */
+type LabelledCollect =
+  | ({ readonly agentId: string } & CollectResult)
+  | { readonly agentId: string; readonly outcome: "not-resident" }
+
+/** One collect by label, for people: released, released already, or kept and why. */
+const labelledCollectText = (result: LabelledCollect) =>
+  result.outcome === "collected"
+    ? "released"
+    : result.outcome === "not-resident"
+    ? "released already"
+    : `kept: ${whyKept(result.agentId, result)}`
+
+/**
+ * `collect --label`: releases every agent with the labels that can be released without losing
+ * anything, one at a time as `collect AGENT` does; reports each, then fails naming how many were kept.
+ */
+const collectByLabel = (labels: Readonly<Record<string, string>>, json: boolean) =>
+  Effect.gen(function*() {
+    const api = yield* client
+    const agents = yield* agentsLabelled(labels)
+    const results = yield* Effect.forEach(agents, (agent) =>
+      agent.resident
+        ? api.runtimes.collect({ params: { id: agent.agentId } }).pipe(
+          Effect.map((result): LabelledCollect => ({ agentId: agent.agentId, ...result })),
+          // Released between the list and the collect: nothing left to release.
+          Effect.catchTag("RuntimeNotFound", () => Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }))
+        )
+        : Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }))
+    if (json) yield* printJson(results)
+    else yield* printColumns([["AGENT", "RESULT"], ...results.map((result) => [result.agentId, labelledCollectText(result)])])
+    const released = results.filter((result) => result.outcome === "collected").length
+    const kept = results.filter((result) => result.outcome === "retained" || result.outcome === "failed").length
+    const matched = `${agents.length} agent${agents.length === 1 ? "" : "s"} with ${labelsText(labels)}`
+    if (kept > 0) {
+      return yield* new CollectRefused({
+        message: `${kept} of ${matched} ${kept === 1 ? "was" : "were"} kept: releasing ${kept === 1 ? "it" : "them"} now would lose ` +
+          `work (named above); quiesce agents close ${labelArgs(labels)} --force ends it`
+      })
+    }
+    if (!json) yield* Console.log(`released ${released} of ${matched}; the next prompt to each resumes its session`)
+  })
+
+/** `quiesce collect`: releases one runtime, or every one with the labels, now if nothing would be lost. */
 export const collect = Command.make(
   "collect",
-  { agent: Argument.String("agent") },
-  Effect.fn(function*({ agent }) {
+  {
+    agent: agentOrLabelArgument,
+    labels: labelFlag("Release"),
+    json: jsonFlag("the outcome (with --label, each agent's)")
+  },
+  Effect.fn(function*({ agent, json, labels }) {
+    const target = yield* targetOf("quiesce collect", agent, labels)
+    if (target._tag === "Labelled") return yield* collectByLabel(target.labels, json)
     const api = yield* client
-    const result = yield* api.runtimes.collect({ params: { id: agent } })
-    yield* printJson(result)
-    if (result.outcome === "collected") return
-    const why = result.outcome === "failed"
-      ? `it failed: ${result.error?.message ?? "no reason given"}`
-      : whyResident({ agentId: agent, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
-        `it is ${result.state ?? "not releasable"}`
-    return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
+    const result = yield* api.runtimes.collect({ params: { id: target.agentId } })
+    if (json) yield* printJson(result)
+    if (result.outcome !== "collected") {
+      return yield* new CollectRefused({ message: `${target.agentId} was not released: ${whyKept(target.agentId, result)}` })
+    }
+    if (!json) yield* Console.log(`released ${target.agentId}: its next prompt resumes its session`)
   })
 ).pipe(
   documented(
-    "Release one runtime now if nothing would be lost; otherwise say why and exit 1",
-    [{ command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" }]
+    "Release one runtime now if nothing would be lost; otherwise say why and exit 1. With --label, every agent with the " +
+      "labels by the same rule: each is reported, and the command exits 1 if any was kept",
+    [
+      { command: "quiesce collect agent-1234", description: "Release it now if nothing would be lost (exit 1 and why, if not)" },
+      { command: "quiesce collect --label team=web", description: "Release every idle agent labelled team=web; say why each other one is kept" },
+      { command: "quiesce collect agent-1234 --json", description: "The outcome as JSON: collected, retained (blockers, the last probe) or failed" }
+    ]
   )
 )
 
 /** `quiesce sweep`: runs one sweep now. */
-export const sweep = Command.make("sweep", {}, () => Effect.flatMap(client, (api) => Effect.flatMap(api.runtimes.sweep(), printJson))).pipe(
+export const sweep = Command.make(
+  "sweep",
+  { json: jsonFlag("what the sweep released and what failed") },
+  printedWith(() => Effect.flatMap(client, (api) => api.runtimes.sweep()), Effect.fn(function*(report) {
+    yield* Console.log(
+      report.collected.length === 0
+        ? "released nothing: no runtime was both idle past its idle period and safe to release (quiesce runtimes says why)"
+        : `released ${report.collected.length} runtime${report.collected.length === 1 ? "" : "s"}: ${
+          report.collected.map((runtime) => `${runtime.agentId} (${runtime.provider})`).join(", ")
+        }`
+    )
+    for (const failure of report.failures) {
+      yield* Console.log(`could not release ${failure.agentId}: ${failure.error._tag}: ${failure.error.message}`)
+    }
+  }))
+).pipe(
   documented(
-    "Run one sweep now",
-    [{ command: "quiesce sweep", description: "Run one sweep now and print what it released" }]
+    "Run one sweep now: release every runtime idle past its idle period that is safe to release",
+    [
+      { command: "quiesce sweep", description: "Run one sweep now and say what it released" },
+      { command: "quiesce sweep --json", description: "The same as JSON: collected and failures" }
+    ]
   )
 )

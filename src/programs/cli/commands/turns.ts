@@ -3,6 +3,8 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
+import { defaultTurnsLimit, type TurnView } from "../../../api/turns.ts"
+import { agentArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
@@ -12,19 +14,26 @@ import { jsonFlag } from "../root.ts"
 class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
 
 /**
- * A prompt's answer: with `--wait`, the reply of a completed turn; without, the receipt as JSON.
- * A failed or interrupted turn is an error either way (its receipt is printed first without `--wait`).
+ * A prompt's answer: with `--json`, the receipt as JSON; else with `--wait`, the reply of a completed
+ * turn, and without, a line saying the turn was taken. A failed or interrupted turn is an error
+ * either way (after its receipt, with `--json`).
  */
-const reportTurn = (result: PromptResult, wait: boolean) =>
+const reportTurn = (result: PromptResult, wait: boolean, json: boolean) =>
   Effect.gen(function*() {
-    if (!wait) yield* printJson(result)
+    if (json) yield* printJson(result)
     if (result.state === "failed" || result.state === "interrupted") {
       return yield* new TurnUnsuccessful({
         message: `turn ${result.turnId} ${result.state}: ${result.error?.message ?? "no reason given"}`
       })
     }
+    if (json) return
     // The reply as the agent gave it, without doubling its last newline.
-    if (wait) yield* Console.log((result.output ?? "").replace(/\n$/, ""))
+    if (wait) return yield* Console.log((result.output ?? "").replace(/\n$/, ""))
+    yield* Console.log(
+      `turn ${result.turnId} of ${result.agentId}: ${result.state}${
+        result.joinedTurnId === null ? "" : ` (steered into turn ${result.joinedTurnId}, whose outcome it shares)`
+      }${result.resumed ? " (its released runtime was resumed for it)" : ""}; its reply: quiesce turns show ${result.agentId} ${result.turnId}`
+    )
   })
 
 /** Failures after which the prompt may have been accepted, or would be on a retry. */
@@ -41,15 +50,16 @@ const retryableTags: ReadonlySet<string> = new Set([
 export const prompt = Command.make(
   "prompt",
   {
-    agent: Argument.String("agent"),
-    text: Argument.String("text"),
-    wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn's reply"), Flag.withDefault(false)),
+    agent: agentArgument,
+    text: Argument.String("text").pipe(Argument.withDescription("The prompt; one that starts with - goes after --")),
+    wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn to end, and print its reply"), Flag.withDefault(false)),
+    json: jsonFlag("the turn's receipt (with --wait, as it ended: state, output, error)"),
     clientMessageId: Flag.String("client-message-id").pipe(
       Flag.withDescription("Your id for this prompt: repeating it returns the same turn, never a second one (default: a new random id, printed on a failure)"),
       Flag.optional
     )
   },
-  Effect.fn(function*({ agent, clientMessageId, text, wait }) {
+  Effect.fn(function*({ agent, clientMessageId, json, text, wait }) {
     const api = yield* client
     // Always an id: when the answer is lost (a timeout, a daemon that went away), repeating the
     // prompt with it returns the same turn instead of running it again.
@@ -62,7 +72,7 @@ export const prompt = Command.make(
           : Effect.void
       )
     )
-    yield* reportTurn(result, wait)
+    yield* reportTurn(result, wait, json)
   })
 ).pipe(
   documented(
@@ -71,10 +81,35 @@ export const prompt = Command.make(
     [
       { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
       { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
+      { command: "quiesce prompt agent-1234 \"run the tests\" --wait --json", description: "The turn as it ended, as JSON: state, output, error" },
       { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }
     ]
   )
 )
+
+/** The turn argument of `turns show`. */
+const turnArgument = Argument.String("turn").pipe(Argument.withDescription("The turn's id, e.g. turn-5678 (quiesce turns list shows them)"))
+
+/** A time of a turn for people: ISO, and how long ago; "-" when it has not come. */
+const turnTime = (iso: string | null) => iso === null ? "-" : `${iso} (${ago(iso)})`
+
+/** One turn for people, a line per field; the reply (or the error) last, as the agent gave it. */
+const turnLines = (turn: TurnView) =>
+  Effect.forEach([
+    `turn        ${turn.turnId} of ${turn.agentId}${turn.clientMessageId === null ? "" : ` (client message id ${turn.clientMessageId})`}`,
+    `state       ${turn.state}${turn.disposition === null ? "" : ` (${turn.disposition})`}${
+      turn.joinedTurnId === null ? "" : `, steered into ${turn.joinedTurnId}`
+    }${turn.resumed ? ", its released runtime resumed for it" : ""}`,
+    `prompt      ${indented(turn.text)}`,
+    `accepted    ${turnTime(turn.acceptedAt)}`,
+    `dispatched  ${turnTime(turn.dispatchedAt)}`,
+    `ended       ${turnTime(turn.endedAt)}`,
+    ...(turn.error === null ? [] : [`error       ${turn.error._tag}: ${indented(turn.error.message)}`]),
+    ...(turn.reply === null ? [] : [`reply       ${indented(turn.reply.replace(/\n$/, ""))}`])
+  ], (line) => Console.log(line), { discard: true })
+
+/** A text of several lines under a 12-character field name: its further lines indented to match. */
+const indented = (text: string) => text.replaceAll("\n", `\n${" ".repeat(12)}`)
 
 /** `quiesce turns`: one turn, or an agent's recent turns. */
 export const turns = commandGroup("turns", "Read the turns prompts started", [
@@ -82,21 +117,22 @@ export const turns = commandGroup("turns", "Read the turns prompts started", [
 ], [
   Command.make(
     "show",
-    { agent: Argument.String("agent"), turn: Argument.String("turn") },
-    ({ agent, turn }) =>
-      Effect.flatMap(client, (api) =>
-        Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+    { agent: agentArgument, turn: turnArgument, json: jsonFlag("the turn") },
+    printedWith(({ agent, turn }) => Effect.flatMap(client, (api) => api.agents.turn({ params: { id: agent, turnId: turn } })), turnLines)
   ).pipe(
     documented(
-      "One turn: its state, reply or error, and times",
-      [{ command: "quiesce turns show agent-1234 turn-5678", description: "State, reply or error, and times" }]
+      "One turn: its prompt, state, reply or error, and times",
+      [
+        { command: "quiesce turns show agent-1234 turn-5678", description: "Prompt, state, reply or error, and times" },
+        { command: "quiesce turns show agent-1234 turn-5678 --json", description: "The same as JSON, as the journal holds it" }
+      ]
     )
   ),
   Command.make(
     "list",
     {
-      agent: Argument.String("agent"),
-      limit: Flag.Int("limit").pipe(Flag.withDescription("How many, newest first (1 to 100)"), Flag.withDefault(20)),
+      agent: agentArgument,
+      limit: Flag.Int("limit").pipe(Flag.withDescription(`How many, newest first, 1 to 100 (default ${defaultTurnsLimit})`), Flag.withDefault(defaultTurnsLimit)),
       json: jsonFlag("the turns")
     },
     printedWith(
@@ -124,8 +160,11 @@ const promptLine = (text: string) => {
 /** `quiesce interrupt`: interrupts the agent's running turn. */
 export const interrupt = Command.make(
   "interrupt",
-  { agent: Argument.String("agent") },
-  ({ agent }) => Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } }))
+  { agent: agentArgument },
+  ({ agent }) =>
+    Effect.flatMap(client, (api) => api.agents.interrupt({ params: { id: agent } })).pipe(
+      Effect.andThen(Console.log(`asked ${agent} to interrupt its running turn (if it had one); quiesce turns list ${agent} shows how it ended`))
+    )
 ).pipe(
   documented(
     "Interrupt the agent's running turn, if any",
@@ -137,20 +176,25 @@ export const interrupt = Command.make(
 export const answerPermission = (name: "permit" | "deny") =>
   Command.make(
     name,
-    { agent: Argument.String("agent"), permission: Argument.String("permission") },
+    {
+      agent: agentArgument,
+      permission: Argument.String("permission").pipe(
+        Argument.withDescription("The permission's id, as quiesce agents show lists it under permissions")
+      )
+    },
     ({ agent, permission }) =>
       Effect.flatMap(client, (api) =>
         api.agents.answerPermission({
           params: { id: agent, permissionId: permission },
           payload: { allow: name === "permit" }
-        }))
+        })).pipe(Effect.andThen(Console.log(`${name === "permit" ? "allowed" : "refused"} ${permission} of ${agent}`)))
   ).pipe(
     documented(
       name === "permit"
-        ? "Allow a permission the agent is waiting on (see pendingPermissions in agents show)"
+        ? "Allow a permission the agent is waiting on (quiesce agents show lists them)"
         : "Refuse a permission the agent is waiting on",
       name === "permit"
-        ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under pendingPermissions" }]
+        ? [{ command: "quiesce permit agent-1234 perm-1", description: "Allow what agents show lists under permissions" }]
         : [{ command: "quiesce deny agent-1234 perm-1", description: "Refuse it" }]
     )
   )
