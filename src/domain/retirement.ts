@@ -55,6 +55,25 @@ export const EffectiveIdleTimeout = Schema.Struct({
 })
 export type EffectiveIdleTimeout = typeof EffectiveIdleTimeout.Type
 
+const idleTimeoutSources: Record<IdleTimeoutSource, string> = {
+  flag: "set by --daemon-idle-timeout",
+  config: "from config.json",
+  hub: "the hub's default",
+  omitted: ""
+}
+
+/**
+ * The idle timeout a daemon armed, in words (the CLI, the log and the pages say the same):
+ * "1h (from config.json)", "none (0s, set by --daemon-idle-timeout)", or plainly "none" when
+ * nothing set one.
+ */
+export const describeIdleTimeout = (timeout: EffectiveIdleTimeout): string => {
+  const source = idleTimeoutSources[timeout.source]
+  if (timeout.millis !== null) return source === "" ? `${timeout.value}` : `${timeout.value} (${source})`
+  if (timeout.value === null || source === "") return "none"
+  return `none (${timeout.value}, ${source})`
+}
+
 /** `resident`: serving. `retiring`: an attempt runs (mutations refused), or one failed after its commit. */
 export const RetirementPhase = Schema.Literals(["resident", "retiring"])
 export type RetirementPhase = typeof RetirementPhase.Type

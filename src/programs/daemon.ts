@@ -26,7 +26,7 @@ import type { HostMemory } from "../services/HostMemory.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import type { RuntimeLedger } from "../services/RuntimeLedger.ts"
 import type { TurnJournal } from "../services/TurnJournal.ts"
-import { type DaemonIdentity, deliveryCloseTimeout } from "../domain/retirement.ts"
+import { type DaemonIdentity, deliveryCloseTimeout, describeIdleTimeout } from "../domain/retirement.ts"
 import * as DaemonLifecycleLive from "../layers/retirement/DaemonLifecycleLive.ts"
 import { ActivityClock } from "../services/ActivityClock.ts"
 import { InFlightRequests } from "../services/InFlightRequests.ts"
@@ -158,8 +158,6 @@ export const logReady = (home: Home["Service"], config: QuiesceConfig, identity:
       idlePeriod: Duration.format(config.agents.idlePeriod),
       idleRuntimeCleanup: config.agents.idleRuntimeCleanup,
       memoryBudget: describeMemoryBudget(config),
-      daemonIdleTimeout: identity.idleTimeout.millis === null
-        ? `none (${identity.idleTimeout.value ?? "omitted"})`
-        : `${identity.idleTimeout.value} (${identity.idleTimeout.source})`
+      daemonIdleTimeout: describeIdleTimeout(identity.idleTimeout)
     })
   )

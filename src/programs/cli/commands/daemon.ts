@@ -6,7 +6,7 @@ import { Console, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { retiredExitCode, unrecordedShutdownDeadlineMillis } from "../../../domain/retirement.ts"
+import { describeIdleTimeout, retiredExitCode, unrecordedShutdownDeadlineMillis } from "../../../domain/retirement.ts"
 import { recordedProcessAlive } from "../../../platform/procfs.ts"
 import {
   defaultLogFileOptions,
@@ -119,9 +119,7 @@ export const status = Command.make(
     ], { concurrency: "unbounded" })
     const counts = { agents: agents.length, resident: agents.filter((agent) => agent.resident).length }
     if (json) return yield* printJson({ ...view, uptimeSeconds: health.uptimeSeconds, ...counts, memory })
-    const timeout = view.idleTimeout.millis === null
-      ? `none (${view.idleTimeout.value === null ? "omitted" : `${view.idleTimeout.value}, ${view.idleTimeout.source}`})`
-      : `${view.idleTimeout.value} (from ${view.idleTimeout.source})`
+    const timeout = describeIdleTimeout(view.idleTimeout)
     const lines = [
       `daemon      pid ${view.pid}, instance ${view.instanceId}, ${view.host}:${view.port}, quiesce ${view.packageVersion} (protocol ${view.protocolVersion})`,
       `up          ${duration(health.uptimeSeconds)}; ${counts.agents} agent${counts.agents === 1 ? "" : "s"}, ${counts.resident} resident`,

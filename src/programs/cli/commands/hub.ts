@@ -3,6 +3,7 @@ import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as path from "node:path"
 import type { DaemonRow } from "../../../domain/hubDaemons.ts"
+import { describeIdleTimeout } from "../../../domain/retirement.ts"
 import {
   addHome,
   defaultHubPort,
@@ -129,8 +130,7 @@ export const hubCommand = Command.make(
   ])
 )
 
-const timeoutText = (timeout: DaemonRow["idleTimeout"]) =>
-  timeout === null ? "-" : timeout.millis === null ? `none (${timeout.value ?? "omitted"})` : `${timeout.value} (${timeout.source})`
+const timeoutText = (timeout: DaemonRow["idleTimeout"]) => timeout === null ? "-" : describeIdleTimeout(timeout)
 
 /** The inventory row of a home, for an action on the identity it shows. */
 const rowNamed = (name: string) =>
