@@ -7,6 +7,7 @@ import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
+import { daemonOrSavedStore } from "../savedReads.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
 class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { message: Schema.String }) {}
@@ -67,7 +68,7 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "list",
     { json: jsonFlag("the agents") },
-    printedWith(() => Effect.flatMap(client, (api) => api.agents.list()), (list) =>
+    printedWith(() => daemonOrSavedStore((api) => api.agents.list(), (saved) => saved.agents), (list) =>
       list.length === 0 ? Console.log("no agents yet: quiesce agents create") : printColumns([
         ["AGENT", "PROVIDER", "STATE", "LAST ACTIVE", "LABELS", "CWD"],
         ...list.map((agent) => [
@@ -139,7 +140,8 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "show",
     { agent: Argument.String("agent") },
-    ({ agent }) => Effect.flatMap(client, (api) => Effect.flatMap(api.agents.get({ params: { id: agent } }), printJson))
+    ({ agent }) =>
+      Effect.flatMap(daemonOrSavedStore((api) => api.agents.get({ params: { id: agent } }), (saved) => saved.agent(agent)), printJson)
   ).pipe(
     documented(
       "One agent as JSON: provider, session, resident or not, pid, labels, and the permissions it waits on",

@@ -3,10 +3,12 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
+import { TurnsLimit } from "../../../api/turns.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
+import { daemonOrSavedStore } from "../savedReads.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
 class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
@@ -76,6 +78,8 @@ export const prompt = Command.make(
   )
 )
 
+const encodeLimit = Schema.encodeEffect(TurnsLimit)
+
 /** `quiesce turns`: one turn, or an agent's recent turns. */
 export const turns = commandGroup("turns", "Read the turns prompts started", [
   { command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }
@@ -84,8 +88,10 @@ export const turns = commandGroup("turns", "Read the turns prompts started", [
     "show",
     { agent: Argument.String("agent"), turn: Argument.String("turn") },
     ({ agent, turn }) =>
-      Effect.flatMap(client, (api) =>
-        Effect.flatMap(api.agents.turn({ params: { id: agent, turnId: turn } }), printJson))
+      Effect.flatMap(
+        daemonOrSavedStore((api) => api.agents.turn({ params: { id: agent, turnId: turn } }), (saved) => saved.turn(agent, turn)),
+        printJson
+      )
   ).pipe(
     documented(
       "One turn: its state, reply or error, and times",
@@ -100,7 +106,12 @@ export const turns = commandGroup("turns", "Read the turns prompts started", [
       json: jsonFlag("the turns")
     },
     printedWith(
-      ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
+      ({ agent, limit }) =>
+        daemonOrSavedStore(
+          (api) => api.agents.turns({ params: { id: agent }, query: { limit } }),
+          // The limit the daemon's API takes, refused as its client refuses it.
+          (saved) => Effect.andThen(encodeLimit(limit), saved.turns(agent, limit))
+        ),
       (rows, { agent }) =>
         rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
           ["TURN", "STATE", "ACCEPTED", "PROMPT"],
