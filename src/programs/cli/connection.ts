@@ -33,9 +33,8 @@ const readClientToken = (tokenFile: string, restart: string) =>
     return token
   })
 
-/** Where the hub of the hub home listens, and its token. */
-export const hubConnection = Effect.gen(function*() {
-  const hubHome = yield* hubHomeDirectory
+/** Where the hub of the hub home `hubHome` listens, and its token. */
+export const hubConnectionAt = (hubHome: string) => Effect.gen(function*() {
   const address = readHubAddress(hubHome)
   // The token goes only to the process that wrote the address: alive, with the recorded start time.
   if (Option.isNone(address) || !recordedProcessAlive(address.value)) {
@@ -45,9 +44,16 @@ export const hubConnection = Effect.gen(function*() {
   return { baseUrl: `http://${address.value.host}:${address.value.port}`, token }
 })
 
+/** Where the hub of the hub home the command names listens, and its token. */
+export const hubConnection = Effect.flatMap(hubHomeDirectory, hubConnectionAt)
+
+/** A typed client of the hub's own API, of the hub at `connection`. */
+const hubClientOf = <E, R>(connection: Effect.Effect<{ readonly baseUrl: string; readonly token: string }, E, R>) =>
+  Effect.flatMap(connection, ({ baseUrl, token }) =>
+    HttpApiClient.make(HubApi, { baseUrl, transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token)) }))
+
 /** A typed client of the hub's own API. */
-export const hubClient = Effect.flatMap(hubConnection, ({ baseUrl, token }) =>
-  HttpApiClient.make(HubApi, { baseUrl, transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(token)) }))
+export const hubClient = hubClientOf(hubConnection)
 
 /** The record of the daemon of the home at `root`, while the process it names lives. */
 export const liveDaemonRecord = (root: string): Option.Option<DaemonIdentity> =>
@@ -149,6 +155,9 @@ export const client = Effect.gen(function*() {
 
 /** A one-time login link to the hub's page, asked of the hub. */
 export const hubLoginLink = Effect.flatMap(hubClient, (api) => api.session.link())
+
+/** A one-time login link to the page of the hub of the hub home `hubHome`, asked of it. */
+export const hubLoginLinkAt = (hubHome: string) => Effect.flatMap(hubClientOf(hubConnectionAt(hubHome)), (api) => api.session.link())
 
 /** A one-time login link to the daemon's page, asked of the daemon (with `--hub`, through the hub). */
 export const daemonLoginLink = Effect.flatMap(client, (api) => api.session.link())
