@@ -260,8 +260,8 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
                 if (!mutation) {
                   return yield* new HomeRetired({
                     name,
-                    message: `The daemon of ${name} is retired (its agents are saved, and its agents and turns are read ` +
-                      "from its saved store); a read does not start it, the next mutation (a prompt, say) does"
+                    message: `The daemon of ${name} is retired (its agents are saved: their list and turns are read from ` +
+                      "its saved store); a read does not start it, the next mutation (a prompt, say) does"
                   })
                 }
                 if (starts >= startsPerRequest) {
