@@ -90,19 +90,19 @@ const readsOver = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, provider
       onNone: () => Effect.fail(AgentNotFound.of(agentId)),
       onSome: Effect.succeed
     })))
+  const recent = (agentId: string, limit: number) =>
+    journal === undefined ? Effect.succeed([]) : Effect.map(journal.recent(agentId, limit), (records) => records.map(turnView))
+  const one = (agentId: string, turnId: string) =>
+    (journal === undefined ? Effect.succeedNone : journal.get(agentId, turnId)).pipe(Effect.flatMap(Option.match({
+      onNone: () => Effect.fail(TurnNotFound.of(agentId, turnId)),
+      onSome: (record) => Effect.succeed(turnView(record))
+    })))
   const reads: SavedReads = {
     found: true,
     agents: Effect.map(agents.list, (records) => records.map(summary)),
     agent: (agentId) => Effect.map(stored(agentId), summary),
-    turns: (agentId, limit) =>
-      Effect.andThen(stored(agentId), journal === undefined ? Effect.succeed([]) : Effect.map(journal.recent(agentId, limit), (records) => records.map(turnView))),
-    turn: (agentId, turnId) =>
-      Effect.andThen(
-        stored(agentId),
-        journal === undefined ? Effect.fail(TurnNotFound.of(agentId, turnId)) : journal.get(agentId, turnId).pipe(
-          Effect.flatMap(Option.match({ onNone: () => Effect.fail(TurnNotFound.of(agentId, turnId)), onSome: (record) => Effect.succeed(turnView(record)) }))
-        )
-      )
+    turns: (agentId, limit) => Effect.andThen(stored(agentId), recent(agentId, limit)),
+    turn: (agentId, turnId) => Effect.andThen(stored(agentId), one(agentId, turnId))
   }
   return reads
 })
