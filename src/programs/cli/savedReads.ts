@@ -7,7 +7,7 @@
  */
 import { Console, Effect, Option } from "effect"
 import * as path from "node:path"
-import { readSavedStore, type SavedReads } from "../../layers/store/savedStore.ts"
+import type { SavedReads } from "../../layers/store/savedStore.ts"
 import { client, liveDaemonRecord } from "./connection.ts"
 import { homeDirectory, viaHub } from "./root.ts"
 
@@ -31,5 +31,7 @@ export const daemonOrSavedStore = <A, E, R, E2>(
     if (Option.isSome(yield* viaHub)) return yield* Effect.flatMap(client, fromDaemon)
     const root = path.resolve(yield* homeDirectory)
     if (Option.isSome(liveDaemonRecord(root))) return yield* Effect.flatMap(client, fromDaemon)
+    // Loaded only here: a client command that talks to a daemon loads no store (node:sqlite).
+    const { readSavedStore } = yield* Effect.promise(() => import("../../layers/store/savedStore.ts"))
     return yield* readSavedStore(root, (reads) => Effect.andThen(Console.error(savedStoreNote(root, reads.found)), fromStore(reads)))
   })
