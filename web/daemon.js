@@ -70,8 +70,11 @@ const title = document.getElementById("title")
 const turnDialog = document.getElementById("turn-dialog")
 const closeDialog = document.getElementById("close-dialog")
 
-/** @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], memory: Memory | null, problem: Outcome | null }} */
-let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: null }
+/**
+ * `saved`: through a hub, why the home has no daemon, its agents then read from its saved store.
+ * @type {{ daemon: DaemonStatus | null, agents: Agent[], runtimes: Map<string, Runtime>, reserves: WarmReserve[], memory: Memory | null, problem: Outcome | null, saved: string | null }}
+ */
+let shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: null, saved: null }
 
 /**
  * @param {string} agentId
@@ -523,6 +526,7 @@ const render = () => {
     "div",
     {},
     shown.problem === null ? null : h("div", { "data-problem": "" }, outcomeElement(shown.problem)),
+    shown.saved === null ? null : h("div", { class: "outcome outcome-refused", role: "status", "data-saved-store": "" }, shown.saved),
     shown.daemon === null ? null : daemonSummary(shown.daemon),
     shown.memory === null ? null : memorySummary(shown.memory),
     shown.agents.length === 0
@@ -549,6 +553,17 @@ const render = () => {
   ))
 }
 
+/**
+ * Why a home served through the hub shows its saved agents: its daemon is retired or force-stopped.
+ * @param {string} tag
+ */
+const savedStoreLine = (tag) =>
+  tag === "HomeRetired"
+    ? `The home ${homeName} is retired: its daemon is not running, so its agents are read from its saved store (read-only). Its next prompt starts it.`
+    : tag === "HomeStopped"
+    ? `The home ${homeName} is force-stopped: its agents are read from its saved store (read-only). quiesce daemons resume ${homeName} starts it again.`
+    : null
+
 const refresh = async () => {
   try {
     /** @type {Promise<DaemonStatus>} */
@@ -563,11 +578,19 @@ const refresh = async () => {
     // A daemon older than the memory budget has no such route: it has no budget.
     const memoryRead = api(`${base}/memory`).catch(() => null)
     const [daemon, agents, runtimes, reserves, memory] = await Promise.all([daemonRead, agentsRead, runtimesRead, reservesRead, memoryRead])
-    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), reserves, memory, problem: null }
+    shown = { daemon, agents, runtimes: new Map(runtimes.map((runtime) => [runtime.agentId, runtime])), reserves, memory, problem: null, saved: null }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   } catch (error) {
-    // Through a hub, a retired home answers with what it is (a read never starts its daemon).
-    shown = { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem: { ...failureOutcome(error), kind: "refused" } }
+    // Through a hub, a home without a daemon answers with what it is (a read never starts its
+    // daemon), and the hub reads its agents from its saved store.
+    const saved = error instanceof ApiError ? savedStoreLine(error.tag) : null
+    /** @type {Agent[] | null} */
+    const agents = saved === null ? null : await api(`${base}/agents`).then((/** @type {Agent[]} */ list) => list, () => null)
+    /** @type {Outcome} */
+    const problem = { ...failureOutcome(error), kind: "refused" }
+    shown = agents === null
+      ? { daemon: null, agents: [], runtimes: new Map(), reserves: [], memory: null, problem, saved: null }
+      : { daemon: null, agents, runtimes: new Map(), reserves: [], memory: null, problem: null, saved }
     if (status !== null) status.textContent = `Updated ${new Date().toLocaleTimeString()}`
   }
   render()

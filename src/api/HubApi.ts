@@ -20,6 +20,13 @@ import { errorContract, payloadParseOptions, QuiesceApi } from "./QuiesceApi.ts"
 import { RequestProblems } from "./requestErrors.ts"
 import { SessionGroup } from "./session.ts"
 
+/**
+ * The response header of a read the hub answered from a home's saved store, read-only, because no
+ * daemon runs for the home (agents, one agent, its turns, one turn): why none runs, `retired` or
+ * `stopped`. Such a read starts no daemon.
+ */
+export const savedStoreHeader = "quiesce-saved-store"
+
 /** The hub's own API. */
 export class HubApi extends HttpApi.make("quiesce-hub")
   .add(HubHealthGroup, DaemonsGroup, SessionGroup)
@@ -29,7 +36,9 @@ export class HubApi extends HttpApi.make("quiesce-hub")
     title: "Quiesce hub API",
     version: packageVersion,
     description:
-      `The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/. ${errorContract}`
+      "The daemons of the homes a hub manages; each home's daemon API is forwarded under /v1/homes/{name}/. A read of a " +
+      `home's agents and turns while no daemon runs for it (retired, stopped) is answered from its saved store, read-only, ` +
+      `with the header ${savedStoreHeader}; no read starts a daemon. ${errorContract}`
   }))
 {}
 

@@ -86,12 +86,17 @@ export interface RoutedRequest {
   readonly body: Uint8Array
 }
 
-/** The daemon's answer, passed on as it came. */
+/** Why a home has no daemon to answer a read, which the hub then answers from its saved store. */
+export type SavedStoreState = "retired" | "stopped"
+
+/** The daemon's answer, passed on as it came; or the hub's own from the home's saved store. */
 export interface RoutedResponse {
   readonly status: number
   readonly contentType: string | undefined
   readonly retryAfter: string | undefined
   readonly body: Uint8Array
+  /** Set when the hub answered from the home's saved store (no daemon runs): why none runs. */
+  readonly savedStore?: SavedStoreState | undefined
 }
 
 /** A request as the hub routes it. */

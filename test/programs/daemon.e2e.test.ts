@@ -169,7 +169,7 @@ describe("the daemon end to end", () => {
   it("the CLI says plainly that no daemon runs, that the token was deleted, and that a cwd does not exist", async () => {
     const home = newHome()
     const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
-    const none = spawnSync(process.execPath, [cli, "--home", home, "agents", "list"], { encoding: "utf8", timeout: 20_000 })
+    const none = spawnSync(process.execPath, [cli, "--home", home, "status"], { encoding: "utf8", timeout: 20_000 })
     expect(none.status).toBe(1)
     expect(none.stderr.trim()).toBe(`quiesce: No daemon is running for ${home}. Start one with: quiesce --home ${home} daemon`)
     // Bare `quiesce` is the help (exit 0); a command line that does not parse exits 1, without noise.

@@ -129,9 +129,14 @@ describe("the hub with real daemons", () => {
     expect(daemonRecord(dir)).toBeUndefined()
     expect(await inventoryRow(hub, "work")).toMatchObject({ state: "retired", pid: null, canRetire: false })
 
-    // Reads, listings, status, the inventory, sweeps and retire now: none brings it back.
+    // Reads, listings, status, the inventory, sweeps and retire now: none brings it back. The
+    // agents and their turns are read from the home's saved store; what only a daemon knows is not.
     for (let i = 0; i < 10; i++) {
-      for (const route of ["/v1/homes/work/agents", `/v1/homes/work/agents/${agentId}`, "/v1/homes/work/daemon", "/v1/homes/work/runtimes"]) {
+      for (const route of ["/v1/homes/work/agents", `/v1/homes/work/agents/${agentId}`, `/v1/homes/work/agents/${agentId}/turns`]) {
+        const read = await hubApi(hub, "GET", route)
+        expect(read.status, route).toBe(200)
+      }
+      for (const route of ["/v1/homes/work/daemon", "/v1/homes/work/runtimes"]) {
         const read = await hubApi(hub, "GET", route)
         expect(read.status, route).toBe(409)
         expect(read.body._tag).toBe("HomeRetired")

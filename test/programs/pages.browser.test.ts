@@ -597,6 +597,75 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect((await hubApi(hub, "GET", `/v1/homes/work/agents/${first}`)).body.resident).toBe(false)
   }, 120_000)
 
+  it("a home's page through the hub lists its saved agents while it is retired, and keeps working across a retire and a resume", async () => {
+    const root = newHubRoot()
+    const hubHome = join(root, "hub")
+    const dir = join(root, "work")
+    writeHubConfig(hubHome, [{ name: "work", dir }], "1h")
+    const hub = await startHub(hubHome)
+    const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd: root, labels: { team: "web" } })
+    expect(created.status).toBe(201)
+    const agentId: string = created.body.agentId
+    expect((await hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, { text: "echo from the saved store", wait: true })).body)
+      .toMatchObject({ state: "completed" })
+    const { sessionId } = (await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}`)).body
+
+    // quiesce open on the daemon's home, which the hub manages: the page the hub serves.
+    const opened = spawnSync(process.execPath, [cli, "--home", dir, "open"], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: { ...process.env, QUIESCE_HUB_HOME: hubHome, QUIESCE_HUB: "" }
+    })
+    const url = new URL(loginUrl({ status: opened.status, stdout: opened.stdout, stderr: opened.stderr }))
+    expect(url.port).toBe(String(hub.port))
+    expect(url.searchParams.get("next")).toBe("/homes/work/")
+    expect(opened.stderr).toContain("The home work is managed by a hub")
+    const { page } = await newPage()
+    await signIn(page, url.href)
+    expect(new URL(page.url()).pathname).toBe("/homes/work/")
+    const row = page.locator(`tr[data-agent="${agentId}"]`)
+    await expect.poll(() => row.getAttribute("class")).toBe("resident")
+
+    const retire = async () => {
+      const record = daemonRecord(dir)!
+      const retired = await hubApi(hub, "POST", "/v1/daemons/work/retire", { pid: record.pid, startTime: record.startTime, instanceId: record.instanceId })
+      expect(retired.status, JSON.stringify(retired.body)).toBe(202)
+      await until(() => !processAlive(record.pid) && daemonRecord(dir) === undefined, "the daemon retires")
+    }
+    await retire()
+    // Retired: the agents from the saved store, released, under one line that says so; no error.
+    const saved = page.locator("[data-saved-store]")
+    await expect.poll(() => saved.textContent(), { timeout: 10_000 }).toContain("The home work is retired")
+    expect(await saved.textContent()).toContain("read from its saved store (read-only)")
+    expect(await row.getAttribute("class")).toBe("released")
+    expect(await row.textContent()).toContain(sessionId)
+    expect(await page.locator("[data-problem]").count()).toBe(0)
+    await row.getByRole("button", { name: "Turns" }).click()
+    const dialog = page.locator("#turn-dialog")
+    await dialog.locator("ul.turns button").first().click()
+    await expect.poll(() => dialog.locator("[data-turn-output]").textContent()).toBe("from the saved store\n")
+    await dialog.getByRole("button", { name: "Close" }).click()
+    console.log(`retired home page: ${await screenshot(page, "retired-home-page.png")}`)
+    // Its polls read; none started the daemon.
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect(daemonRecord(dir)).toBeUndefined()
+    expect((await inventoryRow(hub, "work")).state).toBe("retired")
+
+    // Resumed (a new daemon, on another port): the same page shows it live again, without a reload.
+    expect((await hubApi(hub, "POST", "/v1/daemons/work/resume")).status).toBe(200)
+    const resumed = daemonRecord(dir)!
+    await expect.poll(() => page.locator(".summary").first().textContent(), { timeout: 10_000 }).toContain(`pid ${resumed.pid}`)
+    expect(await saved.count()).toBe(0)
+    // Retired and resumed once more, by a prompt this time: the page follows each time.
+    await retire()
+    await expect.poll(() => saved.count(), { timeout: 10_000 }).toBe(1)
+    expect((await hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, { text: "echo back", wait: true })).body)
+      .toMatchObject({ state: "completed", resumed: true, sessionId })
+    await expect.poll(() => row.getAttribute("class"), { timeout: 10_000 }).toBe("resident")
+    expect(await saved.count()).toBe(0)
+    expect(await page.locator("[data-problem]").count()).toBe(0)
+  }, 120_000)
+
   it("a page left open and hidden longer than the idle timeout makes no request and does not keep the daemon", async () => {
     const root = newHubRoot()
     const hubHome = join(root, "hub")

@@ -19,6 +19,9 @@ export const stateDirectory = (): string =>
 /** A daemon's default home: `$QUIESCE_HOME`, else the state directory (not the directory a command runs in). */
 export const defaultHome = (): string => process.env["QUIESCE_HOME"] || stateDirectory()
 
+/** Where a home keeps its SQLite store (agents, turns, finishes, the runtime ledger). */
+export const databaseFileOf = (root: string): string => path.join(root, "quiesce.sqlite")
+
 const describe = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 /** The start time of a live process (procfs), so a reused pid is not taken for the holder. */
@@ -232,7 +235,7 @@ export const layer = (root: string): Layer.Layer<Home, HomeUnavailable> =>
       })
       yield* acquireLock(absolute)
       const tokenFile = path.join(absolute, "token")
-      const databaseFile = path.join(absolute, "quiesce.sqlite")
+      const databaseFile = databaseFileOf(absolute)
       const pluginHome = path.join(absolute, "plugins")
       // Registered after the lock, so it runs before the lock is released, and after everything
       // built over the home (the database) has closed.

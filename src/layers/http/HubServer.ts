@@ -11,7 +11,7 @@ import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
 import { CrossOriginRefused, problemStatus, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
-import { HubApi, hubOpenapiPath } from "../../api/HubApi.ts"
+import { HubApi, hubOpenapiPath, savedStoreHeader } from "../../api/HubApi.ts"
 import { InvalidRequest } from "../../api/requestErrors.ts"
 import { HubDaemons } from "../../services/HubDaemons.ts"
 import { PageSessions } from "../../services/PageSessions.ts"
@@ -113,7 +113,11 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
           HttpServerResponse.uint8Array(answer.body, {
             status: answer.status,
             ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
-            headers: { ...idHeader, ...(answer.retryAfter === undefined ? {} : { "retry-after": answer.retryAfter }) }
+            headers: {
+              ...idHeader,
+              ...(answer.retryAfter === undefined ? {} : { "retry-after": answer.retryAfter }),
+              ...(answer.savedStore === undefined ? {} : { [savedStoreHeader]: answer.savedStore })
+            }
           })
         ),
         Effect.catch((error) => Effect.succeed(HttpServerResponse.setHeaders(errorResponse(error), idHeader)))

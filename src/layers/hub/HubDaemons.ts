@@ -44,6 +44,7 @@ import { makeForwarder } from "./forward.ts"
 import { clearStopped, daemonLogFile, findHome, hubDefault, isStopped, markStopped, readHubConfig } from "./hubFiles.ts"
 import { launchDaemon } from "./launch.ts"
 import { isRead, notAdmitted } from "./requests.ts"
+import { savedStoreAnswer } from "./savedAnswers.ts"
 import { identityOf, rowOf } from "./rows.ts"
 
 /** How a start ended: one was started (it may have retired at once), one is there, one holds the lock unseen, or the home is stopped. */
@@ -247,12 +248,20 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
               case "incompatible":
                 return yield* incompatibleError(name, found.identity, "it is left alone: stop it explicitly, then resume the home")
               case "absent": {
-                if (isStopped(hubHome, name)) return yield* stoppedError(name)
+                const stopped = isStopped(hubHome, name)
+                // Its agents and turns are read from its saved store: a read never starts a daemon.
+                const saved = mutation ? Option.none() : savedStoreAnswer(home.dir, request, stopped ? "stopped" : "retired")
+                if (Option.isSome(saved)) {
+                  return yield* saved.value.pipe(Effect.catchTag("HomeHeld", () =>
+                    Effect.fail(unavailable(home, "a process holds its home lock without a record (starting or exiting)"))
+                  ))
+                }
+                if (stopped) return yield* stoppedError(name)
                 if (!mutation) {
                   return yield* new HomeRetired({
                     name,
-                    message: `The daemon of ${name} is retired (its agents are saved); a read does not start it, the next ` +
-                      "mutation (a prompt, say) does"
+                    message: `The daemon of ${name} is retired (its agents are saved: their list and turns are read from ` +
+                      "its saved store); a read does not start it, the next mutation (a prompt, say) does"
                   })
                 }
                 if (starts >= startsPerRequest) {

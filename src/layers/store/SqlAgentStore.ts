@@ -121,6 +121,29 @@ const decodeStoredRow = (operation: string) => (row: unknown) =>
     })
   }))
 
+/**
+ * The store's reads (`get`, `list`) over `sql`, without migrating: the store's own, and what a
+ * read-only look at a saved store (`savedStore.ts`) uses.
+ */
+export const reads = (sql: SqlClient.SqlClient): Pick<AgentStore["Service"], "get" | "list"> => {
+  const get = Effect.fn("SqlAgentStore.get")(function*(agentId: string) {
+    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents WHERE agent_id = ${agentId}`.pipe(
+      Effect.mapError(sqlFailure("get", agentId))
+    )
+    const row = rows[0]
+    if (row === undefined) return Option.none<AgentRecord>()
+    return Option.some(yield* decodeStoredRow("get")(row))
+  })
+
+  const list = Effect.gen(function*() {
+    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents ORDER BY created_at, agent_id`.pipe(
+      Effect.mapError(sqlFailure("list", undefined))
+    )
+    return yield* Effect.forEach(rows, decodeStoredRow("list"))
+  }).pipe(Effect.withSpan("SqlAgentStore.list"))
+  return { get, list }
+}
+
 /** Migrates the database, then returns an `AgentStore` over it. */
 export const make: Effect.Effect<
   AgentStore["Service"],
@@ -150,27 +173,11 @@ export const make: Effect.Effect<
         closed_at = excluded.closed_at`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", record.agentId)))
   })
 
-  const get = Effect.fn("SqlAgentStore.get")(function*(agentId: string) {
-    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents WHERE agent_id = ${agentId}`.pipe(
-      Effect.mapError(sqlFailure("get", agentId))
-    )
-    const row = rows[0]
-    if (row === undefined) return Option.none<AgentRecord>()
-    return Option.some(yield* decodeStoredRow("get")(row))
-  })
-
-  const list = Effect.gen(function*() {
-    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents ORDER BY created_at, agent_id`.pipe(
-      Effect.mapError(sqlFailure("list", undefined))
-    )
-    return yield* Effect.forEach(rows, decodeStoredRow("list"))
-  }).pipe(Effect.withSpan("SqlAgentStore.list"))
-
   const remove = Effect.fn("SqlAgentStore.remove")(function*(agentId: string) {
     yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", agentId)))
   })
 
-  return AgentStore.of({ put, get, remove, list })
+  return AgentStore.of({ put, ...reads(sql), remove })
 })
 
 /**

@@ -180,6 +180,27 @@ const first = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<O
   return Result.isFailure(decoded) ? Effect.fail(decoded.failure) : Effect.succeed(Option.some(decoded.success))
 }
 
+/**
+ * The journal's reads of one agent's turns (`get`, `recent`) over `sql`, without migrating: the
+ * journal's own, and what a read-only look at a saved store (`savedStore.ts`) uses.
+ */
+export const reads = (sql: SqlClient.SqlClient): Pick<TurnJournal["Service"], "get" | "recent"> => {
+  const get = (agentId: string, turnId: string) =>
+    sql`SELECT ${sql.literal(columns)} FROM turns WHERE turn_id = ${turnId} AND agent_id = ${agentId}`.pipe(
+      Effect.mapError(failure("get", agentId)),
+      Effect.flatMap((rows) => first("get", rows))
+    )
+
+  // `seq` breaks ties of one millisecond: the later accepted comes first.
+  const recent = (agentId: string, limit: number) =>
+    sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId}
+        ORDER BY accepted_at DESC, seq DESC LIMIT ${Math.max(0, Math.trunc(limit))}`.pipe(
+      Effect.mapError(failure("recent", agentId)),
+      Effect.flatMap((rows) => decodeAll("recent", rows))
+    )
+  return { get, recent }
+}
+
 export const make: Effect.Effect<
   TurnJournal["Service"],
   SqlError.SqlError | Migrator.MigrationError,
@@ -278,20 +299,6 @@ export const make: Effect.Effect<
     )
   })
 
-  const get = (agentId: string, turnId: string) =>
-    sql`SELECT ${sql.literal(columns)} FROM turns WHERE turn_id = ${turnId} AND agent_id = ${agentId}`.pipe(
-      Effect.mapError(failure("get", agentId)),
-      Effect.flatMap((rows) => first("get", rows))
-    )
-
-  // `seq` breaks ties of one millisecond: the later accepted comes first.
-  const recent = (agentId: string, limit: number) =>
-    sql`SELECT ${sql.literal(columns)} FROM turns WHERE agent_id = ${agentId}
-        ORDER BY accepted_at DESC, seq DESC LIMIT ${Math.max(0, Math.trunc(limit))}`.pipe(
-      Effect.mapError(failure("recent", agentId)),
-      Effect.flatMap((rows) => decodeAll("recent", rows))
-    )
-
   const byMessageId = (recipientId: string, messageId: string) =>
     sql`SELECT ${sql.literal(columns.split(", ").map((column) => `turns.${column}`).join(", "))}
       FROM turn_messages JOIN turns ON turns.turn_id = turn_messages.turn_id
@@ -363,8 +370,7 @@ export const make: Effect.Effect<
     accept,
     update,
     claim,
-    get,
-    recent,
+    ...reads(sql),
     byClientMessageId,
     byMessageId,
     unfinished,

@@ -10,6 +10,7 @@ import { client } from "../connection.ts"
 import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
+import { daemonOrSavedStore } from "../savedReads.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
 class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { message: Schema.String }) {}
@@ -159,7 +160,7 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "list",
     { json: jsonFlag("the agents") },
-    printedWith(() => Effect.flatMap(client, (api) => api.agents.list()), (list) =>
+    printedWith(() => daemonOrSavedStore((api) => api.agents.list(), (saved) => saved.agents), (list) =>
       list.length === 0 ? Console.log("no agents yet: quiesce agents create") : printColumns([
         ["AGENT", "PROVIDER", "STATE", "LAST ACTIVE", "LABELS", "CWD"],
         ...list.map((agent) => [
@@ -244,7 +245,7 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
   Command.make(
     "show",
     { agent: agentArgument, json: jsonFlag("the agent") },
-    printedWith(({ agent }) => Effect.flatMap(client, (api) => api.agents.get({ params: { id: agent } })), agentLines)
+    printedWith(({ agent }) => daemonOrSavedStore((api) => api.agents.get({ params: { id: agent } }), (saved) => saved.agent(agent)), agentLines)
   ).pipe(
     documented(
       "One agent: provider, working directory, resident or released, session, last activity, labels, and the permissions it waits on",

@@ -19,7 +19,17 @@ import {
 } from "../../../layers/host/logFile.ts"
 import type { DaemonOutcome } from "../../runDaemon.ts"
 import { documented } from "../documented.ts"
-import { client, daemonConnection, daemonLoginLink, hubConnection, hubLoginLink, runningDaemon } from "../connection.ts"
+import {
+  client,
+  daemonConnection,
+  daemonLoginLink,
+  hubConnection,
+  hubConnectionAt,
+  hubLoginLink,
+  hubLoginLinkAt,
+  managingHub,
+  runningDaemon
+} from "../connection.ts"
 import { ago, blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
 import { homeDirectory, jsonFlag, viaHub, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
@@ -247,11 +257,26 @@ export const open = Command.make(
     const name = yield* viaHub
     // Through the hub: the hub's login, going on to that home's page, which the hub serves.
     if (Option.isSome(name)) return yield* printLoginLink(hubConnection, hubLoginLink, `/homes/${encodeURIComponent(name.value)}/`)
+    // A home a hub manages: its daemon listens on a new port at every start, so only the page the
+    // hub serves keeps working across its retirements and restarts.
+    const managed = yield* managingHub(path.resolve(yield* homeDirectory))
+    if (Option.isSome(managed) && managed.value.running) {
+      const { hubHome, name } = managed.value
+      yield* Console.error(`The home ${name} is managed by a hub: its page goes through the hub, so it keeps working when its daemon retires and comes back`)
+      return yield* printLoginLink(hubConnectionAt(hubHome), hubLoginLinkAt(hubHome), `/homes/${encodeURIComponent(name)}/`)
+    }
     yield* printLoginLink(daemonConnection, daemonLoginLink, undefined)
+    if (Option.isSome(managed)) {
+      yield* Console.error(
+        `This page stops answering when the daemon retires (it comes back on another port): for a page that keeps working, ` +
+          `start the hub (quiesce hub) and open it through the hub: quiesce --hub ${managed.value.name} open`
+      )
+    }
   })
 ).pipe(
   documented(
-    "Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident)",
+    "Print a one-time link that signs a browser in to the daemon's page (agents, runtimes, why each is resident); for a " +
+      "home a running hub manages, the page the hub serves, which keeps working across the daemon's retirements and restarts",
     [
       { command: "quiesce open", description: "A one-time link to the daemon's page, printed for a browser" },
       { command: "quiesce --hub work open", description: "The page of the home work, through the hub" }

@@ -3,12 +3,13 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
-import { defaultTurnsLimit, type TurnView } from "../../../api/turns.ts"
+import { defaultTurnsLimit, TurnsLimit, type TurnView } from "../../../api/turns.ts"
 import { agentArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
 import { jsonFlag } from "../root.ts"
+import { daemonOrSavedStore } from "../savedReads.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
 class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
@@ -111,6 +112,8 @@ const turnLines = (turn: TurnView) =>
 /** A text of several lines under a 12-character field name: its further lines indented to match. */
 const indented = (text: string) => text.replaceAll("\n", `\n${" ".repeat(12)}`)
 
+const encodeLimit = Schema.encodeEffect(TurnsLimit)
+
 /** `quiesce turns`: one turn, or an agent's recent turns. */
 export const turns = commandGroup("turns", "Read the turns prompts started", [
   { command: "quiesce turns show agent-1234 turn-5678", description: "One turn's state and reply" }
@@ -118,7 +121,11 @@ export const turns = commandGroup("turns", "Read the turns prompts started", [
   Command.make(
     "show",
     { agent: agentArgument, turn: turnArgument, json: jsonFlag("the turn") },
-    printedWith(({ agent, turn }) => Effect.flatMap(client, (api) => api.agents.turn({ params: { id: agent, turnId: turn } })), turnLines)
+    printedWith(
+      ({ agent, turn }) =>
+        daemonOrSavedStore((api) => api.agents.turn({ params: { id: agent, turnId: turn } }), (saved) => saved.turn(agent, turn)),
+      turnLines
+    )
   ).pipe(
     documented(
       "One turn: its prompt, state, reply or error, and times",
@@ -136,7 +143,12 @@ export const turns = commandGroup("turns", "Read the turns prompts started", [
       json: jsonFlag("the turns")
     },
     printedWith(
-      ({ agent, limit }) => Effect.flatMap(client, (api) => api.agents.turns({ params: { id: agent }, query: { limit } })),
+      ({ agent, limit }) =>
+        daemonOrSavedStore(
+          (api) => api.agents.turns({ params: { id: agent }, query: { limit } }),
+          // The limit the daemon's API takes, refused as its client refuses it.
+          (saved) => Effect.andThen(encodeLimit(limit), saved.turns(agent, limit))
+        ),
       (rows, { agent }) =>
         rows.length === 0 ? Console.log(`no turn yet: ${agent} has not been prompted`) : printColumns([
           ["TURN", "STATE", "ACCEPTED", "PROMPT"],
