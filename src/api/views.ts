@@ -70,8 +70,11 @@ export const errorSummary = (error: { readonly _tag: string; readonly message: s
 })
 
 /** A provider probe's observation, when there is one. */
-export const probeView = (observation: ProbeObservation | null): ProbeView | null =>
-  observation === null ? null : { ...observation, at: iso(observation.at) }
+export const probeView = (observation: ProbeObservation | null): ProbeView | null => {
+  if (observation === null) return null
+  const { at, since, ...rest } = observation
+  return { ...rest, at: iso(at), ...(since === undefined ? {} : { since: iso(since) }) }
+}
 
 /** One turn as the journal holds it. */
 export const turnView = (record: TurnRecord): TurnView => ({

@@ -6,6 +6,7 @@
  * @module
  */
 import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
+import type { ReleaseReason } from "../../domain/agent.ts"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
@@ -53,6 +54,8 @@ interface DecisionScope {
   readonly idlePeriodMillis?: number | undefined
   /** Why its releases happen, for the memory metrics and the log; undefined for requests (collect now, retirement). */
   readonly cause?: ReleaseCause | undefined
+  /** Why its releases happen, for the record each released agent keeps. */
+  readonly reason: ReleaseReason
   readonly index: (snapshot: ReadonlyArray<RuntimeCandidate>) => FamilyIndex
   /**
    * A daemon's retirement: the daemon itself has checked what callers are owed (deliveries, and
@@ -76,6 +79,19 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const hostMemory = yield* Effect.serviceOption(HostMemory)
   const clocks = new IdleClocks()
   const lastProbes = new WeakMap<object, ProbeObservation>()
+  /**
+   * Records a runtime's probe answer. A refusal (a veto, a failure) keeps the time of the first
+   * refusal in a row as its \`since\`, so a veto that has held for hours says so.
+   */
+  const noteProbe = (identity: object, observation: ProbeObservation) => {
+    const previous = lastProbes.get(identity)
+    lastProbes.set(
+      identity,
+      observation.outcome === "permitted"
+        ? observation
+        : { ...observation, since: previous === undefined || previous.outcome === "permitted" ? observation.at : previous.since ?? previous.at }
+    )
+  }
   // Sweeps and collect-now requests own the idle clocks in turn, never together.
   const decisions = yield* Semaphore.make(1)
   const scope = yield* Effect.scope
@@ -137,7 +153,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     position: number,
     released: ReadonlySet<object>,
     ignoreCallerProtection: boolean,
-    cause: ReleaseCause | undefined
+    cause: ReleaseCause | undefined,
+    reason: ReleaseReason
   ): Effect.Effect<
     | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
     | { readonly _tag: "Declined" }
@@ -155,7 +172,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       Effect.gen(function*() {
         // Sampled just before the close: afterwards the memory is gone.
         const residentBytes = root.residentBytes === undefined ? undefined : yield* root.residentBytes
-        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family, ignoreCallerProtection)))
+        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family, ignoreCallerProtection), reason))
         const at = yield* Clock.currentTimeMillis
         if (exit._tag === "Success") {
           if (exit.value) {
@@ -249,7 +266,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         const candidate = snapshot[member]!
         return runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
           Effect.map(({ observation, verdict }) => {
-            lastProbes.set(candidate.identity, observation)
+            noteProbe(candidate.identity, observation)
             return verdict
           }),
           Effect.onExit((exit) => Deferred.done(done, exit))
@@ -353,7 +370,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           position,
           released,
           decision.ignoreCallerProtection === true,
-          decision.cause
+          decision.cause,
+          decision.reason
         )
         if (outcome._tag === "Collected") {
           released.add(root.identity)
@@ -381,7 +399,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.suspend(() =>
       settings.enabled && !stopped
         ? Effect.flatMap(candidates.capture, (snapshot) =>
-          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex, cause: "idle" }).pipe(
+          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex, cause: "idle", reason: "idle" }).pipe(
             Effect.tap((report) =>
               recordSweep.pipe(Effect.andThen(setResidentRuntimes(snapshot.length - report.collected.length)))
             )
@@ -457,7 +475,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.forEach(family, (member) => {
       const check = member.canStopRuntime
       return check === undefined ? Effect.void : runProbe(member, check, settings.probeTimeoutMillis).pipe(
-        Effect.map(({ observation }) => void lastProbes.set(member.identity, observation))
+        Effect.map(({ observation }) => noteProbe(member.identity, observation))
       )
     }, { concurrency: settings.probeConcurrency, discard: true })
 
@@ -471,7 +489,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     return yield* decisions.withPermits(1)(Effect.gen(function*() {
       const family = yield* captureFamily(agentId)
       if (stopped) return CollectOutcome.cases.Retained.make({ residency: yield* explainFamily(family, yield* Clock.currentTimeMillis) })
-      const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies })
+      const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies, reason: "collect" })
       const entry = report.collected[0]
       if (entry !== undefined) return CollectOutcome.cases.Collected.make({ runtime: entry })
       const failure = report.failures[0]
@@ -507,7 +525,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         return check === undefined
           ? Effect.succeed(undefined)
           : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(Effect.map(({ observation, verdict }) => {
-            lastProbes.set(candidate.identity, observation)
+            noteProbe(candidate.identity, observation)
             return { candidate, verdict }
           }))
       }, { concurrency: settings.probeConcurrency })
@@ -530,7 +548,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         roots: undefined,
         ignoreIdlePeriod: true,
         index: indexFamilies,
-        ignoreCallerProtection: true
+        ignoreCallerProtection: true,
+        reason: "retirement"
       })
       const remaining = (yield* candidates.capture).map((candidate) => candidate.agentId)
       return { report, remaining }
@@ -551,7 +570,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         ignoreIdlePeriod: false,
         idlePeriodMillis: memorySettings.minIdleMillis,
         index: () => index,
-        cause
+        cause,
+        reason: cause
       }),
     explainFamily
   })
