@@ -20,7 +20,10 @@ export const DaemonStatusView = Schema.Struct({
   idleSince: Schema.String,
   /** When the idle timer's interval ends if nothing happens; null without a timer or while retiring. */
   deadline: Schema.NullOr(Schema.String),
-  /** What would keep it from retiring now (runtime baselines and the daemon's own work; no probes). */
+  /**
+   * What would keep it from retiring now: runtime baselines, the daemon's own work, and each
+   * provider's veto as its last probe answered (asked after every turn and at each sweep; not asked here).
+   */
   blockers: Schema.Array(RetirementBlocker),
   lastAttempt: Schema.NullOr(RetirementAttemptView),
   failure: Schema.NullOr(RetirementFailure)

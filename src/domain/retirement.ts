@@ -80,7 +80,9 @@ export const RetirementBlocker = Schema.Struct({
   category: Schema.String,
   /** The agent it belongs to; absent for the daemon's own work. */
   agentId: Schema.optionalKey(Schema.String),
-  detail: Schema.optionalKey(Schema.String)
+  detail: Schema.optionalKey(Schema.String),
+  /** Since when it has held (ISO 8601), where that is known: a veto's first refusal in a row. */
+  since: Schema.optionalKey(Schema.String)
 })
 export type RetirementBlocker = typeof RetirementBlocker.Type
 
@@ -135,7 +137,7 @@ export interface DaemonStatus {
   readonly idleSince: number
   /** When the timer's interval ends if nothing happens; null without a timer or while retiring. */
   readonly deadline: number | null
-  /** What would keep it from retiring now (the daemon's own work and its runtimes' baselines; no probes). */
+  /** What would keep it from retiring now (the daemon's own work, its runtimes' baselines, their providers' last vetoes). */
   readonly blockers: ReadonlyArray<RetirementBlocker>
   readonly lastAttempt: RetirementAttempt | null
   /** The failure the daemon is stuck in (release_failed, reader_drain_failed), if any. */

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore, Stream } from "effect"
 import type { ReleaseReason } from "../../domain/agent.ts"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
@@ -479,6 +479,65 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       )
     }, { concurrency: settings.probeConcurrency, discard: true })
 
+  // ---- the probe after a turn ends ----------------------------------------------------------
+
+  /** Agents with an after-turn probe under way, and whether another turn ended since it began. */
+  const probingAfterTurn = new Map<string, boolean>()
+  /** After-turn probes share the probe concurrency among themselves: a burst of turn ends never storms the providers. */
+  const afterTurnSlots = yield* Semaphore.make(settings.probeConcurrency)
+
+  /** Asks the runtime's own provider now, when it can veto and nothing else keeps it resident. */
+  const probeOnce = (agentId: string) =>
+    Effect.gen(function*() {
+      const [candidate] = yield* candidates.captureFamily(agentId)
+      const check = candidate?.canStopRuntime
+      if (candidate === undefined || check === undefined || candidate.sessionId === null) return
+      // Busy again (the next turn, a permission): it ends in another probe, or the sweep asks.
+      if ((yield* candidate.blockers).length > 0) return
+      const { observation } = yield* runProbe(candidate, check, settings.probeTimeoutMillis)
+      noteProbe(candidate.identity, observation)
+    })
+
+  /** Whether another turn ended while the probe ran: then one more probe, else the agent is done. */
+  const probeAgain = (agentId: string) =>
+    Effect.sync(() => {
+      if (probingAfterTurn.get(agentId) === true) {
+        probingAfterTurn.set(agentId, false)
+        return true
+      }
+      probingAfterTurn.delete(agentId)
+      return false
+    })
+
+  const probeUntilSettled = (agentId: string): Effect.Effect<void> =>
+    afterTurnSlots.withPermits(1)(probeOnce(agentId)).pipe(
+      Effect.andThen(probeAgain(agentId)),
+      Effect.flatMap((again) => again ? probeUntilSettled(agentId) : Effect.void)
+    )
+
+  /**
+   * One probe per turn end, bounded (C6): at most one runs per runtime and one more waits behind
+   * it however many turns end meanwhile, each within the probe timeout, all within the probe
+   * concurrency. What it answers is the runtime's last probe, as a sweep's would be.
+   */
+  const probeAfterTurn = (agentId: string): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (stopped) return Effect.void
+      if (probingAfterTurn.has(agentId)) return Effect.sync(() => void probingAfterTurn.set(agentId, true))
+      probingAfterTurn.set(agentId, false)
+      return probeUntilSettled(agentId).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => probingAfterTurn.delete(agentId))),
+        Effect.forkIn(scope),
+        Effect.asVoid
+      )
+    })
+
+  if (candidates.turnEnds !== undefined) {
+    // Subscribed before the collector is offered: no turn end is missed.
+    const turnEnds = yield* candidates.turnEnds
+    yield* Stream.runForEach(turnEnds, probeAfterTurn).pipe(Effect.forkScoped)
+  }
+
   const explain = Effect.fn("RuntimeCollector.explain")(function*(agentId: string, options?: ExplainOptions) {
     const family = yield* captureFamily(agentId)
     if (options?.probe === true) yield* probeFamily(family)
@@ -519,21 +578,26 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         if (candidate.sessionId === null) found.push({ category: "not-resumable", agentId: candidate.agentId })
         if (own.length === 0 && candidate.sessionId !== null) clear.push(candidate)
       }
-      if (!probe) return found
-      const verdicts = yield* Effect.forEach(clear, (candidate) => {
-        const check = candidate.canStopRuntime
-        return check === undefined
-          ? Effect.succeed(undefined)
-          : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(Effect.map(({ observation, verdict }) => {
-            noteProbe(candidate.identity, observation)
-            return { candidate, verdict }
-          }))
-      }, { concurrency: settings.probeConcurrency })
-      for (const entry of verdicts) {
-        if (entry === undefined || entry.verdict._tag === "Permitted") continue
-        found.push(entry.verdict._tag === "Vetoed"
-          ? { category: "veto", agentId: entry.candidate.agentId, detail: entry.verdict.reason }
-          : { category: "probe-failure", agentId: entry.candidate.agentId, detail: entry.verdict.error.message })
+      if (probe) {
+        yield* Effect.forEach(clear, (candidate) => {
+          const check = candidate.canStopRuntime
+          return check === undefined
+            ? Effect.void
+            : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
+              Effect.map(({ observation }) => noteProbe(candidate.identity, observation))
+            )
+        }, { concurrency: settings.probeConcurrency, discard: true })
+      }
+      // Asked fresh, or (for the status) the last answer: a veto that holds keeps the daemon too.
+      for (const candidate of clear) {
+        const last = lastProbes.get(candidate.identity)
+        if (last === undefined || last.outcome === "permitted" || candidate.canStopRuntime === undefined) continue
+        found.push({
+          category: last.outcome === "vetoed" ? "veto" : "probe-failure",
+          agentId: candidate.agentId,
+          ...(last.message === undefined ? {} : { detail: last.message }),
+          since: new Date(last.since ?? last.at).toISOString()
+        })
       }
       return found
     })

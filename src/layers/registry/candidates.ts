@@ -55,6 +55,7 @@ export const makeCandidates = (
           }
         }
         return out
-      })
+      }),
+    turnEnds: residency.turnEnds
   })
 }

@@ -430,8 +430,8 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
     resume,
     refreshRecord,
     residency,
-    /** The agents whose turn just ended, as they end (from the moment the stream is run). */
-    turnEnds: Stream.fromPubSub(turnEnds),
+    /** Subscribes to the agents whose turn ends from now on. */
+    turnEnds: Effect.map(PubSub.subscribe(turnEnds), Stream.fromSubscription),
     isShuttingDown: () => shuttingDown,
     /** Nothing new is admitted from now on. */
     stopAdmission: () => void (shuttingDown = true),
