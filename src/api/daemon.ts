@@ -8,6 +8,7 @@ import {
   RetirementFailure,
   RetirementPhase
 } from "../domain/retirement.ts"
+import { MemoryTotals } from "../domain/memoryTotals.ts"
 import { StartsDaemon } from "./annotations.ts"
 import { RetirementFailedError, RetirementRefusedError } from "./errors.ts"
 import { Authorization } from "./middleware.ts"
@@ -26,7 +27,13 @@ export const DaemonStatusView = Schema.Struct({
    */
   blockers: Schema.Array(RetirementBlocker),
   lastAttempt: Schema.NullOr(RetirementAttemptView),
-  failure: Schema.NullOr(RetirementFailure)
+  failure: Schema.NullOr(RetirementFailure),
+  /**
+   * The home's memory, resident (its live runtimes' process trees now) against released (what the
+   * releases of its released agents gave back), in all, per provider and per label. Absent from
+   * daemons older than it.
+   */
+  memory: Schema.optionalKey(MemoryTotals)
 })
 export type DaemonStatusView = typeof DaemonStatusView.Type
 

@@ -184,6 +184,9 @@ export class RetirementFailed extends Schema.TaggedError<RetirementFailed>()("Re
 /** Categories whose detail is the reason itself (a provider's veto, a probe's failure): shown in the one line. */
 const explainedCategories: ReadonlySet<string> = new Set(["veto", "probe-failure"])
 
+/** Whether a blocker is a provider's veto or a probe that failed (its detail says why). */
+export const isVeto = (blocker: RetirementBlocker): boolean => explainedCategories.has(blocker.category)
+
 /** One line for a set of blockers: their categories, with whose (and a veto's reason), in a stable order. */
 export const describeBlockers = (blockers: ReadonlyArray<RetirementBlocker>): string =>
   [...new Set(blockers.map((b) => {
