@@ -33,7 +33,7 @@ export const DaemonStatusView = Schema.Struct({
    * releases of its released agents gave back), in all, per provider and per label. Absent from
    * daemons older than it.
    */
-  memory: Schema.optionalKey(MemoryTotals)
+  memoryTotals: Schema.optionalKey(MemoryTotals)
 })
 export type DaemonStatusView = typeof DaemonStatusView.Type
 

@@ -176,5 +176,5 @@ export const daemonStatusView = (
   blockers: status.blockers,
   lastAttempt: status.lastAttempt === null ? null : attemptView(status.lastAttempt),
   failure: status.failure,
-  memory
+  memoryTotals: memory
 })

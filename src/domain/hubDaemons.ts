@@ -46,7 +46,7 @@ export const DaemonRow = Schema.Struct({
   /** The resident memory of the daemon's process tree, in bytes; null when unknown. */
   memoryBytes: Schema.NullOr(Schema.Number),
   /** Its home's memory resident against released, as its running daemon counts it; absent without one. */
-  memory: Schema.optionalKey(MemoryTotals),
+  memoryTotals: Schema.optionalKey(MemoryTotals),
   /** Whether "retire now" may be asked of it: a compatible, running daemon. */
   canRetire: Schema.Boolean,
   /** What the state means and what an operator can do about it. */
@@ -68,7 +68,7 @@ export const Inventory = Schema.Struct({
   hubDefaultIdleTimeout: HubDefault,
   daemons: Schema.Array(DaemonRow),
   /** The running homes' memory together, resident against released, per provider and per label. */
-  memory: Schema.optionalKey(MemoryTotals)
+  memoryTotals: Schema.optionalKey(MemoryTotals)
 })
 export type Inventory = typeof Inventory.Type
 

@@ -157,12 +157,12 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const discoverAll = Effect.gen(function*() {
         const config = yield* readHubConfig(hubHome)
         const daemons = yield* rowsFor(config.homes)
-        const counted = daemons.flatMap((row) => row.memory === undefined ? [] : [row.memory])
+        const counted = daemons.flatMap((row) => row.memoryTotals === undefined ? [] : [row.memoryTotals])
         return {
           protocolVersion: daemonProtocolVersion,
           hubDefaultIdleTimeout: hubDefault(config),
           daemons,
-          ...(counted.length === 0 ? {} : { memory: sumMemoryTotals(counted) })
+          ...(counted.length === 0 ? {} : { memoryTotals: sumMemoryTotals(counted) })
         }
       })
       /**

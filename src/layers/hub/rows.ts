@@ -87,7 +87,7 @@ export const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, me
         deadline: status.deadline,
         blockers: blockerCategories(status.blockers),
         vetoes: status.blockers.filter(isVeto),
-        ...(status.memory === undefined ? {} : { memory: status.memory }),
+        ...(status.memoryTotals === undefined ? {} : { memoryTotals: status.memoryTotals }),
         lastAttempt: status.lastAttempt,
         failure: status.failure,
         canRetire: home.archived !== true,
