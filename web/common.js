@@ -199,6 +199,20 @@ export const formatBytes = (bytes) => {
 }
 
 /**
+ * How long a provider's refusal has held ("vetoed since 3 h ago"), so a stuck background job
+ * stands out; nothing when it is not known.
+ * @param {string} outcome
+ * @param {string | undefined} since
+ */
+export const refusedSinceElement = (outcome, since) =>
+  since === undefined ? null : h(
+    "span",
+    { class: "since", "data-since": since },
+    ` · ${outcome === "vetoed" || outcome === "veto" ? "vetoed" : "failing"} since `,
+    h("time", { datetime: since, title: localTime(since) }, relative(since))
+  )
+
+/**
  * A time element that keeps counting down (see `startTicking`).
  * @param {string} iso
  */

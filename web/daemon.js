@@ -13,6 +13,7 @@ import {
   localTime,
   outcomeElement,
   pollWhileVisible,
+  refusedSinceElement,
   relative,
   rowActions,
   signOutButton,
@@ -22,7 +23,7 @@ import {
 
 /**
  * @typedef {{ agentId: string, kind: string, detail?: string }} MemberBlocker
- * @typedef {{ agentId: string, at: string, outcome: string, message?: string }} Probe
+ * @typedef {{ agentId: string, at: string, outcome: string, message?: string, since?: string }} Probe
  * @typedef {{
  *   agentId: string, provider: string, cwd: string, labels: Record<string, string>, sessionId: string | null,
  *   resident: boolean, lifecycle: string, lastActivityAt: string, parentAgentId: string | null, pid: number | null,
@@ -267,7 +268,12 @@ const residency = (runtime) => {
   if (runtime === undefined) return h("span", { class: "muted" }, "—")
   const lines = [
     ...runtime.blockers.map((b) => h("li", { class: "blocker" }, blockerLine(b))),
-    ...(runtime.lastProbe === null ? [] : [h("li", { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome }, probeLine(runtime.lastProbe))])
+    ...(runtime.lastProbe === null ? [] : [h(
+      "li",
+      { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome },
+      probeLine(runtime.lastProbe),
+      refusedSinceElement(runtime.lastProbe.outcome, runtime.lastProbe.since)
+    )])
   ]
   return h(
     "div",
