@@ -87,16 +87,22 @@ const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null;
     (unmeasured === 0 ? "" : `; ${unmeasured} runtime${unmeasured === 1 ? "" : "s"} unmeasured`)
 }
 
+/** A runtime's blockers and its provider's refusal. */
+interface RuntimeWhy {
+  readonly agentId: string
+  readonly blockers: ReadonlyArray<MemberBlocker>
+  readonly lastProbe?: ProbeView | null | undefined
+}
+
+/** What keeps a runtime resident now, for people: each blocker, and a probe that did not permit, with its reason. */
+const stakesOf = (row: RuntimeWhy) => stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
+
 /**
  * What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with
  * its reason and since when it has held ("vetoed since 3h ago"), so a stuck background job stands out.
  */
-const whyResident = (row: {
-  readonly agentId: string
-  readonly blockers: ReadonlyArray<MemberBlocker>
-  readonly lastProbe?: ProbeView | null | undefined
-}) => {
-  const lines = stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
+const whyResident = (row: RuntimeWhy) => {
+  const lines = stakesOf(row)
   const since = row.lastProbe === null || row.lastProbe === undefined || row.lastProbe.outcome === "permitted"
     ? ""
     : refusedSince(row.lastProbe)
@@ -212,7 +218,7 @@ export const collect = Command.make(
     if (result.outcome === "collected") return
     const why = result.outcome === "failed"
       ? `it failed: ${result.error?.message ?? "no reason given"}`
-      : whyResident({ agentId: agent, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
+      : stakesOf({ agentId: agent, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
         `it is ${result.state ?? "not releasable"}`
     return yield* new CollectRefused({ message: `${agent} was not released: ${why}` })
   })
