@@ -200,6 +200,20 @@ export const formatBytes = (bytes) => {
 }
 
 /**
+ * How long a provider's refusal has held ("vetoed since 3 h ago"), so a stuck background job
+ * stands out; nothing when it is not known.
+ * @param {string} outcome
+ * @param {string | undefined} since
+ */
+export const refusedSinceElement = (outcome, since) =>
+  since === undefined ? null : h(
+    "span",
+    { class: "since", "data-since": since },
+    ` · ${outcome === "vetoed" || outcome === "veto" ? "vetoed" : "failing"} since `,
+    h("time", { datetime: since, title: localTime(since) }, relative(since))
+  )
+
+/**
  * A time element that keeps counting down (see `startTicking`).
  * @param {string} iso
  */
@@ -305,16 +319,60 @@ export const failureOutcome = (error) =>
     : { kind: "error", text: error instanceof Error ? error.message : String(error) }
 
 /**
+ * What each blocker means, in words: a runtime's blocker kinds (why it stays resident) and the
+ * daemon's retirement categories (why it stays up). Each is shown with its tag on hover.
+ * @type {ReadonlyMap<string, string>}
+ */
+const blockerWords = new Map([
+  ["lifecycle-not-idle", "it is not idle"],
+  ["internal-agent", "it is internal to its host"],
+  ["foreground-turn", "a turn is running"],
+  ["queued-prompt", "a prompt is queued"],
+  ["pending-replacement", "its runtime is being replaced"],
+  ["pending-permission", "it waits for a permission answer"],
+  ["permission-response-in-flight", "a permission answer is on its way"],
+  ["lifecycle-operation", "it is being opened, closed or resumed"],
+  ["foreground-mutation", "a change to it is under way"],
+  ["undrained-events", "its session's last events are still being saved"],
+  ["running-subagents", "its provider's subagents are running"],
+  ["caller-protected", "a delivery or a finish watch waits on it"],
+  ["not-resumable", "its session could not be resumed once released"],
+  ["veto", "vetoed by its provider"],
+  ["probe-failure", "its provider could not be asked"],
+  ["probe-failed", "its provider could not be asked"],
+  ["turn-accepted", "a turn is queued"],
+  ["turn-dispatched", "a turn is running"],
+  ["turn-running", "a turn is running"],
+  ["queued-delivery", "a message waits for delivery"],
+  ["finish-recovery", "finish watches are being restored"],
+  ["finish-registration", "a finish watch is being registered"],
+  ["finish-held", "a finish watch waits"],
+  ["finish-notification", "a finish is being delivered"],
+  ["finish-remote-watch", "it watches an agent on another server"],
+  ["store-failing", "its store cannot save"],
+  ["prompt-accepting", "a prompt is being accepted"],
+  ["agent-creating", "an agent is being created"],
+  ["activity", "there was activity"],
+  ["release-declined", "a runtime declined its release"]
+])
+
+/**
+ * A blocker kind or retirement category in words; one the page does not know, as it is.
+ * @param {string} kind
+ */
+export const blockerWord = (kind) => blockerWords.get(kind) ?? kind
+
+/**
  * A blocker as one line: its category or kind, whose (an id, kept on one line), and its detail.
  * @param {{ category?: string, kind?: string, agentId?: string, detail?: string }} blocker
  */
 export const blockerLine = (blocker) =>
   h(
     "span",
-    {},
-    blocker.category ?? blocker.kind ?? "blocker",
+    { title: blocker.category ?? blocker.kind ?? "" },
+    blockerWord(blocker.category ?? blocker.kind ?? "blocker"),
     blocker.agentId === undefined ? null : [" ", h("span", { class: "nowrap" }, "(", idElement(blocker.agentId), ")")],
-    blocker.detail === undefined || blocker.detail === "" ? null : ` ${blocker.detail}`
+    blocker.detail === undefined || blocker.detail === "" ? null : `: ${blocker.detail}`
   )
 
 /**

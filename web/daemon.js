@@ -6,6 +6,7 @@ import {
   api,
   ApiError,
   blockerLine,
+  blockerWord,
   countdownElement,
   failureOutcome,
   formatBytes,
@@ -16,6 +17,7 @@ import {
   outcomeElement,
   pollWhileVisible,
   problemWords,
+  refusedSinceElement,
   relative,
   rowActions,
   signOutButton,
@@ -25,7 +27,7 @@ import {
 
 /**
  * @typedef {{ agentId: string, kind: string, detail?: string }} MemberBlocker
- * @typedef {{ agentId: string, at: string, outcome: string, message?: string }} Probe
+ * @typedef {{ agentId: string, at: string, outcome: string, message?: string, since?: string }} Probe
  * @typedef {{
  *   agentId: string, provider: string, cwd: string, labels: Record<string, string>, sessionId: string | null,
  *   resident: boolean, lifecycle: string, lastActivityAt: string, parentAgentId: string | null, pid: number | null,
@@ -284,23 +286,6 @@ const showTurn = (agent, turn) => {
   ))
 }
 
-/** What each blocker means, as the reason a runtime stays resident. */
-const blockerWords = new Map([
-  ["lifecycle-not-idle", "it is not idle"],
-  ["internal-agent", "it is internal to its host"],
-  ["foreground-turn", "a turn is running"],
-  ["queued-prompt", "a prompt is queued"],
-  ["pending-replacement", "its runtime is being replaced"],
-  ["pending-permission", "it waits for a permission answer"],
-  ["permission-response-in-flight", "a permission answer is on its way"],
-  ["lifecycle-operation", "it is being opened, closed or resumed"],
-  ["foreground-mutation", "a change to it is under way"],
-  ["undrained-events", "its session's last events are still being saved"],
-  ["running-subagents", "its provider's subagents are running"],
-  ["caller-protected", "a delivery or a finish watch waits on it"],
-  ["not-resumable", "its session could not be resumed once released"]
-])
-
 /** Blockers that mean the agent itself is at work (rather than held for someone else). */
 const workingKinds = new Set([
   "lifecycle-not-idle",
@@ -320,7 +305,7 @@ const workingKinds = new Set([
  * @param {string} agentId the row's agent
  */
 const reasonLine = (blocker, agentId) =>
-  `${blocker.agentId === agentId ? "" : `its family member ${blocker.agentId}: `}${blockerWords.get(blocker.kind) ?? blocker.kind}` +
+  `${blocker.agentId === agentId ? "" : `its family member ${blocker.agentId}: `}${blockerWord(blocker.kind)}` +
   (blocker.detail === undefined ? "" : ` (${blocker.detail})`)
 
 /**
@@ -338,11 +323,16 @@ const stateOf = (agent, runtime) => {
     ...runtime.blockers.map((b) => h("li", { class: "blocker" }, reasonLine(b, agent.agentId))),
     ...(runtime.state === "collection-disabled" ? [h("li", {}, "releasing idle runtimes is turned off (agents.idleRuntimeCleanup)")] : []),
     ...(runtime.state === "not-resumable" && !runtime.blockers.some((b) => b.kind === "not-resumable")
-      ? [h("li", {}, blockerWords.get("not-resumable") ?? "")]
+      ? [h("li", {}, blockerWord("not-resumable"))]
       : []),
     ...(runtime.lastProbe === null
       ? []
-      : [h("li", { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome }, probeLine(runtime.lastProbe))])
+      : [h(
+        "li",
+        { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome },
+        probeLine(runtime.lastProbe),
+        refusedSinceElement(runtime.lastProbe.outcome, runtime.lastProbe.since)
+      )])
   ]
   const own = runtime.blockers.filter((b) => b.agentId === agent.agentId)
   if (runtime.state === "blocked" && own.some((b) => workingKinds.has(b.kind))) return { word: "working", badge: "running", when: null, reasons }

@@ -5,6 +5,7 @@ import {
   api,
   ApiError,
   blockerLine,
+  blockerWord,
   countdownElement,
   failureOutcome,
   formatBytes,
@@ -15,6 +16,7 @@ import {
   outcomeElement,
   pollWhileVisible,
   problemWords,
+  refusedSinceElement,
   relative,
   rowActions,
   signOutButton,
@@ -24,17 +26,24 @@ import {
 
 /**
  * @typedef {{ value: string | null, millis: number | null, source: string }} IdleTimeout
- * @typedef {{ category: string, agentId?: string, detail?: string }} RetirementBlocker
+ * @typedef {{ category: string, agentId?: string, detail?: string, since?: string }} RetirementBlocker
+ * @typedef {{
+ *   residentBytes: number, residentRuntimes: number, unmeasuredResident: number,
+ *   releasedBytes: number, releasedAgents: number, unmeasuredReleased: number
+ * }} MemoryFigures
+ * @typedef {MemoryFigures & { byProvider: (MemoryFigures & { provider: string })[], byLabel: (MemoryFigures & { label: string })[] }} MemoryTotals
  * @typedef {{ kind: string, message: string }} RetirementFailure
  * @typedef {{ at: string, trigger: string, outcome: string, blockers: RetirementBlocker[], failure: RetirementFailure | null }} Attempt
  * @typedef {{
  *   name: string, home: string, state: string, archived: boolean, pid: number | null, startTime: number | null,
  *   startedAt: string | null, instanceId: string | null, protocolVersion: number | null, compatible: boolean | null,
  *   packageVersion: string | null, idleTimeout: IdleTimeout | null, phase: string | null, deadline: string | null,
- *   blockers: string[], lastAttempt: Attempt | null, failure: RetirementFailure | null, memoryBytes: number | null,
- *   canRetire: boolean, note: string
+ *   blockers: string[], vetoes?: RetirementBlocker[], lastAttempt: Attempt | null, failure: RetirementFailure | null,
+ *   memoryBytes: number | null, memoryTotals?: MemoryTotals, canRetire: boolean, note: string
  * }} DaemonRow
- * @typedef {{ protocolVersion: number, hubDefaultIdleTimeout: { value: string, source: string }, daemons: DaemonRow[] }} Inventory
+ * @typedef {{
+ *   protocolVersion: number, hubDefaultIdleTimeout: { value: string, source: string }, daemons: DaemonRow[], memoryTotals?: MemoryTotals
+ * }} Inventory
  * @typedef {{ agentId: string, provider: string, sessionId: string }} CollectedRuntime
  * @typedef {{ collected: CollectedRuntime[], failures: { agentId: string, error: { _tag: string, message: string } }[] }} SweepResult
  * @typedef {import("./common.js").Outcome} Outcome
@@ -211,6 +220,86 @@ const attemptCell = (attempt) =>
     attempt.failure === null ? null : h("div", { class: "failure" }, retirementFailureText(attempt.failure))
   )
 
+/** Categories a row's `vetoes` explain (whose, why, since when). */
+const vetoCategories = new Set(["veto", "probe-failure"])
+
+/**
+ * What keeps a home resident: each category, and each provider's veto with its reason and since when.
+ * @param {DaemonRow} row
+ */
+const keepsResident = (row) => {
+  const vetoes = row.vetoes ?? []
+  const items = [
+    ...row.blockers.filter((category) => vetoes.length === 0 || !vetoCategories.has(category)).map((category) => h("li", { title: category }, blockerWord(category))),
+    ...vetoes.map((veto) =>
+      h("li", { class: "veto", "data-veto": veto.agentId ?? "" }, blockerLine(veto), refusedSinceElement(veto.category, veto.since))
+    )
+  ]
+  return items.length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "blockers" }, items)
+}
+
+/**
+ * Resident against released memory, in words.
+ * @param {MemoryFigures} figures
+ */
+const figuresText = (figures) => {
+  /** @param {number} n */
+  const unmeasured = (n) => n === 0 ? "" : ` (${n} unmeasured)`
+  return {
+    resident: `${formatBytes(figures.residentBytes)} in ${figures.residentRuntimes} runtime${figures.residentRuntimes === 1 ? "" : "s"}` +
+      unmeasured(figures.unmeasuredResident),
+    released: `${formatBytes(figures.releasedBytes)} by ${figures.releasedAgents} agent${figures.releasedAgents === 1 ? "" : "s"}` +
+      unmeasured(figures.unmeasuredReleased)
+  }
+}
+
+/**
+ * A home's memory resident against released.
+ * @param {DaemonRow} row
+ */
+const homeMemory = (row) => {
+  if (row.memoryTotals === undefined) return h("span", { class: "muted" }, "—")
+  const text = figuresText(row.memoryTotals)
+  return h(
+    "div",
+    { "data-home-memory": row.name },
+    h("div", { "data-resident": "" }, `resident ${text.resident}`),
+    h("div", { class: "muted", "data-released": "" }, `released ${text.released}`)
+  )
+}
+
+/**
+ * The running homes' memory together: in all, per provider, per label.
+ * @param {MemoryTotals} totals
+ */
+const totalsElement = (totals) => {
+  /**
+   * @param {string} kind
+   * @param {string} name
+   * @param {MemoryFigures} figures
+   */
+  const line = (kind, name, figures) => {
+    const text = figuresText(figures)
+    return h("tr", { "data-total": `${kind}:${name}` }, h("td", {}, kind === "all" ? name : `${kind} ${name}`), h("td", {}, text.resident), h("td", {}, text.released))
+  }
+  return h(
+    "section",
+    { class: "totals", "data-memory-totals": "" },
+    h("h2", {}, "Memory resident and released"),
+    h(
+      "p",
+      { class: "muted" },
+      "Resident: what the running homes' live runtimes hold now. Released: what the releases of their released agents gave back " +
+        "(each one's size just before its release)."
+    ),
+    table("memory-totals", ["", "Resident", "Released"], [
+      line("all", "all running homes", totals),
+      ...totals.byProvider.map((entry) => line("provider", entry.provider, entry)),
+      ...totals.byLabel.map((entry) => line("label", entry.label, entry))
+    ])
+  )
+}
+
 /**
  * @param {DaemonRow} row
  */
@@ -257,13 +346,10 @@ const rowElement = (row) =>
       {},
       row.deadline === null ? "—" : h("div", {}, "retires in ", countdownElement(row.deadline))
     ),
-    h(
-      "td",
-      {},
-      row.blockers.length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "blockers" }, row.blockers.map((b) => h("li", {}, b)))
-    ),
+    h("td", {}, keepsResident(row)),
     h("td", {}, attemptCell(row.lastAttempt)),
     h("td", { class: "number" }, row.pid === null ? "—" : formatBytes(row.memoryBytes)),
+    h("td", {}, homeMemory(row)),
     h("td", {}, actions(row))
   )
 
@@ -283,9 +369,10 @@ const render = () => {
       ? h("p", { class: "empty" }, "The hub manages no home yet: add one with quiesce hub add NAME DIR.")
       : table(
         "inventory",
-        ["Home", "State", "Process", "Idle timeout", "Deadline", "Keeps it resident", "Last attempt", "Memory", ""],
+        ["Home", "State", "Process", "Idle timeout", "Deadline", "Keeps it resident", "Last attempt", "Memory", "Resident / released", ""],
         inventory.daemons.map(rowElement)
-      )
+      ),
+    ...(inventory.memoryTotals === undefined ? [] : [totalsElement(inventory.memoryTotals)])
   )
 }
 

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { AgentLifecycle, Labels } from "../domain/agent.ts"
+import { AgentLifecycle, Labels, ReleaseReason } from "../domain/agent.ts"
 import { ClosedRuntime, DeletedAgent } from "../domain/close.ts"
 import { Disposition, TurnError, TurnState } from "../domain/turn.ts"
 import { StartsDaemon } from "./annotations.ts"
@@ -56,6 +56,17 @@ export const CreatedAgent = Schema.Struct({
 })
 export type CreatedAgent = typeof CreatedAgent.Type
 
+/** How a released agent's last runtime was released. */
+export const ReleaseView = Schema.Struct({
+  /** When (ISO 8601). */
+  at: Schema.String,
+  /** Why; null for a release older than the record of why. */
+  reason: Schema.NullOr(ReleaseReason),
+  /** The resident memory of its process tree just before it was released: what the release gave back; null when unmeasured. */
+  rssBytes: Schema.NullOr(Schema.Number)
+})
+export type ReleaseView = typeof ReleaseView.Type
+
 /** An agent as a list or a read shows it. */
 export const AgentSummary = Schema.Struct({
   agentId: Schema.String,
@@ -77,7 +88,9 @@ export const AgentSummary = Schema.Struct({
    * False when the daemon's configuration no longer has the agent's provider: the agent can be
    * read and deleted, not prompted or resumed.
    */
-  providerAvailable: Schema.Boolean
+  providerAvailable: Schema.Boolean,
+  /** While it is released: when, why, and what the release gave back; a prompt resumes its session. */
+  release: Schema.optionalKey(ReleaseView)
 })
 export type AgentSummary = typeof AgentSummary.Type
 

@@ -8,6 +8,7 @@ import {
   RetirementFailure,
   RetirementPhase
 } from "../domain/retirement.ts"
+import { MemoryTotals } from "../domain/memoryTotals.ts"
 import { StartsDaemon } from "./annotations.ts"
 import { RetirementFailedError, RetirementRefusedError } from "./errors.ts"
 import { Authorization } from "./middleware.ts"
@@ -20,10 +21,19 @@ export const DaemonStatusView = Schema.Struct({
   idleSince: Schema.String,
   /** When the idle timer's interval ends if nothing happens; null without a timer or while retiring. */
   deadline: Schema.NullOr(Schema.String),
-  /** What would keep it from retiring now (runtime baselines and the daemon's own work; no probes). */
+  /**
+   * What would keep it from retiring now: runtime baselines, the daemon's own work, and each
+   * provider's veto as its last probe answered (asked after every turn and at each sweep; not asked here).
+   */
   blockers: Schema.Array(RetirementBlocker),
   lastAttempt: Schema.NullOr(RetirementAttemptView),
-  failure: Schema.NullOr(RetirementFailure)
+  failure: Schema.NullOr(RetirementFailure),
+  /**
+   * The home's memory, resident (its live runtimes' process trees now) against released (what the
+   * releases of its released agents gave back), in all, per provider and per label. Absent from
+   * daemons older than it.
+   */
+  memoryTotals: Schema.optionalKey(MemoryTotals)
 })
 export type DaemonStatusView = typeof DaemonStatusView.Type
 

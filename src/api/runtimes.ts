@@ -8,7 +8,7 @@ import { MemberBlocker } from "../domain/blocker.ts"
 import { ProbeView, RuntimeRow } from "../domain/runtimeRow.ts"
 import { CollectedRuntime, ResidencyState } from "../domain/sweep.ts"
 import { StartsDaemon } from "./annotations.ts"
-import { RuntimeNotFoundError } from "./errors.ts"
+import { AgentNotFoundError, RuntimeNotFoundError } from "./errors.ts"
 import { memoryEndpoint } from "./memory.ts"
 import { AdmissionGate, Authorization } from "./middleware.ts"
 
@@ -53,11 +53,15 @@ export class RuntimesGroup extends HttpApiGroup.make("runtimes")
       query: { scope: Schema.optionalKey(Schema.Literals(["runner", "cluster"])) },
       success: Schema.Array(RuntimeRow)
     }).annotate(StartsDaemon, false),
-    /** One live runtime and why it is still resident (X1): blockers, the provider's veto and its reason. */
+    /**
+     * One live runtime and why it is still resident (X1): blockers, the provider's veto and its
+     * reason. No such agent: `AgentNotFound`; an agent without a live runtime (released; its
+     * `GET /v1/agents/:id` says when and why): `RuntimeNotFound`.
+     */
     HttpApiEndpoint.get("explain", "/v1/runtimes/:id", {
       params: AgentId,
       success: RuntimeRow,
-      error: RuntimeNotFoundError
+      error: [AgentNotFoundError, RuntimeNotFoundError]
     }).annotate(StartsDaemon, false),
     HttpApiEndpoint.post("collect", "/v1/runtimes/:id/collect", {
       params: AgentId,

@@ -7,6 +7,7 @@
 import { Option } from "effect"
 import { type AgentRecord, parentAgentIdOf } from "../domain/agent.ts"
 import type { MemoryStatus } from "../domain/memory.ts"
+import type { MemoryTotals } from "../domain/memoryTotals.ts"
 import type { DaemonIdentity, DaemonStatus, RetirementAttempt, RetirementAttemptView } from "../domain/retirement.ts"
 import type { ProbeView, RuntimeRow } from "../domain/runtimeRow.ts"
 import type { CollectOutcome, ProbeObservation, Residency, SweepReport } from "../domain/sweep.ts"
@@ -44,7 +45,10 @@ export const agentSummary = ({ pendingPermissions, pid, providerAvailable, recor
   parentAgentId: parentAgentIdOf(record.labels) ?? null,
   pendingPermissions,
   pid,
-  providerAvailable
+  providerAvailable,
+  ...(resident || record.closedAt === null
+    ? {}
+    : { release: { at: iso(record.closedAt), reason: record.release?.reason ?? null, rssBytes: record.release?.rssBytes ?? null } })
 })
 
 /** A prompt's receipt as the registry gives it (its `output` absent until the turn ended). */
@@ -70,8 +74,11 @@ export const errorSummary = (error: { readonly _tag: string; readonly message: s
 })
 
 /** A provider probe's observation, when there is one. */
-export const probeView = (observation: ProbeObservation | null): ProbeView | null =>
-  observation === null ? null : { ...observation, at: iso(observation.at) }
+export const probeView = (observation: ProbeObservation | null): ProbeView | null => {
+  if (observation === null) return null
+  const { at, since, ...rest } = observation
+  return { ...rest, at: iso(at), ...(since === undefined ? {} : { since: iso(since) }) }
+}
 
 /** One turn as the journal holds it. */
 export const turnView = (record: TurnRecord): TurnView => ({
@@ -155,7 +162,12 @@ export const memoryView = (status: MemoryStatus): MemoryView => ({
 export const attemptView = (attempt: RetirementAttempt): RetirementAttemptView => ({ ...attempt, at: iso(attempt.at) })
 
 /** The daemon's identity (with the port it really listens on) and its lifecycle now. */
-export const daemonStatusView = (identity: DaemonIdentity, port: number, status: DaemonStatus): DaemonStatusView => ({
+export const daemonStatusView = (
+  identity: DaemonIdentity,
+  port: number,
+  status: DaemonStatus,
+  memory: MemoryTotals
+): DaemonStatusView => ({
   ...identity,
   port,
   phase: status.phase,
@@ -163,5 +175,6 @@ export const daemonStatusView = (identity: DaemonIdentity, port: number, status:
   deadline: status.deadline === null ? null : iso(status.deadline),
   blockers: status.blockers,
   lastAttempt: status.lastAttempt === null ? null : attemptView(status.lastAttempt),
-  failure: status.failure
+  failure: status.failure,
+  memoryTotals: memory
 })

@@ -28,6 +28,35 @@ export type PersistenceHandle = typeof PersistenceHandle.Type
 export const AgentLifecycle = Schema.Literals(["active", "closed"])
 export type AgentLifecycle = typeof AgentLifecycle.Type
 
+/**
+ * Why a runtime was released: its idle period passed (`idle`), the memory budget was exceeded
+ * (`pressure`) or more runtimes were resident than allowed (`max-resident`), someone collected it
+ * (`collect`) or closed it (`close`), the daemon retired (`retirement`) or stopped (`shutdown`), its
+ * runtime was taken down to be started again (`reload`) or handed to another runner (`handed-over`),
+ * or it exited on its own (`exited`).
+ */
+export const ReleaseReason = Schema.Literals([
+  "idle",
+  "pressure",
+  "max-resident",
+  "collect",
+  "close",
+  "retirement",
+  "shutdown",
+  "reload",
+  "handed-over",
+  "exited"
+])
+export type ReleaseReason = typeof ReleaseReason.Type
+
+/** How an agent's last runtime was released (the time is the record's `closedAt`). */
+export const ReleaseNote = Schema.Struct({
+  reason: ReleaseReason,
+  /** The resident memory of its process tree just before it was released; null when unmeasured. */
+  rssBytes: Schema.NullOr(Schema.Number)
+})
+export type ReleaseNote = typeof ReleaseNote.Type
+
 /** The durable record of one agent. */
 export const AgentRecord = Schema.Struct({
   agentId: Schema.String,
@@ -40,7 +69,9 @@ export const AgentRecord = Schema.Struct({
   /** Epoch milliseconds. */
   createdAt: Schema.Number,
   lastActivityAt: Schema.Number,
-  closedAt: Schema.NullOr(Schema.Number)
+  closedAt: Schema.NullOr(Schema.Number),
+  /** How its last runtime was released, while it is released; absent while resident or before its first release. */
+  release: Schema.optionalKey(ReleaseNote)
 })
 export type AgentRecord = typeof AgentRecord.Type
 

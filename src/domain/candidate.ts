@@ -1,4 +1,5 @@
 import type { Effect } from "effect"
+import type { ReleaseReason } from "./agent.ts"
 import type { Blocker } from "./blocker.ts"
 import type { RuntimeProbeFailed, RuntimeReleaseError } from "./errors.ts"
 import type { StopAnswer } from "./provider.ts"
@@ -41,6 +42,7 @@ export interface RuntimeCandidate {
    * Closes the runtime only if `revalidate` still holds when checked inside the owner's lifecycle
    * lane, with admission barred. Succeeds with whether it closed. The owner makes the close and
    * persist region uninterruptible; waiting for the lane and revalidating stay interruptible.
+   * `reason` is why it is released, for the record the owner keeps.
    */
-  readonly closeIfEligible: (revalidate: Effect.Effect<boolean>) => Effect.Effect<boolean, RuntimeReleaseError>
+  readonly closeIfEligible: (revalidate: Effect.Effect<boolean>, reason: ReleaseReason) => Effect.Effect<boolean, RuntimeReleaseError>
 }

@@ -25,7 +25,7 @@ export const CloseStakes = Schema.Struct({
 export type CloseStakes = typeof CloseStakes.Type
 
 /** A probe's answer as a refusal; null when it permitted (or there is none). */
-export const refusalOf = (probe: Omit<ProbeObservation, "at"> | null | undefined): ProviderRefusal | null =>
+export const refusalOf = (probe: Omit<ProbeObservation, "at" | "since"> | null | undefined): ProviderRefusal | null =>
   probe === null || probe === undefined || probe.outcome === "permitted"
     ? null
     : { agentId: probe.agentId, outcome: probe.outcome, ...(probe.message === undefined ? {} : { message: probe.message }) }

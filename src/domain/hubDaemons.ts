@@ -5,7 +5,8 @@
  */
 import { Schema } from "effect"
 import { HomeState } from "./hub.ts"
-import { EffectiveIdleTimeout, RetirementAttemptView, RetirementFailure, RetirementPhase } from "./retirement.ts"
+import { MemoryTotals } from "./memoryTotals.ts"
+import { EffectiveIdleTimeout, RetirementAttemptView, RetirementBlocker, RetirementFailure, RetirementPhase } from "./retirement.ts"
 
 /** The identity an action addresses: what the inventory rendered. The hub rechecks it first. */
 export const RenderedIdentity = Schema.Struct({
@@ -38,10 +39,14 @@ export const DaemonRow = Schema.Struct({
   deadline: Schema.NullOr(Schema.String),
   /** The categories of what keeps it resident now. */
   blockers: Schema.Array(Schema.String),
+  /** Of those, its runtimes' providers' vetoes (and failed probes): whose, why, and since when. */
+  vetoes: Schema.optionalKey(Schema.Array(RetirementBlocker)),
   lastAttempt: Schema.NullOr(RetirementAttemptView),
   failure: Schema.NullOr(RetirementFailure),
   /** The resident memory of the daemon's process tree, in bytes; null when unknown. */
   memoryBytes: Schema.NullOr(Schema.Number),
+  /** Its home's memory resident against released, as its running daemon counts it; absent without one. */
+  memoryTotals: Schema.optionalKey(MemoryTotals),
   /** Whether "retire now" may be asked of it: a compatible, running daemon. */
   canRetire: Schema.Boolean,
   /** What the state means and what an operator can do about it. */
@@ -61,7 +66,9 @@ export const Inventory = Schema.Struct({
   /** The daemon protocol version this hub speaks. */
   protocolVersion: Schema.Number,
   hubDefaultIdleTimeout: HubDefault,
-  daemons: Schema.Array(DaemonRow)
+  daemons: Schema.Array(DaemonRow),
+  /** The running homes' memory together, resident against released, per provider and per label. */
+  memoryTotals: Schema.optionalKey(MemoryTotals)
 })
 export type Inventory = typeof Inventory.Type
 

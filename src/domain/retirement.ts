@@ -99,7 +99,9 @@ export const RetirementBlocker = Schema.Struct({
   category: Schema.String,
   /** The agent it belongs to; absent for the daemon's own work. */
   agentId: Schema.optionalKey(Schema.String),
-  detail: Schema.optionalKey(Schema.String)
+  detail: Schema.optionalKey(Schema.String),
+  /** Since when it has held (ISO 8601), where that is known: a veto's first refusal in a row. */
+  since: Schema.optionalKey(Schema.String)
 })
 export type RetirementBlocker = typeof RetirementBlocker.Type
 
@@ -154,7 +156,7 @@ export interface DaemonStatus {
   readonly idleSince: number
   /** When the timer's interval ends if nothing happens; null without a timer or while retiring. */
   readonly deadline: number | null
-  /** What would keep it from retiring now (the daemon's own work and its runtimes' baselines; no probes). */
+  /** What would keep it from retiring now (the daemon's own work, its runtimes' baselines, their providers' last vetoes). */
   readonly blockers: ReadonlyArray<RetirementBlocker>
   readonly lastAttempt: RetirementAttempt | null
   /** The failure the daemon is stuck in (release_failed, reader_drain_failed), if any. */
@@ -200,6 +202,9 @@ export class RetirementFailed extends Schema.TaggedError<RetirementFailed>()("Re
 
 /** Categories whose detail is the reason itself (a provider's veto, a probe's failure): shown in the one line. */
 const explainedCategories: ReadonlySet<string> = new Set(["veto", "probe-failure"])
+
+/** Whether a blocker is a provider's veto or a probe that failed (its detail says why). */
+export const isVeto = (blocker: RetirementBlocker): boolean => explainedCategories.has(blocker.category)
 
 /** One line for a set of blockers: their categories, with whose (and a veto's reason), in a stable order. */
 export const describeBlockers = (blockers: ReadonlyArray<RetirementBlocker>): string =>

@@ -6,8 +6,11 @@ import { Schema } from "effect"
 import { MemberBlocker } from "./blocker.ts"
 import { ProbeObservation, ResidencyState } from "./sweep.ts"
 
-/** What the last provider probe said, and when (ISO 8601); `message` says why it vetoed or failed. */
-export const ProbeView = Schema.Struct({ ...ProbeObservation.fields, at: Schema.String })
+/**
+ * What the last provider probe said, and when (ISO 8601); `message` says why it vetoed or failed,
+ * `since` since when its probes have refused in a row.
+ */
+export const ProbeView = Schema.Struct({ ...ProbeObservation.fields, at: Schema.String, since: Schema.optionalKey(Schema.String) })
 export type ProbeView = typeof ProbeView.Type
 
 /** One live runtime, explained. */

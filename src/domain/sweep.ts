@@ -33,7 +33,9 @@ export const ProbeObservation = Schema.Struct({
   agentId: Schema.String,
   at: Schema.Number,
   outcome: Schema.Literals(["permitted", "vetoed", "failed", "timed-out"]),
-  message: Schema.optionalKey(Schema.String)
+  message: Schema.optionalKey(Schema.String),
+  /** When it did not permit: since when the probes of this runtime have refused in a row (epoch ms). */
+  since: Schema.optionalKey(Schema.Number)
 })
 export type ProbeObservation = typeof ProbeObservation.Type
 

@@ -1,4 +1,4 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, type Scope, type Stream } from "effect"
 import type { RuntimeCandidate } from "../domain/candidate.ts"
 
 /**
@@ -14,4 +14,10 @@ export class RuntimeCandidates extends Context.Service<RuntimeCandidates, {
    * not the registry's, so revalidation stays cheap however many runtimes are live.
    */
   readonly captureFamily: (agentId: string) => Effect.Effect<ReadonlyArray<RuntimeCandidate>>
+  /**
+   * Subscribes (for the scope) to the agent id of each runtime whose turn ends from now on (its
+   * end recorded, its turn slot free). The collector asks the runtime's provider then, so that a
+   * veto (a background job the turn left running) shows at once. Optional.
+   */
+  readonly turnEnds?: Effect.Effect<Stream.Stream<string>, never, Scope.Scope> | undefined
 }>()("quiesce/collector/RuntimeCandidates") {}

@@ -47,8 +47,9 @@ export class RuntimeCollector extends Context.Service<RuntimeCollector, {
   readonly explain: (agentId: string, options?: ExplainOptions) => Effect.Effect<Residency, RuntimeNotFound>
   /**
    * For a daemon's retirement: what would keep any resident runtime from being released now, the
-   * idle period aside — baselines, missing persistence, and with `probe` each provider's veto
-   * asked fresh. Empty when every runtime could be released. Closes nothing. Caller protection is
+   * idle period aside — baselines, missing persistence, and each provider's veto: asked fresh with
+   * `probe`, else as its last probe answered (with since when it has held). Empty when every
+   * runtime could be released. Closes nothing. Caller protection is
    * left to the daemon, which knows which of what callers are owed survives it.
    */
   readonly retirementBlockers: (probe: boolean) => Effect.Effect<ReadonlyArray<RetirementBlocker>>

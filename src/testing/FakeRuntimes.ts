@@ -1,4 +1,5 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, PubSub, Stream } from "effect"
+import type { ReleaseReason } from "../domain/agent.ts"
 import { blocker, type Blocker, noBlockers } from "../domain/blocker.ts"
 import type { RuntimeCandidate } from "../domain/candidate.ts"
 import type { StopAnswer } from "../domain/provider.ts"
@@ -27,6 +28,8 @@ export class FakeRuntime {
   process: { readonly pid: number; readonly startTime?: number } | undefined = undefined
   /** How many times the collector asked to close this runtime. */
   closeRequests = 0
+  /** Why the collector asked, each time. */
+  readonly closeReasons: Array<ReleaseReason> = []
 
   readonly agentId: string
   readonly provider: string
@@ -62,10 +65,11 @@ export class FakeRuntime {
           this.probeCalls++
           return probe
         }),
-      closeIfEligible: (revalidate) => {
+      closeIfEligible: (revalidate, reason) => {
         const runtime = this
         return Effect.gen(function*() {
           runtime.closeRequests++
+          runtime.closeReasons.push(reason)
           if (runtime.closeFailure !== undefined) return yield* runtime.closeFailure
           if (!(yield* revalidate)) return false
           // Like a real owner: once the close begins it is never interrupted.
@@ -87,6 +91,13 @@ export class FakeRuntimes {
     return runtime
   }
 
+  private readonly ends = Effect.runSync(PubSub.unbounded<string>())
+
+  /** The runtime's turn ended: the collector hears of it through \`turnEnds\`. */
+  endTurn(agentId: string) {
+    PubSub.publishUnsafe(this.ends, agentId)
+  }
+
   snapshot(): ReadonlyArray<RuntimeCandidate> {
     return this.all.filter((runtime) => !runtime.closed).map((runtime) => runtime.capture())
   }
@@ -99,7 +110,8 @@ export class FakeRuntimes {
         const position = snapshot.findIndex((candidate) => candidate.agentId === agentId)
         if (position === -1) return []
         return indexFamilies(snapshot).members(position).map((member) => snapshot[member]!)
-      })
+      }),
+    turnEnds: Effect.map(PubSub.subscribe(this.ends), Stream.fromSubscription)
   })
 
   readonly layer = Layer.succeed(RuntimeCandidates, this.service)

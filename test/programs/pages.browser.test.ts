@@ -196,6 +196,43 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect((await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}`)).status).toBe(200)
   }, 120_000)
 
+  it("the hub page and quiesce daemons: a home's veto with its reason and since when, memory resident against released per provider and label", async () => {
+    const { busyAgent, hub, hubHome, root } = await twoHomes("1h")
+    // A labelled agent in the idle home, released by a collect: released memory there.
+    const created = await hubApi(hub, "POST", "/v1/homes/idle/agents", { provider: "shell", cwd: root, labels: { team: "web" } })
+    expect(created.status, JSON.stringify(created.body)).toBe(201)
+    const web: string = created.body.agentId
+    expect((await hubApi(hub, "POST", `/v1/homes/idle/agents/${web}/prompts`, { text: "true", wait: true })).body.state).toBe("completed")
+    expect((await hubApi(hub, "POST", `/v1/homes/idle/runtimes/${web}/collect`)).body.outcome).toBe("collected")
+
+    const { page } = await newPage()
+    await signIn(page, loginUrl(runHubCli(hubHome, "hub", "open")))
+    // The busy home is kept by its runtime's veto, named with its reason and since when.
+    const veto = homeRow(page, "busy").locator(`[data-veto="${busyAgent}"]`)
+    await expect.poll(() => veto.textContent(), { timeout: 10_000 }).toContain("background job 1 `sleep 600`")
+    expect(await veto.textContent()).toMatch(/vetoed since \d+ s ago/)
+    // In words, the tag only on hover: "vetoed by its provider (agent-…): background job …".
+    expect(await veto.textContent()).toContain(`vetoed by its provider (${busyAgent}): background job 1`)
+    expect(await veto.locator("[data-since] time").getAttribute("datetime")).toMatch(/^\d{4}-\d\d-\d\dT/)
+
+    // Each home's memory resident and released, and the running homes' together.
+    await expect.poll(() => page.locator('[data-home-memory="idle"] [data-released]').textContent())
+      .toMatch(/^released \d+\.\d MiB by 1 agent$/)
+    expect(await page.locator('[data-home-memory="busy"] [data-resident]').textContent()).toMatch(/^resident \d+\.\d MiB in 1 runtime$/)
+    const totals = page.locator("[data-memory-totals]")
+    expect(await totals.locator('tr[data-total="all:all running homes"]').textContent()).toMatch(/MiB in 2 runtimes.*MiB by 1 agent/)
+    expect(await totals.locator('tr[data-total="provider:shell"]').textContent()).toMatch(/MiB in 2 runtimes.*MiB by 1 agent/)
+    expect(await totals.locator('tr[data-total="label:team=web"]').textContent()).toMatch(/0 KiB in 0 runtimes.*MiB by 1 agent/)
+    console.log(`hub page totals: ${await screenshot(page, "hub-totals.png")}`)
+
+    // The CLI's inventory says the same.
+    const listed = runHubCli(hubHome, "daemons")
+    expect(listed.status, listed.stderr).toBe(0)
+    expect(listed.stdout).toMatch(/RESIDENT +RELEASED$/m)
+    expect(listed.stdout).toMatch(/^label team=web +0 B in 0 runtimes +\d+\.\d MiB by 1 agent$/m)
+    expect(listed.stdout).toMatch(new RegExp(`Kept by veto \\(${busyAgent}: background job 1 \`sleep 600\`, since \\d+s ago\\)`))
+  }, 120_000)
+
   it("a stale row's action shows the hub's refusal; a cookie without the page's origin changes nothing", async () => {
     const { hub, hubHome, root } = await twoHomes("1h")
     const { page } = await newPage()

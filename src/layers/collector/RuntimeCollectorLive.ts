@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore, Stream } from "effect"
+import type { ReleaseReason } from "../../domain/agent.ts"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
@@ -53,6 +54,8 @@ interface DecisionScope {
   readonly idlePeriodMillis?: number | undefined
   /** Why its releases happen, for the memory metrics and the log; undefined for requests (collect now, retirement). */
   readonly cause?: ReleaseCause | undefined
+  /** Why its releases happen, for the record each released agent keeps. */
+  readonly reason: ReleaseReason
   readonly index: (snapshot: ReadonlyArray<RuntimeCandidate>) => FamilyIndex
   /**
    * A daemon's retirement: the daemon itself has checked what callers are owed (deliveries, and
@@ -76,6 +79,19 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const hostMemory = yield* Effect.serviceOption(HostMemory)
   const clocks = new IdleClocks()
   const lastProbes = new WeakMap<object, ProbeObservation>()
+  /**
+   * Records a runtime's probe answer. A refusal (a veto, a failure) keeps the time of the first
+   * refusal in a row as its \`since\`, so a veto that has held for hours says so.
+   */
+  const noteProbe = (identity: object, observation: ProbeObservation) => {
+    const previous = lastProbes.get(identity)
+    lastProbes.set(
+      identity,
+      observation.outcome === "permitted"
+        ? observation
+        : { ...observation, since: previous === undefined || previous.outcome === "permitted" ? observation.at : previous.since ?? previous.at }
+    )
+  }
   // Sweeps and collect-now requests own the idle clocks in turn, never together.
   const decisions = yield* Semaphore.make(1)
   const scope = yield* Effect.scope
@@ -137,7 +153,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     position: number,
     released: ReadonlySet<object>,
     ignoreCallerProtection: boolean,
-    cause: ReleaseCause | undefined
+    cause: ReleaseCause | undefined,
+    reason: ReleaseReason
   ): Effect.Effect<
     | { readonly _tag: "Collected"; readonly entry: CollectedRuntime }
     | { readonly _tag: "Declined" }
@@ -155,7 +172,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       Effect.gen(function*() {
         // Sampled just before the close: afterwards the memory is gone.
         const residentBytes = root.residentBytes === undefined ? undefined : yield* root.residentBytes
-        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family, ignoreCallerProtection)))
+        const exit = yield* Effect.exit(root.closeIfEligible(revalidate(root, family, ignoreCallerProtection), reason))
         const at = yield* Clock.currentTimeMillis
         if (exit._tag === "Success") {
           if (exit.value) {
@@ -249,7 +266,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         const candidate = snapshot[member]!
         return runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
           Effect.map(({ observation, verdict }) => {
-            lastProbes.set(candidate.identity, observation)
+            noteProbe(candidate.identity, observation)
             return verdict
           }),
           Effect.onExit((exit) => Deferred.done(done, exit))
@@ -353,7 +370,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           position,
           released,
           decision.ignoreCallerProtection === true,
-          decision.cause
+          decision.cause,
+          decision.reason
         )
         if (outcome._tag === "Collected") {
           released.add(root.identity)
@@ -381,7 +399,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.suspend(() =>
       settings.enabled && !stopped
         ? Effect.flatMap(candidates.capture, (snapshot) =>
-          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex, cause: "idle" }).pipe(
+          decide(snapshot, { roots: undefined, ignoreIdlePeriod: false, index: sweepIndex, cause: "idle", reason: "idle" }).pipe(
             Effect.tap((report) =>
               recordSweep.pipe(Effect.andThen(setResidentRuntimes(snapshot.length - report.collected.length)))
             )
@@ -457,9 +475,68 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     Effect.forEach(family, (member) => {
       const check = member.canStopRuntime
       return check === undefined ? Effect.void : runProbe(member, check, settings.probeTimeoutMillis).pipe(
-        Effect.map(({ observation }) => void lastProbes.set(member.identity, observation))
+        Effect.map(({ observation }) => noteProbe(member.identity, observation))
       )
     }, { concurrency: settings.probeConcurrency, discard: true })
+
+  // ---- the probe after a turn ends ----------------------------------------------------------
+
+  /** Agents with an after-turn probe under way, and whether another turn ended since it began. */
+  const probingAfterTurn = new Map<string, boolean>()
+  /** After-turn probes share the probe concurrency among themselves: a burst of turn ends never storms the providers. */
+  const afterTurnSlots = yield* Semaphore.make(settings.probeConcurrency)
+
+  /** Asks the runtime's own provider now, when it can veto and nothing else keeps it resident. */
+  const probeOnce = (agentId: string) =>
+    Effect.gen(function*() {
+      const [candidate] = yield* candidates.captureFamily(agentId)
+      const check = candidate?.canStopRuntime
+      if (candidate === undefined || check === undefined || candidate.sessionId === null) return
+      // Busy again (the next turn, a permission): it ends in another probe, or the sweep asks.
+      if ((yield* candidate.blockers).length > 0) return
+      const { observation } = yield* runProbe(candidate, check, settings.probeTimeoutMillis)
+      noteProbe(candidate.identity, observation)
+    })
+
+  /** Whether another turn ended while the probe ran: then one more probe, else the agent is done. */
+  const probeAgain = (agentId: string) =>
+    Effect.sync(() => {
+      if (probingAfterTurn.get(agentId) === true) {
+        probingAfterTurn.set(agentId, false)
+        return true
+      }
+      probingAfterTurn.delete(agentId)
+      return false
+    })
+
+  const probeUntilSettled = (agentId: string): Effect.Effect<void> =>
+    afterTurnSlots.withPermits(1)(probeOnce(agentId)).pipe(
+      Effect.andThen(probeAgain(agentId)),
+      Effect.flatMap((again) => again ? probeUntilSettled(agentId) : Effect.void)
+    )
+
+  /**
+   * One probe per turn end, bounded (C6): at most one runs per runtime and one more waits behind
+   * it however many turns end meanwhile, each within the probe timeout, all within the probe
+   * concurrency. What it answers is the runtime's last probe, as a sweep's would be.
+   */
+  const probeAfterTurn = (agentId: string): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (stopped) return Effect.void
+      if (probingAfterTurn.has(agentId)) return Effect.sync(() => void probingAfterTurn.set(agentId, true))
+      probingAfterTurn.set(agentId, false)
+      return probeUntilSettled(agentId).pipe(
+        Effect.onInterrupt(() => Effect.sync(() => probingAfterTurn.delete(agentId))),
+        Effect.forkIn(scope),
+        Effect.asVoid
+      )
+    })
+
+  if (candidates.turnEnds !== undefined) {
+    // Subscribed before the collector is offered: no turn end is missed.
+    const turnEnds = yield* candidates.turnEnds
+    yield* Stream.runForEach(turnEnds, probeAfterTurn).pipe(Effect.forkScoped)
+  }
 
   const explain = Effect.fn("RuntimeCollector.explain")(function*(agentId: string, options?: ExplainOptions) {
     const family = yield* captureFamily(agentId)
@@ -471,7 +548,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
     return yield* decisions.withPermits(1)(Effect.gen(function*() {
       const family = yield* captureFamily(agentId)
       if (stopped) return CollectOutcome.cases.Retained.make({ residency: yield* explainFamily(family, yield* Clock.currentTimeMillis) })
-      const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies })
+      const report = yield* decide(family, { roots: [0], ignoreIdlePeriod: true, index: indexFamilies, reason: "collect" })
       const entry = report.collected[0]
       if (entry !== undefined) return CollectOutcome.cases.Collected.make({ runtime: entry })
       const failure = report.failures[0]
@@ -501,21 +578,26 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         if (candidate.sessionId === null) found.push({ category: "not-resumable", agentId: candidate.agentId })
         if (own.length === 0 && candidate.sessionId !== null) clear.push(candidate)
       }
-      if (!probe) return found
-      const verdicts = yield* Effect.forEach(clear, (candidate) => {
-        const check = candidate.canStopRuntime
-        return check === undefined
-          ? Effect.succeed(undefined)
-          : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(Effect.map(({ observation, verdict }) => {
-            lastProbes.set(candidate.identity, observation)
-            return { candidate, verdict }
-          }))
-      }, { concurrency: settings.probeConcurrency })
-      for (const entry of verdicts) {
-        if (entry === undefined || entry.verdict._tag === "Permitted") continue
-        found.push(entry.verdict._tag === "Vetoed"
-          ? { category: "veto", agentId: entry.candidate.agentId, detail: entry.verdict.reason }
-          : { category: "probe-failure", agentId: entry.candidate.agentId, detail: entry.verdict.error.message })
+      if (probe) {
+        yield* Effect.forEach(clear, (candidate) => {
+          const check = candidate.canStopRuntime
+          return check === undefined
+            ? Effect.void
+            : runProbe(candidate, check, settings.probeTimeoutMillis).pipe(
+              Effect.map(({ observation }) => noteProbe(candidate.identity, observation))
+            )
+        }, { concurrency: settings.probeConcurrency, discard: true })
+      }
+      // Asked fresh, or (for the status) the last answer: a veto that holds keeps the daemon too.
+      for (const candidate of clear) {
+        const last = lastProbes.get(candidate.identity)
+        if (last === undefined || last.outcome === "permitted" || candidate.canStopRuntime === undefined) continue
+        found.push({
+          category: last.outcome === "vetoed" ? "veto" : "probe-failure",
+          agentId: candidate.agentId,
+          ...(last.message === undefined ? {} : { detail: last.message }),
+          since: new Date(last.since ?? last.at).toISOString()
+        })
       }
       return found
     })
@@ -530,7 +612,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         roots: undefined,
         ignoreIdlePeriod: true,
         index: indexFamilies,
-        ignoreCallerProtection: true
+        ignoreCallerProtection: true,
+        reason: "retirement"
       })
       const remaining = (yield* candidates.capture).map((candidate) => candidate.agentId)
       return { report, remaining }
@@ -551,7 +634,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         ignoreIdlePeriod: false,
         idlePeriodMillis: memorySettings.minIdleMillis,
         index: () => index,
-        cause
+        cause,
+        reason: cause
       }),
     explainFamily
   })

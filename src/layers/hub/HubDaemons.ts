@@ -22,6 +22,7 @@ import {
   type RoutingError,
   StaleIdentity
 } from "../../domain/hub.ts"
+import { sumMemoryTotals } from "../../domain/memoryTotals.ts"
 import type { PreparedRequest, RenderedIdentity, RoutedResponse } from "../../domain/hubDaemons.ts"
 import {
   daemonProtocolVersion,
@@ -157,7 +158,13 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
       const discoverAll = Effect.gen(function*() {
         const config = yield* readHubConfig(hubHome)
         const daemons = yield* rowsFor(config.homes)
-        return { protocolVersion: daemonProtocolVersion, hubDefaultIdleTimeout: hubDefault(config), daemons }
+        const counted = daemons.flatMap((row) => row.memoryTotals === undefined ? [] : [row.memoryTotals])
+        return {
+          protocolVersion: daemonProtocolVersion,
+          hubDefaultIdleTimeout: hubDefault(config),
+          daemons,
+          ...(counted.length === 0 ? {} : { memoryTotals: sumMemoryTotals(counted) })
+        }
       })
       /**
        * One discovery serves every caller within a second (pages left open poll it): however many

@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import { blockerCategories, type ManagedHome } from "../../domain/hub.ts"
 import type { DaemonRow } from "../../domain/hubDaemons.ts"
-import { daemonProtocolVersion, type DaemonIdentity } from "../../domain/retirement.ts"
+import { daemonProtocolVersion, type DaemonIdentity, isVeto } from "../../domain/retirement.ts"
 import type { Discovered } from "./discovery.ts"
 
 // ---- rows --------------------------------------------------------------------------------------
@@ -86,6 +86,8 @@ export const rowOf = (home: ManagedHome, found: Discovered, stopped: boolean, me
         phase: status.phase,
         deadline: status.deadline,
         blockers: blockerCategories(status.blockers),
+        vetoes: status.blockers.filter(isVeto),
+        ...(status.memoryTotals === undefined ? {} : { memoryTotals: status.memoryTotals }),
         lastAttempt: status.lastAttempt,
         failure: status.failure,
         canRetire: home.archived !== true,

@@ -96,7 +96,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     // Optional: hosts with a daemon idle timer learn of every activity here.
     activity: yield* Effect.serviceOption(ActivityClock),
     lanes,
-    finishes
+    finishes,
+    measure: (agent) =>
+      agent.session.pid === undefined || inspection._tag === "None"
+        ? Effect.succeed(null)
+        : Effect.map(inspection.value.sample(agent.session.pid), (sample) => sample._tag === "Some" ? sample.value.rssBytes : null)
   })
   const prompts = makePrompts({
     journal,
@@ -167,7 +171,7 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
       lanes.inLane(agentId, Effect.gen(function*() {
         const agent = residency.liveOf(agentId)
         if (agent === undefined) return false
-        yield* residency.takeDown(agent)
+        yield* residency.takeDown(agent, "handed-over")
         return true
       })),
     residency: residency.residency,

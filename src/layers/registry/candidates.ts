@@ -28,7 +28,7 @@ export const makeCandidates = (
       : Effect.map(inspection.value.sample(agent.session.pid), (sample) => Option.getOrUndefined(sample)?.rssBytes),
     process: agent.session.pid === undefined ? undefined : { pid: agent.session.pid },
     canStopRuntime: agent.session.canStopRuntime,
-    closeIfEligible: (revalidate) => residency.releaseIfIdle(agent, activityCount, revalidate)
+    closeIfEligible: (revalidate, reason) => residency.releaseIfIdle(agent, activityCount, revalidate, reason)
   })
 
   return RuntimeCandidates.of({
@@ -55,6 +55,7 @@ export const makeCandidates = (
           }
         }
         return out
-      })
+      }),
+    turnEnds: residency.turnEnds
   })
 }

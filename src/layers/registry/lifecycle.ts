@@ -114,7 +114,7 @@ export const makeLifecycle = ({ finishes, journal, lanes, providers, recover, re
       // is not. Unless blocked, any of it keeps the runtime; otherwise the close ends it.
       const found = baselineBlockers(agent, residency.isLive(agent), false)
       if (found.length > 0 && options?.unlessBlocked === true) return found
-      yield* residency.takeDown(agent)
+      yield* residency.takeDown(agent, "close")
       finishes.announce(agentId, "closed")
       return found
     }))
@@ -134,7 +134,7 @@ export const makeLifecycle = ({ finishes, journal, lanes, providers, recover, re
           // What the delete ends, as the close reads it: unless blocked, any of it keeps the agent.
           found = baselineBlockers(agent, residency.isLive(agent), false)
           if (found.length > 0 && options?.unlessBlocked === true) return found
-          yield* residency.takeDown(agent)
+          yield* residency.takeDown(agent, "close")
         }
         // The turns first: a record left behind by a failure here is still a whole agent.
         yield* journal.removeAgent(agentId)
@@ -154,7 +154,7 @@ export const makeLifecycle = ({ finishes, journal, lanes, providers, recover, re
       const agent = residency.liveOf(agentId)
       if (agent !== undefined) {
         agent.pendingReplacement = true
-        yield* residency.takeDown(agent).pipe(Effect.ensuring(Effect.sync(() => (agent.pendingReplacement = false))))
+        yield* residency.takeDown(agent, "reload").pipe(Effect.ensuring(Effect.sync(() => (agent.pendingReplacement = false))))
       }
       yield* residency.resume(agentId)
     }))

@@ -6,7 +6,7 @@
  * and the shutdown work through what it returns.
  */
 import { Clock, Deferred, Effect, type Option, PubSub, Stream } from "effect"
-import type { AgentRecord, PersistenceHandle } from "../../domain/agent.ts"
+import type { AgentRecord, PersistenceHandle, ReleaseReason } from "../../domain/agent.ts"
 import {
   AgentNotFound,
   AgentNotResumable,
@@ -43,6 +43,8 @@ export interface ResidencyDeps {
   readonly activity: Option.Option<ActivityClock["Service"]>
   readonly lanes: Lanes
   readonly finishes: Finishes
+  /** The resident memory of a runtime's process tree now, when the host can read it: what its release gives back. */
+  readonly measure: (agent: LiveAgent) => Effect.Effect<number | null>
 }
 
 /** The residency (see the module's comment). */
@@ -61,6 +63,8 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
   const hostedElsewhere = (agentId: string) => departed.has(agentId) || !deps.placement.hostsHere(agentId)
   /** Each runtime registered (true) or gone (false), for `residency`. */
   const residencyChanges = yield* PubSub.unbounded<{ readonly agentId: string; readonly resident: boolean }>()
+  /** The agents whose turn just ended, for whoever asks their provider then (the collector's probe). */
+  const turnEnds = yield* PubSub.unbounded<string>()
   const liveChildren = new Map<string, Set<string>>()
   let shuttingDown = false
   let paused: DaemonRetiring | undefined
@@ -133,7 +137,9 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
             ...previous,
             lifecycle: "closed",
             lastActivityAt: Math.max(previous.lastActivityAt, agent.lastActivityAt),
-            closedAt: yield* Clock.currentTimeMillis
+            closedAt: yield* Clock.currentTimeMillis,
+            // Its memory went with its process, unmeasured.
+            release: { reason: "exited", rssBytes: null }
           }
           records.set(agent.agentId, record)
           yield* Effect.logWarning("Agent runtime ended on its own; the next prompt resumes it").pipe(
@@ -172,8 +178,10 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
     if (recorded && handOver._tag === "Some") yield* handOver.value
     for (const event of early) events.enqueue(agent, event)
     if (agent.session.exited !== undefined) yield* watchForDeath(agent, agent.session.exited)
+    // Resident again: what its last release gave back is no longer released.
+    const { release: _released, ...kept } = record
     const active: AgentRecord = {
-      ...record,
+      ...kept,
       persistence,
       lifecycle: "active",
       lastActivityAt: agent.lastActivityAt,
@@ -219,14 +227,14 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
    * Takes a runtime down on purpose (close, reload): admission is barred, prompts already being
    * handed over finish first, and prompts behind them find the runtime gone and resume it.
    */
-  const takeDown = (agent: LiveAgent) =>
+  const takeDown = (agent: LiveAgent, reason: ReleaseReason) =>
     Effect.suspend(() => {
       agent.barred = true
       agent.takingDown = true
       // Prompts queued behind the running turn let go of the dispatch permit; they resume it later.
       wakeQueued(agent.slot)
       return agent.slot.dispatch.withPermits(1)(
-        events.drain(agent).pipe(Effect.andThen(closeRuntime(agent)))
+        events.drain(agent).pipe(Effect.andThen(closeRuntime(agent, reason)))
       ).pipe(Effect.ensuring(Effect.sync(() => {
         agent.barred = false
         agent.takingDown = false
@@ -236,11 +244,14 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
   /**
    * Closes the runtime and persists a closed, resumable record (C2, C10). Uninterruptible: once
    * begun it finishes. A failed close keeps the runtime registered; a failed persist after a
-   * successful close is reported while the in-memory record stays resumable.
+   * successful close is reported while the in-memory record stays resumable. The record notes why
+   * it was released and the memory it held just before.
    */
-  const closeRuntime = (agent: LiveAgent): Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed> =>
+  const closeRuntime = (agent: LiveAgent, reason: ReleaseReason): Effect.Effect<void, RuntimeCloseFailed | RuntimePersistFailed> =>
     Effect.uninterruptible(Effect.gen(function*() {
       const persistence = yield* agent.session.persistence
+      // Sampled before the close: afterwards the memory is gone.
+      const rssBytes = yield* deps.measure(agent)
       agent.closedByDaemon = true
       const closed = yield* Effect.result(agent.session.close)
       if (closed._tag === "Failure") {
@@ -256,7 +267,8 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
         persistence: persistence ?? previous.persistence,
         lifecycle: "closed",
         lastActivityAt: Math.max(previous.lastActivityAt, agent.lastActivityAt),
-        closedAt: now
+        closedAt: now,
+        release: { reason, rssBytes }
       }
       records.set(agent.agentId, record)
       yield* saveRecord(record).pipe(
@@ -269,7 +281,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
    * `revalidate` still finds it idle: admission is barred before the lane is entered, so a prompt
    * from then on waits for the outcome.
    */
-  const releaseIfIdle = (agent: LiveAgent, activityCount: number, revalidate: Effect.Effect<boolean>) =>
+  const releaseIfIdle = (agent: LiveAgent, activityCount: number, revalidate: Effect.Effect<boolean>, reason: ReleaseReason) =>
     Effect.suspend(() => {
       if (!isLive(agent) || agent.sessionId === null || agent.barred) return Effect.succeed(false)
       // Bar admission before entering the lane: a prompt from now on waits for the outcome.
@@ -284,7 +296,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
           // The collector compares timestamps; the owner also compares its own activity count,
           // which tells apart two activities in the same millisecond.
           if (agent.activityCount !== activityCount) return false
-          yield* closeRuntime(agent)
+          yield* closeRuntime(agent, reason)
           yield* Effect.logDebug("Released agent runtime").pipe(Effect.annotateLogs({ agentId: agent.agentId }))
           return true
         })
@@ -391,7 +403,8 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
         touch(agent, yield* Clock.currentTimeMillis)
         yield* refreshPersistence(agent)
         yield* events.drain(agent)
-      })
+      }),
+    turnSettled: (agent) => void PubSub.publishUnsafe(turnEnds, agent.agentId)
   }
 
   return {
@@ -417,6 +430,8 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
     resume,
     refreshRecord,
     residency,
+    /** Subscribes to the agents whose turn ends from now on. */
+    turnEnds: Effect.map(PubSub.subscribe(turnEnds), Stream.fromSubscription),
     isShuttingDown: () => shuttingDown,
     /** Nothing new is admitted from now on. */
     stopAdmission: () => void (shuttingDown = true),

@@ -37,4 +37,6 @@ export interface ResidencyPort {
   readonly ensureResident: (agentId: string) => Effect.Effect<void, ResumeError>
   /** After a turn's end, before anyone hears of it: its activity is noted and the events it reported applied. */
   readonly turnEnded: (agent: LiveAgent) => Effect.Effect<void>
+  /** Once a turn's end is recorded and the runtime's turn slot is free: told to whoever listens for turn ends. */
+  readonly turnSettled: (agent: LiveAgent) => void
 }

@@ -74,7 +74,7 @@ export const closeEveryRuntime = (
                 : Effect.void
             ),
             Effect.flatMap(({ unpermitted: reason, work }) =>
-              residency.takeDown(agent).pipe(Effect.tap(() =>
+              residency.takeDown(agent, "shutdown").pipe(Effect.tap(() =>
                 Effect.sync(() => {
                   released++
                   if (work.length > 0) interrupted.push(`${agentId} (${work.join("; ")})`)

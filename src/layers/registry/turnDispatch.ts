@@ -70,6 +70,7 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       wakeQueued(agent.slot)
       for (const handle of everyone) book.announce(handle)
       announceFinish(agent.agentId, outcome.state === "failed" ? "errored" : "finished")
+      port.turnSettled(agent)
       if (outcome.state === "failed") {
         yield* Effect.logWarning("Agent turn failed").pipe(
           Effect.annotateLogs({ agentId: agent.agentId, turnId: active.turnId, error: outcome.error?.message })

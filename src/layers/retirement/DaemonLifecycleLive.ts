@@ -220,7 +220,12 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
       }))
       // Something moved between the evidence and the release (a runtime's own work): released
       // runtimes stay released (resumable), and the daemon serves on.
-      const after = [...unprobed, ...yield* ownBlockers, ...yield* collector.retirementBlockers(false)]
+      // The collector's last answer of a probe that just failed is that same failure: named once.
+      const failedNow = new Set(unprobed.map((blocker) => blocker.agentId))
+      const runtimes = (yield* collector.retirementBlockers(false)).filter((blocker) =>
+        !(blocker.category === "probe-failure" && failedNow.has(blocker.agentId))
+      )
+      const after = [...unprobed, ...yield* ownBlockers, ...runtimes]
       if (remaining.length > 0 || after.length > 0) {
         const blockers = after.length > 0 ? after : remaining.map((agentId): RetirementBlocker => ({ category: "release-declined", agentId }))
         return yield* refuse(trigger, at, blockers)

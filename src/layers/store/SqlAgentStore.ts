@@ -11,7 +11,7 @@ import { Migrator, SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { AgentLifecycle, AgentRecord, Labels, PersistenceHandle } from "../../domain/agent.ts"
+import { AgentLifecycle, AgentRecord, Labels, PersistenceHandle, ReleaseNote } from "../../domain/agent.ts"
 import { AgentStoreError } from "../../domain/errors.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
@@ -29,7 +29,9 @@ export const AgentRow = Schema.Struct({
   lifecycle: AgentLifecycle,
   created_at: Int64,
   last_activity_at: Int64,
-  closed_at: Schema.NullOr(Int64)
+  closed_at: Schema.NullOr(Int64),
+  /** How its last runtime was released, as JSON (migration 2). */
+  release_note: Schema.NullOr(Schema.fromJsonString(ReleaseNote))
 })
 
 /** Decodes a raw `agents` row to an `AgentRecord`; encodes a record to the row to write. */
@@ -45,7 +47,8 @@ export const AgentRecordFromRow = AgentRow.pipe(Schema.decodeTo(
       lifecycle: row.lifecycle,
       createdAt: row.created_at,
       lastActivityAt: row.last_activity_at,
-      closedAt: row.closed_at
+      closedAt: row.closed_at,
+      ...(row.release_note === null ? {} : { release: row.release_note })
     }),
     encode: (record) => ({
       agent_id: record.agentId,
@@ -56,7 +59,8 @@ export const AgentRecordFromRow = AgentRow.pipe(Schema.decodeTo(
       lifecycle: record.lifecycle,
       created_at: record.createdAt,
       last_activity_at: record.lastActivityAt,
-      closed_at: record.closedAt
+      closed_at: record.closedAt,
+      release_note: record.release ?? null
     })
   })
 ))
@@ -84,6 +88,11 @@ export const migrations = {
     )`
     // Serves `list`'s ORDER BY without a sort.
     yield* sql`CREATE INDEX agents_created_at_agent_id ON agents (created_at, agent_id)`
+  }),
+  /** Why each agent's last runtime was released and the memory it gave back (docs/collector.md). */
+  "2_agent_release": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE agents ADD COLUMN release_note TEXT`
   })
 }
 
@@ -98,7 +107,7 @@ export const migrate = Migrator.make({})({
 
 // --- store ------------------------------------------------------------------------
 
-const columns = "agent_id, provider, cwd, labels, persistence, lifecycle, created_at, last_activity_at, closed_at"
+const columns = "agent_id, provider, cwd, labels, persistence, lifecycle, created_at, last_activity_at, closed_at, release_note"
 
 const agentIdOfRow = (row: unknown): string | undefined =>
   Predicate.hasProperty(row, "agent_id") && typeof row.agent_id === "string" ? row.agent_id : undefined
@@ -170,7 +179,8 @@ export const make: Effect.Effect<
         lifecycle = excluded.lifecycle,
         created_at = excluded.created_at,
         last_activity_at = excluded.last_activity_at,
-        closed_at = excluded.closed_at`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", record.agentId)))
+        closed_at = excluded.closed_at,
+        release_note = excluded.release_note`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", record.agentId)))
   })
 
   const remove = Effect.fn("SqlAgentStore.remove")(function*(agentId: string) {

@@ -7,6 +7,8 @@ import { formatByteSize } from "../../domain/byteSize.ts"
 import type { LoginLink } from "../../api/session.ts"
 import type { MemoryView } from "../../api/memory.ts"
 import { describeConfig, type QuiesceConfig } from "../../domain/config.ts"
+import type { MemoryFigures, MemoryTotals } from "../../domain/memoryTotals.ts"
+import { isVeto, type RetirementBlocker } from "../../domain/retirement.ts"
 
 /**
  * Prints a one-time login link for a page of the server (the daemon or the hub) at `connection`'s
@@ -88,9 +90,52 @@ export const duration = (seconds: number) => {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
 }
 
-/** Blockers for people: each category, with its agent if it has one; "none" without any. */
-export const blockerList = (blockers: ReadonlyArray<{ readonly category: string; readonly agentId?: string }>) =>
-  blockers.length === 0 ? "none" : blockers.map((b) => `${b.category}${b.agentId === undefined ? "" : ` (${b.agentId})`}`).join(", ")
+/**
+ * How long a provider's refusal has held, for people: "vetoed since 3h ago" (or "timed-out since
+ * …"); empty when it is not known.
+ */
+export const refusedSince = (probe: { readonly outcome: string; readonly since?: string | undefined }, now: number = Date.now()) =>
+  probe.since === undefined ? "" : `${probe.outcome === "vetoed" ? "vetoed" : probe.outcome} since ${ago(probe.since, now)}`
+
+/**
+ * Blockers for people: each category, with its agent if it has one, and for a provider's veto (or
+ * a failed probe) its reason and since when it holds; "none" without any.
+ */
+export const blockerList = (blockers: ReadonlyArray<RetirementBlocker>, now: number = Date.now()) =>
+  blockers.length === 0 ? "none" : blockers.map((b) => {
+    const why = isVeto(b)
+      ? [b.detail, b.since === undefined ? undefined : `since ${ago(b.since, now)}`].filter((part) => part !== undefined).join(", ")
+      : ""
+    const whose = [b.agentId, why === "" ? undefined : why].filter((part) => part !== undefined).join(": ")
+    return `${b.category}${whose === "" ? "" : ` (${whose})`}`
+  }).join(", ")
+
+/** Resident against released memory for people: "412.3 MiB in 3 runtimes (1 unmeasured)", "1.2 GiB by 7 releases". */
+export const memoryFiguresText = (figures: MemoryFigures) => {
+  const unmeasured = (n: number) => n === 0 ? "" : ` (${n} unmeasured)`
+  return {
+    resident: `${formatByteSize(figures.residentBytes)} in ${figures.residentRuntimes} runtime${
+      figures.residentRuntimes === 1 ? "" : "s"
+    }${unmeasured(figures.unmeasuredResident)}`,
+    released: `${formatByteSize(figures.releasedBytes)} by ${figures.releasedAgents} agent${
+      figures.releasedAgents === 1 ? "" : "s"
+    }${unmeasured(figures.unmeasuredReleased)}`
+  }
+}
+
+/** Memory totals as a table: in all, then per provider, then per label. */
+export const memoryTotalsTable = (totals: MemoryTotals, all: string): ReadonlyArray<ReadonlyArray<string>> => {
+  const row = (name: string, figures: MemoryFigures) => {
+    const text = memoryFiguresText(figures)
+    return [name, text.resident, text.released]
+  }
+  return [
+    ["MEMORY", "RESIDENT", "RELEASED"],
+    row(all, totals),
+    ...totals.byProvider.map((entry) => row(`provider ${entry.provider}`, entry)),
+    ...totals.byLabel.map((entry) => row(`label ${entry.label}`, entry))
+  ]
+}
 
 /** Bytes in MiB for people, "-" when unmeasured. */
 export const mib = (bytes: number | null) => bytes === null ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`

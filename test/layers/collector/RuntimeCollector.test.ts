@@ -518,6 +518,90 @@ describe("RuntimeCollector: sweeps", () => {
   })
 })
 
+/** Lets the collector's forked fibers run until `done` holds (bounded: a test never spins forever). */
+const settle = (done: () => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 200 && !done(); i++) yield* Effect.yieldNow
+    assert.isTrue(done(), "settled")
+  })
+
+describe("RuntimeCollector: the probe after a turn ends", () => {
+  it.effect("a turn's end asks the provider at once: the veto shows long before any sweep", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      s.runtime.probe = always(false)
+      yield* TestClock.setTime(minutes(1))
+      s.runtimes.endTurn("agent")
+      yield* settle(() => s.runtime.probeCalls === 1)
+      const residency = yield* s.collector.explain("agent")
+      assert.strictEqual(residency.state, "vetoed")
+      assert.deepStrictEqual(residency.veto, { agentId: "agent", at: minutes(1), outcome: "vetoed", message: testVeto, since: minutes(1) })
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(false), [
+        { category: "veto", agentId: "agent", detail: testVeto, since: new Date(minutes(1)).toISOString() }
+      ])
+      assert.isFalse(s.runtime.closed, "a probe closes nothing")
+    }))
+
+  it.effect("turn ends pile up into one probe running and one behind it, never more", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      const held = yield* heldProbe()
+      s.runtime.probe = held.probe
+      s.runtimes.endTurn("agent")
+      yield* Deferred.await(held.started)
+      for (let i = 0; i < 5; i++) s.runtimes.endTurn("agent")
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+      assert.strictEqual(s.runtime.probeCalls, 1, "one at a time per runtime")
+      yield* Deferred.succeed(held.answer, stopVetoed(testVeto))
+      yield* settle(() => s.runtime.probeCalls === 2)
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+      assert.strictEqual(s.runtime.probeCalls, 2, "the five ends that came meanwhile make one more probe")
+    }))
+
+  it.effect("an after-turn probe that hangs ends at the probe timeout as a failure", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario({ probeTimeout: "10 seconds" })
+      s.runtime.probe = Effect.never
+      s.runtimes.endTurn("agent")
+      yield* settle(() => s.runtime.probeCalls === 1)
+      yield* TestClock.adjust("10 seconds")
+      yield* settle(() => s.runtime.probeCalls === 1)
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+      assert.strictEqual((yield* s.collector.explain("agent")).veto?.outcome, "timed-out")
+      s.runtime.probe = always(true)
+      s.runtimes.endTurn("agent")
+      yield* settle(() => s.runtime.probeCalls === 2)
+    }))
+
+  it.effect("a runtime busy again, or one that cannot veto, is not asked", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      s.runtime.probe = always(false)
+      s.runtime.busy = true
+      s.runtimes.endTurn("agent")
+      s.runtimes.add("quiet")
+      s.runtimes.endTurn("quiet")
+      for (let i = 0; i < 50; i++) yield* Effect.yieldNow
+      assert.strictEqual(s.runtime.probeCalls, 0)
+      assert.isNull((yield* s.collector.explain("quiet")).veto)
+    }))
+
+  it.effect("each release names its reason to the owner: the sweep idle, collect now collect, retirement retirement", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      const collected = s.runtimes.add("collected")
+      const retired = s.runtimes.add("retired")
+      collected.activity = minutes(100)
+      retired.activity = minutes(100)
+      assert.deepStrictEqual(yield* s.collectedAt(61), ["agent"])
+      yield* s.collector.collectNow("collected")
+      yield* s.collector.releaseAll
+      assert.deepStrictEqual(s.runtime.closeReasons, ["idle"])
+      assert.deepStrictEqual(collected.closeReasons, ["collect"])
+      assert.deepStrictEqual(retired.closeReasons, ["retirement"])
+    }))
+})
+
 describe("RuntimeCollector: explain and collect now", () => {
   it.effect("explain names every blocker in the family and when the runtime could be released (X1)", () =>
     Effect.gen(function*() {
@@ -550,7 +634,7 @@ describe("RuntimeCollector: explain and collect now", () => {
       yield* s.sweepAt(61)
       const vetoed = yield* s.collector.explain("agent")
       assert.strictEqual(vetoed.state, "vetoed")
-      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: testVeto })
+      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: testVeto, since: minutes(61) })
       assert.strictEqual(vetoed.idleSince, minutes(61))
       assert.strictEqual(s.runtime.probeCalls, 1, "explain never probes")
       s.runtime.probe = always(true)
@@ -572,7 +656,7 @@ describe("RuntimeCollector: explain and collect now", () => {
       const asked = yield* s.collector.explain("agent", { probe: true })
       assert.strictEqual(s.runtime.probeCalls, 1)
       assert.strictEqual(asked.state, "vetoed")
-      assert.deepStrictEqual(asked.veto, { agentId: "agent", at: minutes(5), outcome: "vetoed", message: testVeto })
+      assert.deepStrictEqual(asked.veto, { agentId: "agent", at: minutes(5), outcome: "vetoed", message: testVeto, since: minutes(5) })
       assert.deepStrictEqual((yield* s.collector.explain("agent")).veto, asked.veto)
       assert.strictEqual(asked.idleSince, unasked.idleSince, "an explanation restarts no idle period")
       s.runtime.probe = always(true)
@@ -590,7 +674,7 @@ describe("RuntimeCollector: explain and collect now", () => {
       assert.strictEqual(vetoed.state, "vetoed")
       assert.strictEqual(vetoed.veto?.outcome, "vetoed")
       assert.strictEqual(vetoed.veto?.message, reason)
-      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: reason })
+      assert.deepStrictEqual(vetoed.veto, { agentId: "agent", at: minutes(61), outcome: "vetoed", message: reason, since: minutes(61) })
     }))
 
   it.effect("a child's veto reason reaches its parent's explanation (C5, X1)", () =>
@@ -602,10 +686,10 @@ describe("RuntimeCollector: explain and collect now", () => {
       assert.deepStrictEqual(yield* s.collectedAt(61), [])
       const vetoed = yield* s.collector.explain("agent")
       assert.strictEqual(vetoed.state, "vetoed")
-      assert.deepStrictEqual(vetoed.veto, { agentId: "child", at: minutes(61), outcome: "vetoed", message: reason })
+      assert.deepStrictEqual(vetoed.veto, { agentId: "child", at: minutes(61), outcome: "vetoed", message: reason, since: minutes(61) })
     }))
 
-  it.effect("retirement blockers carry a veto's reason as its detail, asked fresh (R4)", () =>
+  it.effect("retirement blockers carry a veto's reason as its detail, asked fresh, then as last answered (R4)", () =>
     Effect.gen(function*() {
       const reason = "background task bash-3 `sleep 600`"
       const s = yield* scenario()
@@ -613,15 +697,35 @@ describe("RuntimeCollector: explain and collect now", () => {
       const permitting = s.runtimes.add("permitting")
       permitting.probe = always(true)
       yield* TestClock.setTime(minutes(1))
-      assert.deepStrictEqual(yield* s.collector.retirementBlockers(false), [], "without probing nothing blocks")
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(false), [], "never asked: no veto known")
       assert.strictEqual(s.runtime.probeCalls, 0)
-      assert.deepStrictEqual(yield* s.collector.retirementBlockers(true), [
-        { category: "veto", agentId: "agent", detail: reason }
-      ])
+      const veto = { category: "veto", agentId: "agent", detail: reason, since: new Date(minutes(1)).toISOString() }
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(true), [veto])
+      assert.strictEqual(s.runtime.probeCalls, 1)
+      yield* TestClock.setTime(minutes(30))
+      assert.deepStrictEqual(yield* s.collector.retirementBlockers(false), [veto], "the last answer, not asked again")
       assert.strictEqual(s.runtime.probeCalls, 1)
       const residency = yield* s.collector.explain("agent")
-      assert.deepStrictEqual(residency.veto, { agentId: "agent", at: minutes(1), outcome: "vetoed", message: reason })
+      assert.deepStrictEqual(residency.veto, { agentId: "agent", at: minutes(1), outcome: "vetoed", message: reason, since: minutes(1) })
       assert.isFalse(s.runtime.closed || permitting.closed, "nothing is closed")
+    }))
+
+  it.effect("a veto's since is its first refusal in a row: kept while it refuses, new after a permit", () =>
+    Effect.gen(function*() {
+      const s = yield* scenario()
+      s.runtime.probe = always(false)
+      yield* TestClock.setTime(minutes(1))
+      yield* s.collector.explain("agent", { probe: true })
+      yield* TestClock.setTime(minutes(200))
+      const held = (yield* s.collector.explain("agent", { probe: true })).veto
+      assert.strictEqual(held?.at, minutes(200))
+      assert.strictEqual(held?.since, minutes(1), "vetoed since the first refusal")
+      s.runtime.probe = always(true)
+      yield* TestClock.setTime(minutes(201))
+      assert.isNull((yield* s.collector.explain("agent", { probe: true })).veto)
+      s.runtime.probe = always(false)
+      yield* TestClock.setTime(minutes(202))
+      assert.strictEqual((yield* s.collector.explain("agent", { probe: true })).veto?.since, minutes(202), "a new veto after a permit")
     }))
 
   it.effect("explain fails with RuntimeNotFound for an agent without a live runtime", () =>

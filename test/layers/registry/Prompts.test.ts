@@ -107,7 +107,8 @@ const turnOwner = Effect.fnUntraced(function*(options: { readonly steers?: boole
           resumeRuntime(agentId)
         })
       ),
-    turnEnded: () => Effect.sync(() => void state.turnsEnded++)
+    turnEnded: () => Effect.sync(() => void state.turnsEnded++),
+    turnSettled: () => {}
   }
   const prompts = makePrompts({
     journal,

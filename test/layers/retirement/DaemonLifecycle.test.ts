@@ -207,7 +207,9 @@ describe("retirement attempts (R4, R6, R7)", () => {
       const refused = yield* Effect.flip(d.lifecycle.retireNow)
       assert.strictEqual(refused._tag, "RetirementRefused")
       if (refused._tag === "RetirementRefused") {
-        assert.deepStrictEqual(refused.blockers, [{ category: "veto", agentId: agent.agentId, detail: reason }])
+        assert.deepStrictEqual(refused.blockers, [
+          { category: "veto", agentId: agent.agentId, detail: reason, since: new Date(0).toISOString() }
+        ])
       }
       assert.isTrue((yield* d.registry.get(agent.agentId)).resident)
     }))

@@ -53,7 +53,8 @@ const closedWithEverything = record("agent-full", {
   lifecycle: "closed",
   createdAt: 1_750_000_000_123,
   lastActivityAt: 1_750_000_100_456,
-  closedAt: 1_750_000_200_789
+  closedAt: 1_750_000_200_789,
+  release: { reason: "pressure", rssBytes: 123_456_789 }
 })
 
 const persistenceWithoutData = record("agent-no-data", {
@@ -184,7 +185,7 @@ describe("SqlAgentStore file", () => {
           (sql) => sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM agent_store_migrations`
         )
       )
-      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_agents"]])
+      assert.deepStrictEqual(migrations.map((m) => [m.migration_id, m.name]), [[1, "create_agents"], [2, "agent_release"]])
     }))
 
   const corruptions: ReadonlyArray<{ readonly kind: string; readonly column: string; readonly value: string }> = [

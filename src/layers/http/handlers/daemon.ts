@@ -6,6 +6,7 @@ import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { attemptView, daemonStatusView } from "../../../api/views.ts"
 import { packageVersion } from "../../../domain/version.ts"
 import { DaemonLifecycle } from "../../../services/DaemonLifecycle.ts"
+import { makeHomeMemory } from "../../collector/homeMemory.ts"
 import { sessionHandlers } from "../pages.ts"
 
 /** The daemon group. */
@@ -14,11 +15,16 @@ export const daemonHandlers = HttpApiBuilder.group(
   "daemon",
   Effect.fn(function*(handlers) {
     const lifecycle = yield* DaemonLifecycle
+    const homeMemory = yield* makeHomeMemory
     // The port it really listens on (the configured one may be 0: any free port).
     const address = (yield* HttpServer.HttpServer).address
     const port = address._tag === "UnixPathAddress" ? lifecycle.identity.port : address.port
     return handlers
-      .handle("status", () => Effect.map(lifecycle.status, (status) => daemonStatusView(lifecycle.identity, port, status)))
+      .handle("status", () =>
+        Effect.map(
+          Effect.all([lifecycle.status, homeMemory], { concurrency: 2 }),
+          ([status, memory]) => daemonStatusView(lifecycle.identity, port, status, memory)
+        ))
       .handle("retire", () => Effect.map(lifecycle.retireNow, attemptView))
   })
 )

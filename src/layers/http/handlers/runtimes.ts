@@ -21,8 +21,8 @@ export const runtimesHandlers = HttpApiBuilder.group(
 
     const explainRuntime = (agentId: string) =>
       Effect.gen(function*() {
-        const view = yield* registry.get(agentId).pipe(Effect.option)
-        const [row] = view._tag === "Some" && view.value.resident ? yield* rows.rowsOf([view.value]) : []
+        const view = yield* registry.get(agentId)
+        const [row] = view.resident ? yield* rows.rowsOf([view]) : []
         if (row === undefined) return yield* RuntimeNotFound.of(agentId)
         return row
       })

@@ -30,7 +30,17 @@ import {
   managingHub,
   runningDaemon
 } from "../connection.ts"
-import { ago, blockerList, duration, memoryBudgetLine, printJson, printLoginLink, relative } from "../render.ts"
+import {
+  ago,
+  blockerList,
+  duration,
+  memoryBudgetLine,
+  memoryTotalsTable,
+  printColumns,
+  printJson,
+  printLoginLink,
+  relative
+} from "../render.ts"
 import { homeDirectory, jsonFlag, viaHub, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -148,10 +158,13 @@ export const status = Command.make(
       }`
     ]
     for (const line of lines) yield* Console.log(line)
+    if (view.memoryTotals !== undefined) yield* printColumns(memoryTotalsTable(view.memoryTotals, "this home"))
   })
 ).pipe(
   documented(
-    "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, blockers and last retirement attempt",
+    "The daemon's identity, version, uptime, agents (and how many are resident), phase, idle timer, what keeps it resident " +
+      "(a provider's veto with its reason and since when), last retirement attempt, and memory resident against released " +
+      "(in all, per provider, per label)",
     [
       { command: "quiesce status", description: "Identity, uptime, phase and idle timer of the daemon" },
       { command: "quiesce --home ~/work status --json", description: "Another home's, as JSON" }

@@ -15,7 +15,17 @@ import {
 } from "../../../layers/hub/hubFiles.ts"
 import { documented } from "../documented.ts"
 import { hubClient, hubConnection, hubLoginLink } from "../connection.ts"
-import { ago, blockerList, mib, printColumns, printedWith, printLoginLink, relative } from "../render.ts"
+import {
+  ago,
+  blockerList,
+  memoryFiguresText,
+  memoryTotalsTable,
+  mib,
+  printColumns,
+  printedWith,
+  printLoginLink,
+  relative
+} from "../render.ts"
 import { hubHomeDirectory, jsonFlag, withLogFormat } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 import { daemonOutcome } from "./daemon.ts"
@@ -156,33 +166,41 @@ export const daemons = Command.make(
       `hub default idle timeout ${inventory.hubDefaultIdleTimeout.value} (${inventory.hubDefaultIdleTimeout.source}); protocol ${inventory.protocolVersion}`
     )
     const table = [
-      ["NAME", "STATE", "PID", "STARTED", "PROTOCOL", "TIMEOUT", "PHASE", "RETIRES", "BLOCKERS", "MEMORY"],
-      ...inventory.daemons.map((row) => [
-        `${row.name}${row.archived ? " (archived)" : ""}`,
-        row.state,
-        row.pid === null ? "-" : String(row.pid),
-        row.startedAt === null ? "-" : ago(row.startedAt),
-        row.protocolVersion === null ? "-" : `${row.protocolVersion}${row.compatible === false ? " (incompatible)" : ""}`,
-        timeoutText(row.idleTimeout),
-        row.phase ?? "-",
-        row.deadline === null ? "-" : relative(row.deadline),
-        row.blockers.join(", ") || "-",
-        mib(row.memoryBytes)
-      ])
+      ["NAME", "STATE", "PID", "STARTED", "PROTOCOL", "TIMEOUT", "PHASE", "RETIRES", "BLOCKERS", "MEMORY", "RESIDENT", "RELEASED"],
+      ...inventory.daemons.map((row) => {
+        const memory = row.memoryTotals === undefined ? undefined : memoryFiguresText(row.memoryTotals)
+        return [
+          `${row.name}${row.archived ? " (archived)" : ""}`,
+          row.state,
+          row.pid === null ? "-" : String(row.pid),
+          row.startedAt === null ? "-" : ago(row.startedAt),
+          row.protocolVersion === null ? "-" : `${row.protocolVersion}${row.compatible === false ? " (incompatible)" : ""}`,
+          timeoutText(row.idleTimeout),
+          row.phase ?? "-",
+          row.deadline === null ? "-" : relative(row.deadline),
+          row.blockers.join(", ") || "-",
+          mib(row.memoryBytes),
+          memory?.resident ?? "-",
+          memory?.released ?? "-"
+        ]
+      })
     ]
     yield* printColumns(table)
+    if (inventory.memoryTotals !== undefined) yield* printColumns(memoryTotalsTable(inventory.memoryTotals, "running homes"))
     for (const row of inventory.daemons) {
       const attempt = row.lastAttempt === null
         ? ""
         : ` Last attempt ${ago(row.lastAttempt.at)}: ${row.lastAttempt.outcome}${
           row.lastAttempt.blockers.length === 0 ? "" : ` by ${blockerList(row.lastAttempt.blockers)}`
         }.`
-      yield* Console.log(`${row.name}: ${row.note}${attempt}`)
+      const vetoes = row.vetoes === undefined || row.vetoes.length === 0 ? "" : ` Kept by ${blockerList(row.vetoes)}.`
+      yield* Console.log(`${row.name}: ${row.note}${vetoes}${attempt}`)
     }
   }))
 ).pipe(
   documented(
-    "The hub's resident inventory: one row per home's daemon, what it armed, and what keeps it resident",
+    "The hub's resident inventory: one row per home's daemon, what it armed, what keeps it resident (a provider's veto with its reason and since when), " +
+      "its memory resident against released, and the running homes' totals per provider and per label",
     [{ command: "quiesce daemons", description: "The resident inventory of the hub" }]
   ),
   Command.withSubcommands([

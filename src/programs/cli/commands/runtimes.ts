@@ -4,15 +4,16 @@
  */
 import { Console, Effect, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
+import type { AgentSummary } from "../../../api/agents.ts"
 import type { CollectResult } from "../../../api/runtimes.ts"
 import type { MemberBlocker } from "../../../domain/blocker.ts"
 import { refusalOf, stakesLines } from "../../../domain/close.ts"
-import type { ProbeView } from "../../../domain/runtimeRow.ts"
+import type { ProbeView, RuntimeRow } from "../../../domain/runtimeRow.ts"
 import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
-import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, releaseIn } from "../render.ts"
+import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, refusedSince, releaseIn } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -88,22 +89,87 @@ const memoryTotalLine = (rows: ReadonlyArray<{ readonly rssBytes: number | null;
     (unmeasured === 0 ? "" : `; ${unmeasured} runtime${unmeasured === 1 ? "" : "s"} unmeasured`)
 }
 
-/** What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with its reason. */
-const whyResident = (row: {
+/** A runtime's blockers and its provider's refusal. */
+interface RuntimeWhy {
   readonly agentId: string
   readonly blockers: ReadonlyArray<MemberBlocker>
   readonly lastProbe?: ProbeView | null | undefined
-}) => stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
+}
 
-/** `quiesce explain`: why one agent's runtime is still resident. */
+/** What keeps a runtime resident now, for people: each blocker, and a probe that did not permit, with its reason. */
+const stakesOf = (row: RuntimeWhy) => stakesLines(row.agentId, { blockers: row.blockers, veto: refusalOf(row.lastProbe) })
+
+/**
+ * What keeps a runtime resident, for people: each blocker, and a probe that did not permit, with
+ * its reason and since when it has held ("vetoed since 3h ago"), so a stuck background job stands out.
+ */
+const whyResident = (row: RuntimeWhy) => {
+  const lines = stakesOf(row)
+  const since = row.lastProbe === null || row.lastProbe === undefined || row.lastProbe.outcome === "permitted"
+    ? ""
+    : refusedSince(row.lastProbe)
+  return since === "" ? lines : [...lines, since]
+}
+
+/** Why a released agent has no runtime, for people: when and why it was released, and what its next prompt resumes. */
+const releasedLines = (agent: AgentSummary) => {
+  const release = agent.release
+  return [
+    `agent       ${agent.agentId} (${agent.provider})`,
+    `state       released${release === undefined ? "" : ` ${release.at} (${ago(release.at)})`}`,
+    `why         ${release === undefined || release.reason === null ? "not recorded (released by an older version)" : releaseReasons[release.reason]}`,
+    `gave back   ${release === undefined ? "-" : release.rssBytes === null ? "unmeasured" : mib(release.rssBytes)}`,
+    `resumes     ${
+      agent.sessionId === null
+        ? "nothing: it has no saved session, so it cannot be prompted again"
+        : `${agent.provider} session ${agent.sessionId} on its next prompt`
+    }`
+  ]
+}
+
+/** Each release reason in words. */
+const releaseReasons: Record<NonNullable<NonNullable<AgentSummary["release"]>["reason"]>, string> = {
+  idle: "idle for the idle period, with nothing that would be lost",
+  pressure: "the memory budget was exceeded: the least recently active safe runtimes went first",
+  "max-resident": "more runtimes were resident than --max-resident allows",
+  collect: "collected on request (quiesce collect)",
+  close: "its runtime was closed on request",
+  retirement: "the daemon retired",
+  shutdown: "the daemon stopped",
+  reload: "its runtime was reloaded",
+  "handed-over": "its runtime moved to another runner",
+  exited: "its runtime exited on its own"
+}
+
+/** An explanation: the live runtime's row, or a released agent's summary. */
+type Explained = RuntimeRow | AgentSummary
+
+/** No agent by that id in this home: one line, exit 1. */
+const noSuchAgent = (agent: string) =>
+  new UsageError({ message: `No agent ${agent} in this home: nothing to explain (quiesce agents list shows its agents)` })
+
+/** The live runtime's row, or, for an agent without one, its summary (when and why it was released). */
+const explained = (agent: string) =>
+  Effect.gen(function*() {
+    const api = yield* client
+    return yield* api.runtimes.explain({ params: { id: agent } }).pipe(
+      Effect.map((row): Explained => row),
+      Effect.catchTag("RuntimeNotFound", () => api.agents.get({ params: { id: agent } })),
+      Effect.catchTag("AgentNotFound", () => Effect.fail(noSuchAgent(agent)))
+    )
+  })
+
+/** `quiesce explain`: why one agent's runtime is still resident, or why it is released and what a prompt resumes. */
 export const explain = Command.make(
   "explain",
-  { agent: agentArgument, json: jsonFlag("the explanation") },
-  printedWith(({ agent }) =>
-    Effect.flatMap(client, (api) => api.runtimes.explain({ params: { id: agent } })).pipe(
-      Effect.catchTag("RuntimeNotFound", () =>
-        new UsageError({ message: `${agent} has no live runtime (released, or never started): its next prompt starts one` }))
-    ), Effect.fn(function*(row) {
+  { agent: agentArgument, json: jsonFlag("the explanation (the runtime's row, or the released agent)") },
+  printedWith(({ agent }) => explained(agent), Effect.fn(function*(row) {
+    if ("resident" in row) {
+      // Resumed between the two reads.
+      if (row.resident) return yield* Console.log(`${row.agentId} was resumed just now: quiesce explain ${row.agentId} says why it is resident`)
+      for (const line of releasedLines(row)) yield* Console.log(line)
+      return
+    }
     const lines = [
       `agent       ${row.agentId} (${row.provider}, session ${row.sessionId ?? "none yet"})`,
       `process     ${row.pid === null ? "-" : `pid ${row.pid}`}${row.rssBytes === null ? "" : `, ${mib(row.rssBytes)}`}`,
@@ -131,8 +197,12 @@ export const explain = Command.make(
   }))
 ).pipe(
   documented(
-    "Why one agent's runtime is still resident: its state, each blocker, its provider's veto and reason, and when it could be released",
-    [{ command: "quiesce explain agent-1234", description: "Why its runtime is still resident" }]
+    "Why one agent's runtime is still resident (its state, each blocker, its provider's veto, its reason and since when, and when it could be released), " +
+      "or, for a released agent, when and why it was released and what its next prompt resumes",
+    [
+      { command: "quiesce explain agent-1234", description: "Why its runtime is still resident, or why it is released" },
+      { command: "quiesce explain agent-1234 --json", description: "The same as JSON: the runtime's row, or the released agent" }
+    ]
   )
 )
 
@@ -143,7 +213,7 @@ class CollectRefused extends Schema.TaggedError<CollectRefused>()("CollectRefuse
 const whyKept = (agentId: string, result: CollectResult) =>
   result.outcome === "failed"
     ? `it failed: ${result.error?.message ?? "no reason given"}`
-    : whyResident({ agentId, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
+    : stakesOf({ agentId, blockers: result.blockers, lastProbe: result.lastProbe }).join(", ") ||
       `it is ${result.state ?? "not releasable"}`
 
 /** How the collect of one agent of a collect by label went: its result, or that it had no runtime to release. */
