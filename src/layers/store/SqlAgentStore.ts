@@ -107,7 +107,10 @@ export const migrate = Migrator.make({})({
 
 // --- store ------------------------------------------------------------------------
 
-const columns = "agent_id, provider, cwd, labels, persistence, lifecycle, created_at, last_activity_at, closed_at, release_note"
+const baseColumns = "agent_id, provider, cwd, labels, persistence, lifecycle, created_at, last_activity_at, closed_at"
+const columns = `${baseColumns}, release_note`
+/** A store saved before migration 2 has no `release_note`: read as null (released by an older version). */
+const columnsBeforeReleaseNote = `${baseColumns}, NULL AS release_note`
 
 const agentIdOfRow = (row: unknown): string | undefined =>
   Predicate.hasProperty(row, "agent_id") && typeof row.agent_id === "string" ? row.agent_id : undefined
@@ -132,11 +135,16 @@ const decodeStoredRow = (operation: string) => (row: unknown) =>
 
 /**
  * The store's reads (`get`, `list`) over `sql`, without migrating: the store's own, and what a
- * read-only look at a saved store (`savedStore.ts`) uses.
+ * read-only look at a saved store (`savedStore.ts`) uses; `hasReleaseNote: false` reads a store an
+ * older daemon saved, before its `release_note` column (each agent then has no `release`).
  */
-export const reads = (sql: SqlClient.SqlClient): Pick<AgentStore["Service"], "get" | "list"> => {
+export const reads = (
+  sql: SqlClient.SqlClient,
+  options: { readonly hasReleaseNote: boolean } = { hasReleaseNote: true }
+): Pick<AgentStore["Service"], "get" | "list"> => {
+  const selected = options.hasReleaseNote ? columns : columnsBeforeReleaseNote
   const get = Effect.fn("SqlAgentStore.get")(function*(agentId: string) {
-    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents WHERE agent_id = ${agentId}`.pipe(
+    const rows = yield* sql`SELECT ${sql.literal(selected)} FROM agents WHERE agent_id = ${agentId}`.pipe(
       Effect.mapError(sqlFailure("get", agentId))
     )
     const row = rows[0]
@@ -145,7 +153,7 @@ export const reads = (sql: SqlClient.SqlClient): Pick<AgentStore["Service"], "ge
   })
 
   const list = Effect.gen(function*() {
-    const rows = yield* sql`SELECT ${sql.literal(columns)} FROM agents ORDER BY created_at, agent_id`.pipe(
+    const rows = yield* sql`SELECT ${sql.literal(selected)} FROM agents ORDER BY created_at, agent_id`.pipe(
       Effect.mapError(sqlFailure("list", undefined))
     )
     return yield* Effect.forEach(rows, decodeStoredRow("list"))

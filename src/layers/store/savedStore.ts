@@ -82,7 +82,11 @@ const readsOver = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, provider
     (yield* sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'table'`).map((row) => row.name)
   )
   if (!tables.has("agents")) return { ...emptyReads, found: true }
-  const agents = SqlAgentStore.reads(sql)
+  // A store saved by an older daemon lacks the columns later migrations add; read it as it is.
+  const agentColumns = new Set(
+    (yield* sql<{ readonly name: string }>`SELECT name FROM pragma_table_info('agents')`).map((row) => row.name)
+  )
+  const agents = SqlAgentStore.reads(sql, { hasReleaseNote: agentColumns.has("release_note") })
   const journal = tables.has("turns") ? SqlTurnJournal.reads(sql) : undefined
   const summary = savedSummary(providers)
   const stored = (agentId: string) =>

@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer } from "effect"
 import * as fs from "node:fs"
+import { DatabaseSync } from "node:sqlite"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { AgentRecord } from "../../../src/domain/agent.ts"
@@ -99,13 +100,32 @@ describe("readSavedStore", () => {
         parentAgentId: null,
         pid: null,
         pendingPermissions: [],
-        providerAvailable: true
+        providerAvailable: true,
+        // Released at its close; why and what it gave back were not recorded.
+        release: { at: new Date(3_000).toISOString(), reason: null, rssBytes: null }
       })
       assert.deepStrictEqual(turns.map((t) => t.turnId), ["turn-3", "turn-2"])
       assert.strictEqual(single.reply, "turn-1\n")
       assert.strictEqual(single.acceptedAt, new Date(10_000).toISOString())
       // Not a byte of the store changed.
       assert.deepStrictEqual(fingerprint(home), before)
+    }))
+
+  it.effect("a store an older daemon saved, before the release note column, reads as it is", () =>
+    Effect.gen(function*() {
+      const home = yield* tempHome
+      yield* saveAsDaemon(home)
+      // As a daemon before migration 2 left it.
+      const file = new DatabaseSync(databaseFileOf(home))
+      file.exec("ALTER TABLE agents DROP COLUMN release_note")
+      file.close()
+      const agents = yield* readSavedStore(home, (reads) => reads.agents)
+      // Released at its close; why and what it gave back are not known.
+      const unknownRelease = { at: new Date(3_000).toISOString(), reason: null, rssBytes: null }
+      assert.deepStrictEqual(agents.map((a) => [a.agentId, a.sessionId, a.release]), [
+        ["agent-a", "shell-agent-a", unknownRelease],
+        ["agent-b", null, unknownRelease]
+      ])
     }))
 
   it.effect("an unknown agent or turn is not found, typed", () =>
