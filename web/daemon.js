@@ -329,7 +329,7 @@ const stateOf = (agent, runtime) => {
       ? []
       : [h(
         "li",
-        { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome },
+        { class: `probe probe-${runtime.lastProbe.outcome}`, "data-probe": runtime.lastProbe.outcome, "data-reason": probeLine(runtime.lastProbe) },
         probeLine(runtime.lastProbe),
         refusedSinceElement(runtime.lastProbe.outcome, runtime.lastProbe.since)
       )])
@@ -358,7 +358,8 @@ const stateOf = (agent, runtime) => {
  */
 const stateCell = (agent, runtime) => {
   const state = stateOf(agent, runtime)
-  const shownReasons = new Set(state.reasons.map((reason) => reason.textContent ?? ""))
+  // A reason's own words (without "vetoed since …"), as an action's outcome would list it.
+  const shownReasons = new Set(state.reasons.map((reason) => reason.dataset["reason"] ?? reason.textContent ?? ""))
   const outcome = outcomeOf(agent.agentId)
   const unshown = outcome?.details?.filter((line) => typeof line !== "string" || !shownReasons.has(line))
   const told = outcome === undefined || unshown === undefined || unshown.length === outcome.details?.length
