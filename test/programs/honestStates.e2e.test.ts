@@ -79,6 +79,9 @@ describe("honest states", () => {
     expect(explained.stdout).toMatch(/^why +collected on request \(quiesce collect\)$/m)
     expect(explained.stdout).toMatch(/^gave back +\d+\.\d MiB$/m)
     expect(explained.stdout).toContain(`resumes     shell session ${sessionId} on its next prompt`)
+    // agents show says the same when and why.
+    const shown = runCli(daemon, "agents", "show", agentId)
+    expect(shown.stdout).toMatch(/^released +\S+ \((just now|\d+s ago)\): collected on request \(quiesce collect\)$/m)
     const json = JSON.parse(runCli(daemon, "explain", agentId, "--json").stdout)
     expect(json).toMatchObject({ agentId, resident: false, sessionId, release: { reason: "collect" } })
     expect(json.release.rssBytes).toBeGreaterThan(1024 * 1024)

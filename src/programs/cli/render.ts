@@ -3,6 +3,7 @@
  * a one-time login link.
  */
 import { Console, Effect } from "effect"
+import type { ReleaseReason } from "../../domain/agent.ts"
 import { formatByteSize } from "../../domain/byteSize.ts"
 import type { LoginLink } from "../../api/session.ts"
 import type { MemoryView } from "../../api/memory.ts"
@@ -174,3 +175,17 @@ export const printDefaults = (home: string, config: QuiesceConfig) =>
     yield* printColumns(settings.map(([key, value]) => [`  ${key}`, value]))
     if (unset.length > 0) yield* Console.log(`  off unless set: ${unset.join(", ")}`)
   })
+
+/** Why a runtime was released, in words (`explain` and `agents show` of a released agent). */
+export const releaseReasonText: Record<ReleaseReason, string> = {
+  idle: "idle for the idle period, with nothing that would be lost",
+  pressure: "the memory budget was exceeded: the least recently active safe runtimes went first",
+  "max-resident": "more runtimes were resident than --max-resident allows",
+  collect: "collected on request (quiesce collect)",
+  close: "its runtime was closed on request",
+  retirement: "the daemon retired",
+  shutdown: "the daemon stopped",
+  reload: "its runtime was reloaded",
+  "handed-over": "its runtime moved to another runner",
+  exited: "its runtime exited on its own"
+}

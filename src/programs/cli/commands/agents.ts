@@ -8,7 +8,7 @@ import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
-import { ago, printColumns, printedWith, printJson } from "../render.ts"
+import { ago, printColumns, printedWith, printJson, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { daemonOrSavedStore } from "../savedReads.ts"
 
@@ -104,6 +104,11 @@ const agentLines = (agent: AgentSummary) =>
         ? "released (no session to resume)"
         : "released: the next prompt resumes its session"
     }`,
+    ...(agent.resident || agent.release === undefined ? [] : [
+      `released     ${agent.release.at} (${ago(agent.release.at)})${
+        agent.release.reason === null ? "" : `: ${releaseReasonText[agent.release.reason]}`
+      }`
+    ]),
     `session      ${agent.sessionId ?? "none yet"}`,
     `last active  ${agent.lastActivityAt} (${ago(agent.lastActivityAt)})`,
     `parent       ${agent.parentAgentId ?? "-"}`,

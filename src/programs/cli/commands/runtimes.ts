@@ -13,7 +13,7 @@ import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
-import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, refusedSince, releaseIn } from "../render.ts"
+import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, refusedSince, releaseIn, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
 
@@ -117,7 +117,7 @@ const releasedLines = (agent: AgentSummary) => {
   return [
     `agent       ${agent.agentId} (${agent.provider})`,
     `state       released${release === undefined ? "" : ` ${release.at} (${ago(release.at)})`}`,
-    `why         ${release === undefined || release.reason === null ? "not recorded (released by an older version)" : releaseReasons[release.reason]}`,
+    `why         ${release === undefined || release.reason === null ? "not recorded (released by an older version)" : releaseReasonText[release.reason]}`,
     `gave back   ${release === undefined ? "-" : release.rssBytes === null ? "unmeasured" : mib(release.rssBytes)}`,
     `resumes     ${
       agent.sessionId === null
@@ -127,19 +127,6 @@ const releasedLines = (agent: AgentSummary) => {
   ]
 }
 
-/** Each release reason in words. */
-const releaseReasons: Record<NonNullable<NonNullable<AgentSummary["release"]>["reason"]>, string> = {
-  idle: "idle for the idle period, with nothing that would be lost",
-  pressure: "the memory budget was exceeded: the least recently active safe runtimes went first",
-  "max-resident": "more runtimes were resident than --max-resident allows",
-  collect: "collected on request (quiesce collect)",
-  close: "its runtime was closed on request",
-  retirement: "the daemon retired",
-  shutdown: "the daemon stopped",
-  reload: "its runtime was reloaded",
-  "handed-over": "its runtime moved to another runner",
-  exited: "its runtime exited on its own"
-}
 
 /** An explanation: the live runtime's row, or a released agent's summary. */
 type Explained = RuntimeRow | AgentSummary
