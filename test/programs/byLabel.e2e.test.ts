@@ -89,6 +89,15 @@ describe("collect and close by label", () => {
       { agentId: idle, outcome: "not-resident" }
     ]))
 
+    // Collecting one that is released already: what was asked holds, said so (exit 0); an unknown agent is not found.
+    const again = runCli(daemon, "collect", idle)
+    expect(again.status, again.stderr).toBe(0)
+    expect(again.stdout.trim()).toBe(`${idle} is released already: its next prompt resumes its session`)
+    expect(JSON.parse(runCli(daemon, "collect", idle, "--json").stdout)).toEqual({ agentId: idle, outcome: "not-resident" })
+    const unknown = runCli(daemon, "collect", "agent-nope")
+    expect(unknown.status).toBe(1)
+    expect(unknown.stderr).toContain("agent-nope")
+
     // Close by label: the one with work is kept, naming it, and the command line that would end it.
     const resumed = runCli(daemon, "prompt", idle, "echo back", "--wait")
     expect(resumed.status, resumed.stderr).toBe(0)

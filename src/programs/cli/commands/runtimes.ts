@@ -2,7 +2,7 @@
  * The collector's commands: `runtimes` (what is resident and why), `explain` one, `collect` one
  * now, and run a `sweep`.
  */
-import { Console, Effect, Schema } from "effect"
+import { Console, Effect, Option, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import type { AgentSummary } from "../../../api/agents.ts"
 import type { CollectResult } from "../../../api/runtimes.ts"
@@ -258,7 +258,21 @@ export const collect = Command.make(
     const target = yield* targetOf("quiesce collect", agent, labels)
     if (target._tag === "Labelled") return yield* collectByLabel(target.labels, json)
     const api = yield* client
-    const result = yield* api.runtimes.collect({ params: { id: target.agentId } })
+    const collected = yield* api.runtimes.collect({ params: { id: target.agentId } }).pipe(
+      Effect.map((result) => Option.some(result)),
+      // No live runtime: released already (what was asked for holds), or no such agent (that error).
+      Effect.catchTag("RuntimeNotFound", (notFound) =>
+        api.agents.get({ params: { id: target.agentId } }).pipe(
+          Effect.flatMap((found) => found.resident ? Effect.fail(notFound) : Effect.succeedNone)
+        ))
+    )
+    if (Option.isNone(collected)) {
+      const already: LabelledCollect = { agentId: target.agentId, outcome: "not-resident" }
+      return yield* json
+        ? printJson(already)
+        : Console.log(`${target.agentId} is released already: its next prompt resumes its session`)
+    }
+    const result = collected.value
     if (json) yield* printJson(result)
     if (result.outcome !== "collected") {
       return yield* new CollectRefused({ message: `${target.agentId} was not released: ${whyKept(target.agentId, result)}` })
