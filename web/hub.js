@@ -269,7 +269,7 @@ const homeMemory = (row) => {
 }
 
 /**
- * The running homes' memory together: in all, per provider, per label.
+ * The homes' memory together: in all, per provider, per label.
  * @param {MemoryTotals} totals
  */
 const totalsElement = (totals) => {
@@ -289,11 +289,11 @@ const totalsElement = (totals) => {
     h(
       "p",
       { class: "muted" },
-      "Resident: what the running homes' live runtimes hold now. Released: what the releases of their released agents gave back " +
+      "Resident: what the homes' live runtimes hold now. Released: what the releases of their released agents gave back " +
         "(each one's size just before its release)."
     ),
     table("memory-totals", ["", "Resident", "Released"], [
-      line("all", "all running homes", totals),
+      line("all", "all homes", totals),
       ...totals.byProvider.map((entry) => line("provider", entry.provider, entry)),
       ...totals.byLabel.map((entry) => line("label", entry.label, entry))
     ])

@@ -67,7 +67,7 @@ export const Inventory = Schema.Struct({
   protocolVersion: Schema.Number,
   hubDefaultIdleTimeout: HubDefault,
   daemons: Schema.Array(DaemonRow),
-  /** The running homes' memory together, resident against released, per provider and per label. */
+  /** The homes' memory together, resident against released, per provider and per label (a home without a daemon: from its saved store). */
   memoryTotals: Schema.optionalKey(MemoryTotals)
 })
 export type Inventory = typeof Inventory.Type

@@ -215,12 +215,12 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(await veto.textContent()).toContain(`vetoed by its provider (${busyAgent}): background job 1`)
     expect(await veto.locator("[data-since] time").getAttribute("datetime")).toMatch(/^\d{4}-\d\d-\d\dT/)
 
-    // Each home's memory resident and released, and the running homes' together.
+    // Each home's memory resident and released, and all homes' together.
     await expect.poll(() => page.locator('[data-home-memory="idle"] [data-released]').textContent())
       .toMatch(/^released \d+\.\d MiB by 1 agent$/)
     expect(await page.locator('[data-home-memory="busy"] [data-resident]').textContent()).toMatch(/^resident \d+\.\d MiB in 1 runtime$/)
     const totals = page.locator("[data-memory-totals]")
-    expect(await totals.locator('tr[data-total="all:all running homes"]').textContent()).toMatch(/MiB in 2 runtimes.*MiB by 1 agent/)
+    expect(await totals.locator('tr[data-total="all:all homes"]').textContent()).toMatch(/MiB in 2 runtimes.*MiB by 1 agent/)
     expect(await totals.locator('tr[data-total="provider:shell"]').textContent()).toMatch(/MiB in 2 runtimes.*MiB by 1 agent/)
     expect(await totals.locator('tr[data-total="label:team=web"]').textContent()).toMatch(/0 KiB in 0 runtimes.*MiB by 1 agent/)
     console.log(`hub page totals: ${await screenshot(page, "hub-totals.png")}`)

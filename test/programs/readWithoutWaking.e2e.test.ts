@@ -226,7 +226,17 @@ describe("reading a retired or stopped home through the hub", () => {
     expect(badLimit).toMatchObject({ status: 400, body: { _tag: "InvalidRequest", errors: [{ path: ["query", "limit"] }] } })
     // What only a live daemon knows still says the home is retired.
     expect((await hubApi(hub, "GET", "/v1/homes/work/runtimes")).body._tag).toBe("HomeRetired")
-    expect((await inventoryRow(hub, "work")).state).toBe("retired")
+    const row = await inventoryRow(hub, "work")
+    expect(row.state).toBe("retired")
+    // Its memory is all released: what its release gave back, from its saved store, in the row and the hub's totals.
+    expect(row.memoryTotals).toMatchObject({ residentRuntimes: 0, releasedAgents: 1, unmeasuredReleased: 0 })
+    expect(row.memoryTotals.releasedBytes).toBeGreaterThan(1024 * 1024)
+    expect(row.memoryTotals.byLabel).toEqual([expect.objectContaining({ label: "team=web", releasedAgents: 1 })])
+    const inventory = (await hubApi(hub, "GET", "/v1/daemons")).body
+    expect(inventory.memoryTotals).toMatchObject({ releasedAgents: 1, releasedBytes: row.memoryTotals.releasedBytes })
+    const daemonsListed = ok(runHubCli(hubHome, "daemons"))
+    expect(daemonsListed.stdout).toMatch(/^work +retired .*MiB by 1 agent/m)
+    expect(daemonsListed.stdout).toMatch(/^all homes +0 B in 0 runtimes +[\d.]+ MiB by 1 agent/m)
     noDaemon(dir)
 
     // Force-stopped: read the same way, said so.

@@ -23,7 +23,7 @@ import {
   StaleIdentity
 } from "../../domain/hub.ts"
 import { sumMemoryTotals } from "../../domain/memoryTotals.ts"
-import type { PreparedRequest, RenderedIdentity, RoutedResponse } from "../../domain/hubDaemons.ts"
+import type { DaemonRow, PreparedRequest, RenderedIdentity, RoutedResponse } from "../../domain/hubDaemons.ts"
 import {
   daemonProtocolVersion,
   type DaemonIdentity,
@@ -46,6 +46,7 @@ import { clearStopped, daemonLogFile, findHome, hubDefault, isStopped, markStopp
 import { launchDaemon } from "./launch.ts"
 import { isRead, notAdmitted } from "./requests.ts"
 import { savedStoreAnswer } from "./savedAnswers.ts"
+import { makeSavedMemory } from "./savedMemory.ts"
 import { identityOf, rowOf } from "./rows.ts"
 
 /** How a start ended: one was started (it may have retired at once), one is there, one holds the lock unseen, or the home is stopped. */
@@ -148,11 +149,18 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           })
         })
 
+      const savedMemory = makeSavedMemory()
+
       const rowsFor = (homes: ReadonlyArray<ManagedHome>) =>
         Effect.gen(function*() {
           const found = yield* Effect.forEach(homes, discover, { concurrency: 8 })
           const memory = yield* memoryOfAll(found.map(identityOf))
-          return homes.map((home, i) => rowOf(home, found[i]!, isStopped(hubHome, home.name), memory[i]!))
+          const rows = homes.map((home, i) => rowOf(home, found[i]!, isStopped(hubHome, home.name), memory[i]!))
+          // A home without a daemon counts what its releases gave back, from its saved store.
+          return yield* Effect.forEach(rows, (row) =>
+            row.state === "retired" || row.state === "stopped"
+              ? Effect.map(savedMemory(row.home), (totals): DaemonRow => totals === undefined ? row : { ...row, memoryTotals: totals })
+              : Effect.succeed(row), { concurrency: 8 })
         })
 
       const discoverAll = Effect.gen(function*() {

@@ -186,7 +186,7 @@ export const daemons = Command.make(
       })
     ]
     yield* printColumns(table)
-    if (inventory.memoryTotals !== undefined) yield* printColumns(memoryTotalsTable(inventory.memoryTotals, "running homes"))
+    if (inventory.memoryTotals !== undefined) yield* printColumns(memoryTotalsTable(inventory.memoryTotals, "all homes"))
     for (const row of inventory.daemons) {
       const attempt = row.lastAttempt === null
         ? ""
@@ -200,7 +200,7 @@ export const daemons = Command.make(
 ).pipe(
   documented(
     "The hub's resident inventory: one row per home's daemon, what it armed, what keeps it resident (a provider's veto with its reason and since when), " +
-      "its memory resident against released, and the running homes' totals per provider and per label",
+      "its memory resident against released (a home without a daemon: what its releases gave back, from its saved store), and all homes' totals per provider and per label",
     [{ command: "quiesce daemons", description: "The resident inventory of the hub" }]
   ),
   Command.withSubcommands([
