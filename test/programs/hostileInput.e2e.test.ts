@@ -91,8 +91,11 @@ const post = (
     sentBytes = send.stream.head.length
     const pump = () => {
       while (!answered && sentBytes < send.stream.total) {
-        sentBytes += chunk.length
-        if (!request.write(chunk)) return void request.once("drain", pump)
+        // No more than the total: a small body past the limit is drained by the server, which keeps
+        // the connection (a megabyte past it closes the connection, a race with the answer under load).
+        const piece = chunk.subarray(0, Math.min(chunk.length, send.stream.total - sentBytes))
+        sentBytes += piece.length
+        if (!request.write(piece)) return void request.once("drain", pump)
       }
       if (!answered) request.end('"}}')
     }
