@@ -8,8 +8,8 @@ import type { AgentEvent, NumberedEvent } from "../domain/agentEvent.ts"
  * stops.
  */
 export class AgentEvents extends Context.Service<AgentEvents, {
-  /** Publishes an event of the agent now. */
-  readonly publish: (agentId: string, event: AgentEvent) => Effect.Effect<void>
+  /** Publishes an event of the agent at `now` (epoch ms); synchronous and cheap, for any owner's hot path. */
+  readonly publish: (agentId: string, event: AgentEvent, now: number) => void
   /**
    * Follows the agent's events after `after` (the id a reader last read, `Last-Event-ID`), or
    * after the latest issued when undefined. The position is taken when this effect runs, so

@@ -52,11 +52,10 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
         })
 
       return AgentEvents.of({
-        publish: (agentId, event) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            windows.append(agentId, event, now)
-            wakeReaders(agentId)
-          }),
+        publish: (agentId, event, now) => {
+          windows.append(agentId, event, now)
+          wakeReaders(agentId)
+        },
         follow: (agentId, after) =>
           Effect.sync(() => {
             const start = after ?? windows.latest()

@@ -83,11 +83,11 @@ describe("AgentEvents", () => {
   it.effect("a follower sees what is published after it started, in order; a reconnect resumes after its last id", () =>
     Effect.gen(function*() {
       const events = yield* AgentEvents
-      yield* events.publish("a", output("before"))
+      events.publish("a", output("before"), 0)
       const stream = yield* events.follow("a", undefined)
       const reading = yield* Effect.forkChild(collectFor(stream, 3))
-      for (const text of ["1", "2", "3"]) yield* events.publish("a", output(text))
-      yield* events.publish("b", output("other agent"))
+      for (const text of ["1", "2", "3"]) events.publish("a", output(text), 0)
+      events.publish("b", output("other agent"), 0)
       const read = yield* Fiber.join(reading)
       assert.deepStrictEqual(read.map((e) => e.event._tag === "output" ? e.event.text : e.event._tag), ["1", "2", "3"])
       const again = yield* collectFor(yield* events.follow("a", read[0]!.id), 2)
@@ -99,9 +99,9 @@ describe("AgentEvents", () => {
       const events = yield* AgentEvents
       const start = yield* events.follow("a", undefined)
       const first = yield* Effect.forkChild(collectFor(start, 1))
-      yield* events.publish("a", output("0"))
+      events.publish("a", output("0"), 0)
       const [firstEvent] = yield* Fiber.join(first)
-      for (let i = 1; i < 8; i++) yield* events.publish("a", output(String(i)))
+      for (let i = 1; i < 8; i++) events.publish("a", output(String(i)), 0)
       const read = yield* collectFor(yield* events.follow("a", firstEvent!.id), 6)
       const gap = read[0]!.event
       assert.strictEqual(gap._tag, "gap")
