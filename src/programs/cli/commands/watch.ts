@@ -1,5 +1,5 @@
 /** Following an agent's live events: `quiesce watch`, and the stream `prompt --follow` reads. */
-import { Console, Effect, Stream } from "effect"
+import { Console, Effect, Option, Stream } from "effect"
 import { Command } from "effect/cli"
 import { makeSseReader } from "../../../api/eventStream.ts"
 import type { NumberedEvent } from "../../../domain/agentEvent.ts"
@@ -7,7 +7,8 @@ import { agentArgument } from "../arguments.ts"
 import { client } from "../connection.ts"
 import { documented } from "../documented.ts"
 import { releaseReasonText } from "../render.ts"
-import { jsonFlag } from "../root.ts"
+import { jsonFlag, viaHub } from "../root.ts"
+import { UsageError } from "../usageError.ts"
 
 /**
  * Opens the agent's event stream (`GET /v1/agents/{id}/events`) from now: once this succeeds the
@@ -16,6 +17,12 @@ import { jsonFlag } from "../root.ts"
  */
 export const openEvents = (agent: string) =>
   Effect.gen(function*() {
+    // The hub relays whole answers only: a stream would arrive when it ended.
+    if (Option.isSome(yield* viaHub)) {
+      return yield* new UsageError({
+        message: "Live events do not go through the hub yet: run this on the home's host without --hub (or QUIESCE_HUB)"
+      })
+    }
     const api = yield* client
     const body = yield* api.agents.events({ params: { id: agent }, headers: {} })
     const reader = makeSseReader()
