@@ -109,10 +109,15 @@ export class EventWindows {
     }
     const events: Array<NumberedEvent> = []
     if (window !== undefined) {
-      for (let i = window.head; i < window.kept.length && events.length < max; i++) {
-        const numbered = window.kept[i]!.numbered
-        if (numbered.id > from) events.push(numbered)
+      // Ids are kept in increasing order: find the first after `from` by bisection, not by a scan.
+      let low = window.head
+      let high = window.kept.length
+      while (low < high) {
+        const middle = (low + high) >>> 1
+        if (window.kept[middle]!.numbered.id > from) high = middle
+        else low = middle + 1
       }
+      for (let i = low; i < window.kept.length && events.length < max; i++) events.push(window.kept[i]!.numbered)
     }
     const last = events.at(-1)
     return { gap, events, position: last !== undefined ? last.id : gap !== undefined ? gap.resumesAt - 1 : from }
