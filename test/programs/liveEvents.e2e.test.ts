@@ -156,7 +156,13 @@ describe("live events with real processes", () => {
     }
 
     const watcher = run("watch", agentId, "--json")
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    const ends = () => watcher.stdout().split("\n").filter((l) => l.includes("\"turn-ended\"")).length
+    // Following once it sees a turn (the CLI takes a moment to start).
+    await until(async () => {
+      await prompt(daemon, agentId, { text: "true", wait: true })
+      return ends() > 0
+    }, "watch follows the agent", 30_000)
+    const endsBefore = ends()
     const followed = run("prompt", agentId, "--follow", "for i in 1 2 3; do echo line $i; sleep 1; done")
     expect(await exited(followed.child)).toBe(0)
     expect(followed.stdout()).toBe("line 1\nline 2\nline 3\n")
@@ -167,7 +173,7 @@ describe("live events with real processes", () => {
     expect(failed.stdout()).toBe("partial\n")
     expect(failed.stderr()).toContain("failed")
 
-    await until(() => watcher.stdout().split("\n").filter((l) => l.includes("\"turn-ended\"")).length === 2, "watch prints both turns' ends")
+    await until(() => ends() >= endsBefore + 2, "watch prints both turns' ends")
     const events = watcher.stdout().trim().split("\n").map((line) => JSON.parse(line))
     expect(events.map((e) => e.event._tag)).toContain("output")
     process.kill(-watcher.child.pid!, "SIGINT")
