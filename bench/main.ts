@@ -1,6 +1,7 @@
 import { cliBench } from "./cli.ts"
 import { clusterBench } from "./cluster.ts"
 import { collectorBench } from "./collector.ts"
+import { eventsBench } from "./events.ts"
 import { finishBench } from "./finish.ts"
 import { hubBench } from "./hub.ts"
 import { leanBench } from "./lean.ts"
@@ -21,6 +22,7 @@ printTable([
   ...(await shellBench()),
   ...(await samplingBench(50)),
   ...(await turnsBench()),
+  ...(await eventsBench()),
   ...(await retirementBench(100, 10)),
   ...(await hubBench(20, 500)),
   ...(await cliBench(20)),

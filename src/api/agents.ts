@@ -171,6 +171,15 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: AgentSummary,
       error: [AgentNotFoundError, ClusterUnavailableError]
     }).annotate(StartsDaemon, false),
+    // Server-sent events (docs/daemon.md, "Live events"): `id:` the event's id, `event:` its tag,
+    // `data:` the event as JSON (`AgentEvent` or `Gap`), and a comment every 15 s. Reading is not
+    // activity, and the stream ends when the daemon stops.
+    HttpApiEndpoint.get("events", "/v1/agents/:id/events", {
+      params: AgentId,
+      headers: { "last-event-id": Schema.optionalKey(Schema.String) },
+      success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
+      error: [AgentNotFoundError, ClusterUnavailableError]
+    }).annotate(StartsDaemon, false),
     // Refused with what it would end unless `?force=true`, as a close is (the description below).
     HttpApiEndpoint.delete("delete", "/v1/agents/:id", {
       params: AgentId,

@@ -42,6 +42,8 @@ export type SessionEvent =
   | { readonly _tag: "SubagentFinished"; readonly id: string }
   /** Output or progress: counts as activity. */
   | { readonly _tag: "Activity" }
+  /** Output of the running turn as it comes (the live event stream shows it): counts as activity. */
+  | { readonly _tag: "Output"; readonly text: string }
   /** The agent's reply text so far in this turn; the last one is kept for finish notifications. */
   | { readonly _tag: "Reply"; readonly text: string }
 

@@ -1,3 +1,4 @@
+import * as AgentEventsLive from "../layers/events/AgentEventsLive.ts"
 import * as RuntimeCollectorLive from "../layers/collector/RuntimeCollectorLive.ts"
 import { Duration, Effect, Layer } from "effect"
 import { formatByteSize } from "../domain/byteSize.ts"
@@ -62,8 +63,8 @@ export interface DaemonParts<E> {
  * is released resumable, the store closes.
  */
 export const daemonServices = <E>(parts: DaemonParts<E>) => {
-  // Shared by every part that does work (they note it) and the idle timer (it reads it).
-  const activity = Layer.mergeAll(ActivityClock.layer, InFlightRequests.layer)
+  // Shared by every part that does work (they note it) and the idle timer (it reads it); the agents' live events beside them.
+  const activity = Layer.mergeAll(ActivityClock.layer, InFlightRequests.layer, AgentEventsLive.layer)
   const providers = Layer.mergeAll(parts.stores, ProviderRegistry.sealed.pipe(Layer.provideMerge(parts.providers)))
   const reserve = WarmReserveLive.layer(parts.warmReserve).pipe(Layer.provideMerge(providers))
   const registry = AgentRegistryLive.layerWith(parts.registry ?? {}).pipe(

@@ -16,6 +16,7 @@ import type { AgentOperations } from "../services/AgentOperations.ts"
 import type { AgentRegistry } from "../services/AgentRegistry.ts"
 import type { DaemonLifecycle } from "../services/DaemonLifecycle.ts"
 import type { InFlightRequests } from "../services/InFlightRequests.ts"
+import type { AgentEvents } from "../services/AgentEvents.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import type { RuntimeCollector } from "../services/RuntimeCollector.ts"
 
@@ -32,7 +33,7 @@ const testServer = HttpServer.layerTestClient.pipe(
 export const layer = (options: RouteOptions, admission: "opening" | "open" = "open"): Layer.Layer<
   Admission | HttpClient.HttpClient | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests | AgentEvents
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
     Layer.provideMerge(testServer),

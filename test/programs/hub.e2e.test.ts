@@ -145,6 +145,10 @@ describe("the hub with real daemons", () => {
         expect((await hubApi(hub, "POST", route)).body._tag, route).toBe("HomeRetired")
       }
       expect((await hubApi(hub, "GET", "/v1/daemons")).status).toBe(200)
+      // Live events are not relayed by the hub: refused at once, starting nothing.
+      const events = await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}/events`)
+      expect(events.status).toBe(404)
+      expect(events.body._tag).toBe("RouteNotFound")
     }
     expect(daemonRecord(dir)).toBeUndefined()
     expect(daemonStarts(hubHome)).toBe(1)

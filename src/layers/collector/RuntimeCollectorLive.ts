@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { AgentEvents } from "../../services/AgentEvents.ts"
 import { Cause, Clock, Deferred, Effect, Exit, Layer, Option, Schedule, type Scope, Semaphore, Stream } from "effect"
 import type { ReleaseReason } from "../../domain/agent.ts"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
@@ -79,12 +80,22 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
   const hostMemory = yield* Effect.serviceOption(HostMemory)
   const clocks = new IdleClocks()
   const lastProbes = new WeakMap<object, ProbeObservation>()
+  // Optional: hosts that serve live events (the daemon) show each agent's vetoes there.
+  const agentEvents = yield* Effect.serviceOption(AgentEvents)
   /**
    * Records a runtime's probe answer. A refusal (a veto, a failure) keeps the time of the first
    * refusal in a row as its \`since\`, so a veto that has held for hours says so.
    */
   const noteProbe = (identity: object, observation: ProbeObservation) => {
     const previous = lastProbes.get(identity)
+    // The agent's live events show a veto when it begins or its reason changes, not every sweep's.
+    if (
+      agentEvents._tag === "Some" && observation.outcome !== "permitted" &&
+      (previous === undefined || previous.outcome !== observation.outcome || previous.message !== observation.message)
+    ) {
+      const reason = observation.message ?? (observation.outcome === "vetoed" ? "its provider vetoed the release" : `its probe ${observation.outcome}`)
+      agentEvents.value.publish(observation.agentId, { _tag: "vetoed", reason }, observation.at)
+    }
     lastProbes.set(
       identity,
       observation.outcome === "permitted"

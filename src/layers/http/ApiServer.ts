@@ -18,6 +18,7 @@ import { openapiPath, QuiesceApi } from "../../api/QuiesceApi.ts"
 import { type ConfigReloaded, type ConfigReloadFailed, defaultMaxRequestBytes } from "../../domain/config.ts"
 import type { Admission } from "../../services/Admission.ts"
 import type { AgentClose } from "../../services/AgentClose.ts"
+import type { AgentEvents } from "../../services/AgentEvents.ts"
 import type { AgentOperations } from "../../services/AgentOperations.ts"
 import type { AgentRegistry } from "../../services/AgentRegistry.ts"
 import type { DaemonLifecycle } from "../../services/DaemonLifecycle.ts"
@@ -77,6 +78,7 @@ export const routes = (options: RouteOptions): Layer.Layer<
   | ProcessInspection
   | DaemonLifecycle
   | InFlightRequests
+  | AgentEvents
   | Admission
   | HttpRouter.HttpRouter
   | HttpServer.HttpServer
@@ -123,7 +125,7 @@ export const layer = (
 ): Layer.Layer<
   Admission | HttpServer.HttpServer,
   HttpServerError.ServeError,
-  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests
+  AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests | AgentEvents
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createServer, {

@@ -74,6 +74,9 @@ const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
 const unreadableBody = InvalidRequest.of([{ path: ["payload"], message: "The body could not be read" }])
 
+/** A daemon's live event stream (`/agents/{id}/events`), which the hub does not relay yet. */
+const liveEventsPath = /^\/agents\/[^/]+\/events\/?$/
+
 /** The pattern of the forwarded routes. */
 const homesPath = "/v1/homes/*"
 
@@ -94,6 +97,8 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
       const rest = match[2] ?? "/"
       // A daemon's own logins are not handed out through the hub: its page here uses the hub's session.
       if (rest === "/login-links" || rest === "/session") return routeNotFoundResponse(request)
+      // Live events are not relayed yet: the forwarder reads whole answers, and a stream never ends.
+      if (liveEventsPath.test(rest)) return routeNotFoundResponse(request)
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
       const body = request.method === "GET" || request.method === "HEAD"

@@ -7,6 +7,8 @@
  *
  * @module
  */
+import type { AgentEvent } from "../../domain/agentEvent.ts"
+import { AgentEvents } from "../../services/AgentEvents.ts"
 import { Deferred, Duration, Effect, Exit, Layer, Clock, Scope } from "effect"
 import { AgentNotFound, type AgentStoreError } from "../../domain/errors.ts"
 import type { RetirementBlocker } from "../../domain/retirement.ts"
@@ -85,6 +87,11 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
   const turnScope = yield* Scope.fork(scope)
   const sharedStore = options.sharedStore === true
 
+  // Optional: hosts that serve live events (the daemon) show each agent's there.
+  const agentEvents = yield* Effect.serviceOption(AgentEvents)
+  const publish = (agentId: string, event: AgentEvent, now: number) => {
+    if (agentEvents._tag === "Some") agentEvents.value.publish(agentId, event, now)
+  }
   const lanes = makeLanes(yield* ActivityClock.noter)
   const finishes = yield* makeFinishes(journal)
   const residency = yield* makeResidency({
@@ -100,7 +107,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     measure: (agent) =>
       agent.session.pid === undefined || inspection._tag === "None"
         ? Effect.succeed(null)
-        : Effect.map(inspection.value.sample(agent.session.pid), (sample) => sample._tag === "Some" ? sample.value.rssBytes : null)
+        : Effect.map(inspection.value.sample(agent.session.pid), (sample) => sample._tag === "Some" ? sample.value.rssBytes : null),
+    publish
   })
   const prompts = makePrompts({
     journal,
@@ -108,7 +116,8 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     turnScope,
     maxPromptBytes: options.maxPromptBytes ?? defaultMaxPromptBytes,
     residency: residency.port,
-    announceFinish: finishes.announce
+    announceFinish: finishes.announce,
+    publish
   })
   const lifecycle = makeLifecycle({
     residency,

@@ -10,6 +10,7 @@
  * caller that goes away (a client abort) stops waiting and nothing else. What a caller waits for
  * is a `TurnHandle`; a repeat of a client message id waits for the same one, or reads the journal.
  */
+import type { AgentEvent } from "../../domain/agentEvent.ts"
 import { Clock, Deferred, Effect, Exit, Option, type Scope } from "effect"
 import {
   AgentBusy,
@@ -45,7 +46,12 @@ export interface PromptsConfig {
   readonly residency: ResidencyPort
   /** Tells the agent's finish watches of a turn's end. */
   readonly announceFinish: (agentId: string, kind: FinishKind) => void
+  /** Shows the agent's live event stream an event (a no-op when the host keeps none). */
+  readonly publish: (agentId: string, event: AgentEvent, now: number) => void
 }
+
+/** A prompt as the live event stream shows it: its first 2,000 characters, so one event stays small. */
+const shownPrompt = (text: string) => text.length > 2_000 ? `${text.slice(0, 2_000)}…` : text
 
 /** What a prompt resolved to: a turn in flight here, or a record that needs nobody. */
 type Resolution = { readonly handle: TurnHandle } | { readonly record: TurnRecord }
@@ -58,7 +64,7 @@ export const makePrompts = (config: PromptsConfig) => {
   const port = config.residency
   const writer = makeJournalWriter(config.journal)
   const journal = writer.journal
-  const book = makeTurnBook(config.journal, writer, port, config.turnScope)
+  const book = makeTurnBook(config.journal, writer, port, config.turnScope, config.publish)
   const { start } = makeTurnDispatch({
     port,
     book,
@@ -152,6 +158,7 @@ export const makePrompts = (config: PromptsConfig) => {
       }
       const accepted = yield* journal.accept({ record, messageIds })
       if (accepted._tag === "Existing") return yield* resolveExisting(accepted.record)
+      config.publish(agentId, { _tag: "turn-accepted", turnId: record.turnId, prompt: shownPrompt(text) }, record.acceptedAt)
       return { handle: yield* start(accepted.record) } satisfies Resolution
     })
 

@@ -7,6 +7,7 @@
  */
 import { Clock, Deferred, Effect, type Option, PubSub, Stream } from "effect"
 import type { AgentRecord, PersistenceHandle, ReleaseReason } from "../../domain/agent.ts"
+import type { AgentEvent } from "../../domain/agentEvent.ts"
 import {
   AgentNotFound,
   AgentNotResumable,
@@ -45,6 +46,8 @@ export interface ResidencyDeps {
   readonly finishes: Finishes
   /** The resident memory of a runtime's process tree now, when the host can read it: what its release gives back. */
   readonly measure: (agent: LiveAgent) => Effect.Effect<number | null>
+  /** Shows the agent's live event stream an event (a no-op when the host keeps none). */
+  readonly publish: (agentId: string, event: AgentEvent, now: number) => void
 }
 
 /** The residency (see the module's comment). */
@@ -89,7 +92,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
     if (deps.activity._tag === "Some") deps.activity.value.touch(now)
   }
 
-  const events = yield* makeSessionEvents(finishes, touch)
+  const events = yield* makeSessionEvents(finishes, touch, deps.publish)
 
   // ---- loading and unloading runtimes ------------------------------------------------------
 
@@ -142,6 +145,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
             release: { reason: "exited", rssBytes: null }
           }
           records.set(agent.agentId, record)
+          deps.publish(agent.agentId, { _tag: "released", reason: "exited" }, record.closedAt ?? 0)
           yield* Effect.logWarning("Agent runtime ended on its own; the next prompt resumes it").pipe(
             Effect.annotateLogs({ agentId: agent.agentId, sessionId: agent.sessionId })
           )
@@ -188,6 +192,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
       closedAt: null
     }
     records.set(record.agentId, active)
+    deps.publish(record.agentId, { _tag: "resumed" }, yield* Clock.currentTimeMillis)
     return { agent, record: active }
   })
 
@@ -271,6 +276,7 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
         release: { reason, rssBytes }
       }
       records.set(agent.agentId, record)
+      deps.publish(agent.agentId, { _tag: "released", reason }, now)
       yield* saveRecord(record).pipe(
         Effect.mapError((error) => new RuntimePersistFailed({ agentId: agent.agentId, message: error.message }))
       )

@@ -4,6 +4,7 @@
  * that a lifecycle operation can wait for them (`drain`) before it reads the runtime's state.
  */
 import { Clock, Deferred, Effect, Queue, type Scope } from "effect"
+import type { AgentEvent } from "../../domain/agentEvent.ts"
 import type { SessionEvent } from "../../domain/provider.ts"
 import type { Finishes } from "./finishes.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
@@ -27,10 +28,14 @@ const settleWaiters = (waiters: Array<Deferred.Deferred<void>> | undefined) => {
   if (waiters !== undefined) for (const waiter of waiters) Deferred.doneUnsafe(waiter, Effect.void)
 }
 
-/** The events' consumer, in the scope; `touch` notes each event as the runtime's activity. */
+/**
+ * The events' consumer, in the scope; `touch` notes each event as the runtime's activity, and
+ * `publish` shows the agent's live event stream its output and permission requests.
+ */
 export const makeSessionEvents = Effect.fnUntraced(function*(
   finishes: Finishes,
-  touch: (agent: LiveAgent, now: number) => void
+  touch: (agent: LiveAgent, now: number) => void,
+  publish: (agentId: string, event: AgentEvent, now: number) => void
 ): Effect.fn.Return<SessionEvents, never, Scope.Scope> {
   const events = yield* Queue.unbounded<QueuedEvent>()
 
@@ -39,6 +44,7 @@ export const makeSessionEvents = Effect.fnUntraced(function*(
       case "PermissionRequested":
         ;(agent.permissions ??= new Set()).add(event.id)
         finishes.announce(agent.agentId, "needs-permission")
+        publish(agent.agentId, { _tag: "permission-asked", permissionId: event.id }, now)
         break
       case "PermissionResolved":
         agent.permissions?.delete(event.id)
@@ -50,6 +56,10 @@ export const makeSessionEvents = Effect.fnUntraced(function*(
         agent.subagents?.delete(event.id)
         break
       case "Activity":
+        break
+      case "Output":
+        // The turn it belongs to is the running one: a turn's end is recorded only after its events are applied.
+        publish(agent.agentId, { _tag: "output", turnId: agent.slot.turn?.turnId ?? null, text: event.text }, now)
         break
       case "Reply":
         finishes.noteReply(agent.agentId, event.text)

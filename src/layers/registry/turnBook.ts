@@ -4,6 +4,7 @@
  * (durable before anyone hears of it). `turnDispatch.ts` moves turns through it; `prompts.ts`
  * finds them in it.
  */
+import type { AgentEvent } from "../../domain/agentEvent.ts"
 import { Cause, Clock, Deferred, Effect, Exit, Option, type Scope } from "effect"
 import type { AgentStoreError } from "../../domain/errors.ts"
 import { type Disposition, isFinal, type TurnError, type TurnRecord } from "../../domain/turn.ts"
@@ -43,7 +44,8 @@ export const makeTurnBook = (
   journal: TurnJournal["Service"],
   writer: JournalWriter,
   port: ResidencyPort,
-  turnScope: Scope.Scope
+  turnScope: Scope.Scope,
+  publish: (agentId: string, event: AgentEvent, now: number) => void
 ) => {
   /** Turns in flight in this process, by turn id, and by client message id. */
   const handles = new Map<string, TurnHandle>()
@@ -101,6 +103,7 @@ export const makeTurnBook = (
       claimedHere.delete(final.turnId)
       // Durable first: a repeat that no longer finds the handle reads this from the journal.
       yield* writer.journal.update(final).pipe(Effect.catch((error) => logWriteFailure(final, error)))
+      publish(final.agentId, { _tag: "turn-ended", turnId: final.turnId, state: final.state, reply: final.reply, error: final.error }, now)
       handles.delete(final.turnId)
       if (final.clientMessageId !== null && byClient.get(clientKey(final.agentId, final.clientMessageId)) === handle) {
         byClient.delete(clientKey(final.agentId, final.clientMessageId))
@@ -169,8 +172,10 @@ export const makeTurnBook = (
    */
   const markTaken = (handle: TurnHandle) =>
     Effect.gen(function*() {
-      const record: TurnRecord = { ...handle.record, dispatchedAt: yield* Clock.currentTimeMillis }
+      const now = yield* Clock.currentTimeMillis
+      const record: TurnRecord = { ...handle.record, dispatchedAt: now }
       handle.record = record
+      publish(record.agentId, { _tag: "turn-running", turnId: record.turnId }, now)
       yield* writer.journal.update(record).pipe(
         Effect.catch((error) => logWriteFailure(record, error)),
         Effect.forkIn(turnScope, { startImmediately: true })

@@ -16,6 +16,7 @@ import { daemon, daemonOutcome, logs, open, retire, status, stop } from "./comma
 import { daemons, hubCommand } from "./commands/hub.ts"
 import { collect, explain, runtimes, sweep } from "./commands/runtimes.ts"
 import { answerPermission, interrupt, prompt, turns } from "./commands/turns.ts"
+import { watch } from "./commands/watch.ts"
 import { presenterFor, reportUserErrors } from "./presenter.ts"
 import { root } from "./root.ts"
 
@@ -25,6 +26,7 @@ export const cli = root.pipe(Command.withSubcommands([
   open,
   agents,
   prompt,
+  watch,
   turns,
   interrupt,
   answerPermission("permit"),

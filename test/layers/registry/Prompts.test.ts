@@ -116,7 +116,8 @@ const turnOwner = Effect.fnUntraced(function*(options: { readonly steers?: boole
     turnScope: yield* Scope.fork(scope),
     maxPromptBytes: 1024,
     residency: port,
-    announceFinish: (agentId, kind) => void finishes.push({ agentId, kind })
+    announceFinish: (agentId, kind) => void finishes.push({ agentId, kind }),
+    publish: () => {}
   })
   return { prompts, journal, runtimes, live, state, finishes, records }
 })

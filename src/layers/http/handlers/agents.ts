@@ -1,12 +1,15 @@
 /** The agents group's handlers: over `AgentOperations` (on a cluster's runner, the runner hosting the agent), closes and the registry. */
-import { Effect } from "effect"
+import { Duration, Effect, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as fs from "node:fs"
+import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame } from "../../../api/eventStream.ts"
 import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { defaultTurnsLimit } from "../../../api/turns.ts"
 import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
 import { WorkingDirectoryNotFound } from "../../../domain/errors.ts"
 import { AgentClose } from "../../../services/AgentClose.ts"
+import { AgentEvents } from "../../../services/AgentEvents.ts"
 import { AgentOperations } from "../../../services/AgentOperations.ts"
 import { type AgentDirectory, AgentRegistry } from "../../../services/AgentRegistry.ts"
 
@@ -28,6 +31,7 @@ export const agentsHandlers = HttpApiBuilder.group(
   Effect.fn(function*(handlers) {
     // On a cluster's runner, each of these goes to the runner that hosts the agent.
     const agents = yield* AgentOperations
+    const events = yield* AgentEvents
     const closes = yield* AgentClose
     const registry: AgentDirectory = yield* AgentRegistry
     return handlers
@@ -47,6 +51,19 @@ export const agentsHandlers = HttpApiBuilder.group(
         }))
       .handle("list", () => Effect.map(registry.list, (views) => views.map(agentSummary)))
       .handle("get", ({ params }) => Effect.map(agents.get(params.id), agentSummary))
+      .handle("events", ({ headers, params }) =>
+        Effect.gen(function*() {
+          // Unknown agent: 404 before the stream starts.
+          yield* agents.get(params.id)
+          const followed = yield* events.follow(params.id, lastEventIdOf(headers["last-event-id"]))
+          const frames = followed.pipe(Stream.map(sseFrame))
+          const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
+          const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
+          return HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        }))
       .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))

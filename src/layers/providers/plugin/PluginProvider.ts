@@ -127,7 +127,7 @@ export const makePluginClient = Effect.fnUntraced(function*(options: PluginProvi
             if (version >= 2 && (message.turnId === undefined || !turns.has(message.turnId))) {
               return logProtocolError(`timeline for turn ${message.turnId ?? "(none)"}, which is not running`)
             }
-            onEvent({ _tag: "Activity" })
+            onEvent({ _tag: "Output", text: message.text })
             return Effect.void
           case "turn.completed": {
             const turnId = turnOf(message)

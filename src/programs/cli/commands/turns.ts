@@ -1,10 +1,13 @@
 /** Prompting an agent and reading its turns: `prompt`, `turns`, `interrupt`, `permit` and `deny`. */
-import { Console, Effect, Option, Schema } from "effect"
+import { Console, Effect, Option, Schema, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { randomBytes } from "node:crypto"
 import type { PromptResult } from "../../../api/agents.ts"
 import { defaultTurnsLimit, TurnsLimit, type TurnView } from "../../../api/turns.ts"
+import type { NumberedEvent } from "../../../domain/agentEvent.ts"
+import { isFinal } from "../../../domain/turn.ts"
 import { agentArgument } from "../arguments.ts"
+import { eventLine, openEvents } from "./watch.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
@@ -37,6 +40,46 @@ const reportTurn = (result: PromptResult, wait: boolean, json: boolean) =>
     )
   })
 
+/**
+ * Prints the turn's output as its events bring it (with `--json`, each of its events as a JSON line)
+ * until it ends, then fails as `--wait` does when it did not complete. A stream that ends first
+ * (the daemon stopped) says where to read the turn later.
+ */
+const followTurn = <E>(events: Stream.Stream<NumberedEvent, E>, result: PromptResult, json: boolean) =>
+  Effect.gen(function*() {
+    // A prompt steered into a running turn shares that turn's output and outcome.
+    const turnId = result.joinedTurnId ?? result.turnId
+    let ended: Extract<NumberedEvent["event"], { readonly _tag: "turn-ended" }> | undefined
+    let printed = ""
+    yield* events.pipe(
+      Stream.takeUntil(({ event }) => event._tag === "turn-ended" && event.turnId === turnId),
+      Stream.runForEach((numbered) => {
+        const { event } = numbered
+        if (event._tag === "turn-ended" && event.turnId === turnId) ended = event
+        if (json) return Console.log(JSON.stringify({ id: numbered.id, event }))
+        if (event._tag === "output" && event.turnId === turnId) {
+          printed += event.text
+          return Effect.sync(() => void process.stdout.write(event.text))
+        }
+        if (event._tag === "gap") return Console.error(`quiesce: ${eventLine(numbered)}`)
+        // A provider that reports no output as it comes: its reply, at the end.
+        if (event._tag === "turn-ended" && event.turnId === turnId && printed === "" && event.reply !== null) {
+          return Console.log(event.reply.replace(/\n$/, ""))
+        }
+        return Effect.void
+      })
+    )
+    if (!json && printed !== "" && !printed.endsWith("\n")) yield* Console.log("")
+    if (ended === undefined) {
+      return yield* new TurnUnsuccessful({
+        message: `the daemon closed the stream before turn ${turnId} ended; quiesce turns show ${result.agentId} ${turnId} reads it later`
+      })
+    }
+    if (ended.state === "failed" || ended.state === "interrupted") {
+      return yield* new TurnUnsuccessful({ message: `turn ${turnId} ${ended.state}: ${ended.error?.message ?? "no reason given"}` })
+    }
+  })
+
 /** Failures after which the prompt may have been accepted, or would be on a retry. */
 const retryableTags: ReadonlySet<string> = new Set([
   "HttpClientError",
@@ -54,18 +97,24 @@ export const prompt = Command.make(
     agent: agentArgument,
     text: Argument.String("text").pipe(Argument.withDescription("The prompt; one that starts with - goes after --")),
     wait: Flag.Boolean("wait").pipe(Flag.withDescription("Wait for the turn to end, and print its reply"), Flag.withDefault(false)),
+    follow: Flag.Boolean("follow").pipe(
+      Flag.withDescription("Stream the turn's output as it comes (its reply at the end when the provider reports only that), then exit with its outcome; Ctrl-C stops following, not the turn"),
+      Flag.withDefault(false)
+    ),
     json: jsonFlag("the turn's receipt (with --wait, as it ended: state, output, error)"),
     clientMessageId: Flag.String("client-message-id").pipe(
       Flag.withDescription("Your id for this prompt: repeating it returns the same turn, never a second one (default: a new random id, printed on a failure)"),
       Flag.optional
     )
   },
-  Effect.fn(function*({ agent, clientMessageId, json, text, wait }) {
+  Effect.fn(function*({ agent, clientMessageId, follow, json, text, wait }) {
     const api = yield* client
+    // Following from before the prompt is sent: its turn's events are all seen.
+    const events = follow ? yield* openEvents(agent) : undefined
     // Always an id: when the answer is lost (a timeout, a daemon that went away), repeating the
     // prompt with it returns the same turn instead of running it again.
     const id = Option.getOrElse(clientMessageId, () => `cli-${randomBytes(12).toString("hex")}`)
-    const result = yield* api.agents.prompt({ params: { id: agent }, payload: { text, wait, clientMessageId: id } }).pipe(
+    const result = yield* api.agents.prompt({ params: { id: agent }, payload: { text, wait: wait && !follow, clientMessageId: id } }).pipe(
       // Where the prompt may have been accepted, or would be on a retry: say how to repeat it.
       Effect.tapError((error) =>
         retryableTags.has(error._tag)
@@ -73,14 +122,17 @@ export const prompt = Command.make(
           : Effect.void
       )
     )
-    yield* reportTurn(result, wait, json)
+    if (events === undefined || isFinal(result.state)) return yield* reportTurn(result, wait || follow, json)
+    yield* followTurn(events, result, json)
   })
 ).pipe(
   documented(
-    "Send a prompt; a released agent is resumed first. With --wait, prints the reply; a failed or interrupted turn exits 1. " +
+    "Send a prompt; a released agent is resumed first. With --wait, prints the reply; with --follow, streams the turn as it runs; " +
+      "a failed or interrupted turn exits 1. " +
       'A prompt that starts with "-" goes after --: quiesce prompt AGENT --wait -- "-n is a flag of echo"',
     [
       { command: "quiesce prompt agent-1234 \"run the tests\" --wait", description: "Send a prompt and print the reply" },
+      { command: "quiesce prompt agent-1234 \"run the tests\" --follow", description: "Stream the turn's output as it comes" },
       { command: "quiesce prompt agent-1234 --client-message-id m-1 \"deploy\"", description: "Repeatable: the same id never runs twice" },
       { command: "quiesce prompt agent-1234 \"run the tests\" --wait --json", description: "The turn as it ended, as JSON: state, output, error" },
       { command: "quiesce prompt agent-1234 --wait -- \"-n is a flag of echo\"", description: "A prompt that starts with -" }

@@ -1,0 +1,55 @@
+/**
+ * What an agent's live event stream (`GET /v1/agents/{id}/events`) carries: its turns as they run
+ * and its residency as it changes. Each event has an id that increases per agent; a reader that
+ * fell behind the daemon's bounded window is told so with a `gap` instead of the events it missed.
+ */
+import { Schema } from "effect"
+import { ReleaseReason } from "./agent.ts"
+import { TurnError, TurnState } from "./turn.ts"
+
+/** A prompt was written to the journal as a turn (or a steer / out-of-band command). */
+export const TurnAccepted = Schema.TaggedStruct("turn-accepted", { turnId: Schema.String, prompt: Schema.String })
+/** The provider took the turn and it is running. */
+export const TurnRunning = Schema.TaggedStruct("turn-running", { turnId: Schema.String })
+/**
+ * Output the running turn produced, as the provider reports it while it comes (the shell reports
+ * its command's output; a provider that reports only its final reply has it in `turn-ended`).
+ */
+export const TurnOutput = Schema.TaggedStruct("output", { turnId: Schema.NullOr(Schema.String), text: Schema.String })
+/** The provider asked for a permission (answer it with `POST /v1/agents/{id}/permissions/{permissionId}`). */
+export const PermissionAsked = Schema.TaggedStruct("permission-asked", { permissionId: Schema.String })
+/** A turn ended: its final state, its reply, and its typed error when it failed. */
+export const TurnEnded = Schema.TaggedStruct("turn-ended", {
+  turnId: Schema.String,
+  state: TurnState,
+  reply: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(TurnError)
+})
+/** The agent's runtime was resumed (or started) and is resident. */
+export const Resumed = Schema.TaggedStruct("resumed", {})
+/** The agent's runtime was released, and why. */
+export const Released = Schema.TaggedStruct("released", { reason: ReleaseReason })
+/** The collector would have released the agent, but its provider vetoed it, and why. */
+export const Vetoed = Schema.TaggedStruct("vetoed", { reason: Schema.String })
+
+/** One event of an agent, as published. */
+export const AgentEvent = Schema.Union([TurnAccepted, TurnRunning, TurnOutput, PermissionAsked, TurnEnded, Resumed, Released, Vetoed])
+export type AgentEvent = typeof AgentEvent.Type
+
+/**
+ * The reader missed events: some after `after` (the id it last read) left the window (a reconnect
+ * too old, a reader too slow, a daemon restarted) before it read them. The stream continues with
+ * the oldest kept, `resumesAt` (or the next event when none is kept).
+ */
+export const Gap = Schema.TaggedStruct("gap", { after: Schema.Number, resumesAt: Schema.Number })
+export type Gap = typeof Gap.Type
+
+/** What a reader receives: an agent's event with its id, or a gap. */
+export const StreamedEvent = Schema.Union([AgentEvent, Gap])
+export type StreamedEvent = typeof StreamedEvent.Type
+
+/** An event as kept in the window and sent: its id (increasing per agent) and the event. */
+export interface NumberedEvent {
+  readonly id: number
+  readonly event: StreamedEvent
+}
