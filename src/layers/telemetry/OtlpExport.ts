@@ -4,9 +4,9 @@
  * set it is the empty layer, so no exporter fiber runs and nothing is sent. The logs go beside the
  * console and the home's log file, the metrics beside `/metrics`, from the same registry.
  */
-import { Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option } from "effect"
 import { FetchHttpClient } from "effect/http"
-import { type OtlpExporter, OtlpLogger, OtlpMetrics, OtlpSerialization, OtlpTracer } from "effect/observability"
+import { OtlpExporter, OtlpLogger, OtlpMetrics, OtlpSerialization, OtlpTracer } from "effect/observability"
 import { packageVersion } from "../../domain/version.ts"
 import { type OtlpSettings, otlpSettings, type TelemetrySettingInvalid } from "./otlpSettings.ts"
 
@@ -35,6 +35,8 @@ const exporters = (settings: OtlpSettings): Layer.Layer<OtlpExporter.Flusher> =>
 export const layer = (serviceName: string): Layer.Layer<never, TelemetrySettingInvalid> =>
   Layer.unwrap(Effect.map(otlpSettings(serviceName), Option.match({
     onNone: () => Layer.empty,
-    // The flusher is not offered: the exporters flush when the daemon's or the hub's scope closes.
-    onSome: (settings) => Layer.effectDiscard(Layer.build(exporters(settings)))
+    // The tracer and the loggers are kept (they are what the exporters install); the flusher is
+    // not offered: the exporters flush when the daemon's or the hub's scope closes.
+    onSome: (settings) =>
+      Layer.effectContext(Effect.map(Layer.build(exporters(settings)), Context.omit(OtlpExporter.Flusher)))
   })))

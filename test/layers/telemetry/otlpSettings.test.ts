@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Option } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Logger, Option, Tracer } from "effect"
+import * as OtlpExport from "../../../src/layers/telemetry/OtlpExport.ts"
 import { otlpSettings } from "../../../src/layers/telemetry/otlpSettings.ts"
 
 /** The settings as a daemon reads them from exactly `env`. */
@@ -85,4 +86,36 @@ describe("otlpSettings", () => {
       assert.match((yield* failureOf({ ...base, OTEL_EXPORTER_OTLP_HEADERS: "a=%E0%A4%A" })).message, /malformed percent-encoding/)
       assert.strictEqual((yield* failureOf({ ...base, OTEL_BSP_SCHEDULE_DELAY: "soon" })).variable, "OTEL_BSP_SCHEDULE_DELAY")
     }))
+})
+
+describe("OtlpExport.layer", () => {
+  const withEnv = (env: Record<string, string>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provideService(effect, ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
+
+  it.effect("off, it provides nothing: the tracer and loggers stay what they were", () =>
+    Effect.gen(function*() {
+      const before = { tracer: yield* Effect.tracer, loggers: yield* Logger.CurrentLoggers }
+      const context = yield* Layer.build(OtlpExport.layer("quiesce-daemon"))
+      assert.strictEqual(Context.getOrUndefined(context, Tracer.Tracer), undefined)
+      const inside = yield* Effect.all({ tracer: Effect.tracer, loggers: Logger.CurrentLoggers }).pipe(Effect.provideContext(context))
+      assert.strictEqual(inside.tracer, before.tracer)
+      assert.strictEqual(inside.loggers, before.loggers)
+    }).pipe(Effect.scoped, withEnv({})))
+
+  // Live: closing the exporters flushes them within a real timeout.
+  it.live("on, it replaces the tracer and adds a logger beside the others", () =>
+    Effect.gen(function*() {
+      const before = { tracer: yield* Effect.tracer, loggers: yield* Logger.CurrentLoggers }
+      const context = yield* Layer.build(OtlpExport.layer("quiesce-daemon"))
+      const inside = yield* Effect.all({ tracer: Effect.tracer, loggers: Logger.CurrentLoggers }).pipe(Effect.provideContext(context))
+      assert.notStrictEqual(inside.tracer, before.tracer)
+      assert.strictEqual(inside.loggers.size, before.loggers.size + 1)
+      for (const logger of before.loggers) assert.isTrue(inside.loggers.has(logger))
+    }).pipe(Effect.scoped, withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" })))
+
+  it.effect("a malformed value fails the layer with the typed error", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(OtlpExport.layer("quiesce-daemon")))
+      assert.strictEqual(error._tag, "TelemetrySettingInvalid")
+    }).pipe(Effect.scoped, withEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: "ftp://collector" })))
 })
