@@ -5,6 +5,7 @@
  * that kept a runtime. With the variable unset nothing is sent; a malformed value stops the start
  * with a message naming the variable. Time is real, so every wait polls with a bound.
  */
+import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import {
   api,
@@ -18,10 +19,12 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
+import { cleanUpHubs, hubApi, newHubRoot, startHub, writeHubConfig } from "../support/hubProcess.ts"
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlpReceiver.ts"
 
 const receivers: Array<OtlpReceiver> = []
 afterEach(async () => {
+  await cleanUpHubs()
   await cleanUpDaemons()
   await Promise.all(receivers.splice(0).map((receiver) => receiver.close()))
 })
@@ -107,6 +110,32 @@ describe("OpenTelemetry", () => {
     // Logs and metrics go beside the traces.
     await until(() => JSON.stringify(otlp.bodies("/v1/logs")).includes("Resumed agent runtime"), "the resume's log line", 10_000)
     await until(() => JSON.stringify(otlp.bodies("/v1/metrics")).includes("quiesce_sweeps_total"), "the sweep counter", 10_000)
+  }, 60_000)
+
+  it("through the hub: the hub's start of the daemon and its route, and the daemon's spans, are one trace", async () => {
+    const otlp = await receiver()
+    const root = newHubRoot()
+    const hubHome = join(root, "hub")
+    writeHubConfig(hubHome, [{ name: "work", dir: join(root, "work") }])
+    const hub = await startHub(hubHome, undefined, exportingTo(otlp.endpoint))
+    const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd: root })
+    expect(created.status).toBe(201)
+    const agentId: string = created.body.agentId
+    let trace: ReadonlyArray<ReceivedSpan> = []
+    await until(() => {
+      const create = named(otlp.spans(), "AgentRegistry.create")[0]
+      trace = create === undefined ? [] : otlp.spans().filter((span) => span.traceId === create.traceId)
+      return named(trace, "Hub.route").length > 0 && named(trace, "Hub.startDaemon").length > 0
+    }, "the create's trace from the hub to the daemon", 15_000)
+    const route = named(trace, "Hub.route")[0]!
+    expect(route.attributes).toMatchObject({ "quiesce.home": "work", "http.request.method": "POST" })
+    expect(route.resource["service.name"]).toBe("quiesce-hub")
+    expect(named(trace, "Hub.startDaemon")[0]?.attributes).toMatchObject({ "quiesce.home": "work", "quiesce.start.outcome": "started" })
+    // The daemon's server span is the hub's route's child: the traceparent went along.
+    const daemonServer = trace.find((span) => span.resource["service.name"] === "quiesce-daemon" && span.name === "POST")
+    expect(daemonServer?.parentSpanId).toBe(route.spanId)
+    expect(named(trace, "AgentRegistry.create")[0]?.resource["service.name"]).toBe("quiesce-daemon")
+    expect(agentId).not.toBe("")
   }, 60_000)
 
   it("with no endpoint set nothing is sent", async () => {

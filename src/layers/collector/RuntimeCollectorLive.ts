@@ -413,7 +413,8 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
     }).pipe(
       Effect.ensuring(retained.flush),
-      // One trace per sweep, whatever fiber runs it: the periodic tick, a pressure pass or a collect.
+      // A trace of its own for the periodic tick and a pressure pass (their fibers have no parent
+      // span); under the request's span for a collect, under the attempt's for a retirement.
       Effect.withSpan("RuntimeCollector.sweep", { attributes: { "quiesce.sweep.reason": decision.reason } })
     )
 
