@@ -83,7 +83,7 @@ describe("OpenTelemetry", () => {
     }
     expect(resume.parentSpanId).toBe(carry.spanId)
     expect(run.attributes["quiesce.turn.state"]).toBe("completed")
-    expect(named(promptTrace, "TurnJournal.update").length).toBeGreaterThan(0)
+    expect(named(promptTrace, "SqlTurnJournal.update").length).toBeGreaterThan(0)
     expect(server?.resource["service.name"]).toBe("quiesce-daemon")
 
     // A background job vetoes the release: a sweep's trace says so, with the provider's reason.

@@ -3,7 +3,6 @@
  * a failing store is known and nothing it refused is lost.
  */
 import { Effect } from "effect"
-import { agentAttributes } from "../../domain/spans.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { TurnJournal } from "../../services/TurnJournal.ts"
 
@@ -16,12 +15,6 @@ export interface JournalWriter {
   /** The first record the store refused and that is not yet written, and why; none while the store writes. */
   readonly failingWrite: () => { readonly turnId: string; readonly message: string } | undefined
 }
-
-/** A journal write's span: the turn, its agent and the state written. */
-const writeSpan = (name: string, record: TurnRecord) =>
-  Effect.withSpan(name, {
-    attributes: { ...agentAttributes(record.agentId), "quiesce.turn.id": record.turnId, "quiesce.turn.state": record.state }
-  })
 
 /** A writer over the journal. */
 export const makeJournalWriter = (journal: TurnJournal["Service"]): JournalWriter => {
@@ -43,8 +36,6 @@ export const makeJournalWriter = (journal: TurnJournal["Service"]): JournalWrite
   return {
     journal: {
       ...journal,
-      accept: (input) => journal.accept(input).pipe(writeSpan("TurnJournal.accept", input.record)),
-      claim: (record) => journal.claim(record).pipe(writeSpan("TurnJournal.claim", record)),
       update: (record) =>
         journal.update(record).pipe(
           Effect.tapError((error) =>
@@ -56,8 +47,7 @@ export const makeJournalWriter = (journal: TurnJournal["Service"]): JournalWrite
           Effect.tap(() => {
             unwritten.delete(record.turnId)
             return unwritten.size === 0 ? Effect.void : writeAgain
-          }),
-          writeSpan("TurnJournal.update", record)
+          })
         )
     },
     retryWrites: writeAgain,
