@@ -11,6 +11,7 @@ import { retirementBench } from "./retirement.ts"
 import { samplingBench } from "./sampling.ts"
 import { shellBench } from "./shell.ts"
 import { printTable } from "./table.ts"
+import { tracingBench } from "./tracing.ts"
 import { turnsBench } from "./turns.ts"
 
 if (globalThis.gc === undefined) console.warn("run with --expose-gc (npm run bench) for stable heap and timing figures")
@@ -27,5 +28,6 @@ printTable([
   ...(await hubBench(20, 500)),
   ...(await cliBench(20)),
   ...(await leanBench(5, 100, 7)),
-  ...(await clusterBench())
+  ...(await clusterBench()),
+  ...(await tracingBench())
 ])

@@ -16,6 +16,7 @@ import * as HubDaemons from "../layers/hub/HubDaemons.ts"
 import { hubDefault, hubTokenFile, readHubConfig, removeHubAddress, writeHubAddress } from "../layers/hub/hubFiles.ts"
 import * as HubServer from "../layers/http/HubServer.ts"
 import { ListenFailed } from "../layers/http/listenFailed.ts"
+import * as OtlpExport from "../layers/telemetry/OtlpExport.ts"
 import { shutDownOnHangup } from "./hangup.ts"
 
 
@@ -66,4 +67,7 @@ export const runHub = (options: HubRunOptions) =>
       })
     )
     return yield* Effect.never
-  }))
+  }).pipe(
+    // OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing at all otherwise.
+    Effect.provide(OtlpExport.layer("quiesce-hub"))
+  ))

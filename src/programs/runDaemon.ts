@@ -36,6 +36,7 @@ import { notifyReady, takeNotifySocket } from "../layers/host/serviceManager.ts"
 import * as ApiServer from "../layers/http/ApiServer.ts"
 import { ListenFailed } from "../layers/http/listenFailed.ts"
 import { renderPrometheus } from "../layers/metrics/Metrics.ts"
+import * as OtlpExport from "../layers/telemetry/OtlpExport.ts"
 import { killAllGroupsNow } from "../platform/processGroups.ts"
 import * as SqliteDatabase from "../layers/store/SqliteDatabase.ts"
 import * as SqliteRuntimeLedger from "../layers/store/SqliteRuntimeLedger.ts"
@@ -145,7 +146,9 @@ export const printSystemdUnit = Effect.fn("printSystemdUnit")(function*(root: st
 })
 
 /** Runs the daemon of `root` until a signal, or until it retires itself; `outcome` follows it. */
-export const runDaemon = Effect.fn("runDaemon")(function*(
+// Untraced: a span here would be the parent of every span the daemon makes in its lifetime, one
+// trace for all of them; requests and sweeps each start their own trace instead.
+export const runDaemon = Effect.fnUntraced(function*(
   root: string,
   overrides: ConfigOverrides,
   daemonIdleTimeout: string | undefined,
@@ -182,7 +185,10 @@ export const runDaemon = Effect.fn("runDaemon")(function*(
       ),
       Effect.provideServiceEffect(Logger.CurrentLoggers, Effect.map(Logger.CurrentLoggers, (loggers) => new Set([...loggers, fileLogger])))
     )
-  }))
+  }).pipe(
+    // OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing at all otherwise.
+    Effect.provide(OtlpExport.layer("quiesce-daemon"))
+  ))
 })
 
 /** The PostgreSQL driver is an optional dependency, loaded only by a daemon that joins a cluster. */

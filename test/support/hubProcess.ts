@@ -48,12 +48,20 @@ export const writeHubConfig = (
   )
 }
 
-/** Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default the CLI from its sources. */
-export const startHub = async (hubHome: string, command: ReadonlyArray<string> = [process.execPath, cli, "hub"]): Promise<Hub> => {
+/**
+ * Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default
+ * the CLI from its sources; `env` is added to its environment (and so to its daemons').
+ */
+export const startHub = async (
+  hubHome: string,
+  command: ReadonlyArray<string> = [process.execPath, cli, "hub"],
+  env?: Readonly<Record<string, string>>
+): Promise<Hub> => {
   const [file, ...args] = command
   const child = spawn(file, [...args, "--home", hubHome, "--port", "0"], {
     detached: true,
-    stdio: ["ignore", "pipe", "pipe"]
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(env === undefined ? {} : { env: { ...process.env, ...env } })
   })
   hubs.push(child)
   let output = ""

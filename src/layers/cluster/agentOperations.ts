@@ -7,6 +7,7 @@
 import { Effect, Layer } from "effect"
 import type { Sharding } from "effect/cluster"
 import { ClusterUnavailable } from "../../domain/errors.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import { AgentClose } from "../../services/AgentClose.ts"
 import { AgentOperations } from "../../services/AgentOperations.ts"
 import { randomId } from "../../platform/ids.ts"
@@ -14,7 +15,7 @@ import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
 
 /** What the cluster itself may fail with, as the one error the API knows. */
-const routed = (agentId: string) =>
+const routed = (agentId: string, operation: string) =>
 <A, E, R>(
   effect: Effect.Effect<
     A,
@@ -27,7 +28,7 @@ const routed = (agentId: string) =>
     AlreadyProcessingMessage: () => Effect.fail(ClusterUnavailable.of(agentId, "it is already processing this message")),
     PersistenceError: () => Effect.fail(ClusterUnavailable.of(agentId, "the cluster's storage failed")),
     EntityNotAssignedToRunner: () => Effect.fail(ClusterUnavailable.of(agentId, "its shard is moving"))
-  })
+  }).pipe(Effect.withSpan(`AgentEntity.${operation}`, { attributes: agentAttributes(agentId) }))
 
 /**
  * Every operation sent to the runner that hosts the agent; an agent created here belongs to
@@ -42,7 +43,7 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
       create: (input) =>
         Effect.gen(function*() {
           const agentId = input.agentId ?? (yield* agentIdIn(group))
-          return yield* routed(agentId)(clientFor(agentId).Create({
+          return yield* routed(agentId, "Create")(clientFor(agentId).Create({
             provider: input.provider,
             cwd: input.cwd,
             labels: input.labels,
@@ -54,21 +55,21 @@ export const clusterLayer = (group: string = defaultShardGroup): Layer.Layer<Age
         Effect.gen(function*() {
           // The cluster deduplicates by this id; a prompt without one gets one of its own.
           const clientMessageId = options?.clientMessageId ?? (yield* randomId("message"))
-          return yield* routed(agentId)(clientFor(agentId).Prompt({
+          return yield* routed(agentId, "Prompt")(clientFor(agentId).Prompt({
             text,
             clientMessageId,
             wait: options?.wait ?? false,
             ...(options?.messageIds === undefined ? {} : { messageIds: options.messageIds })
           }))
         }),
-      interrupt: (agentId) => routed(agentId)(clientFor(agentId).Interrupt()),
+      interrupt: (agentId) => routed(agentId, "Interrupt")(clientFor(agentId).Interrupt()),
       respondToPermission: (agentId, permissionId, allow) =>
-        routed(agentId)(clientFor(agentId).RespondToPermission({ permissionId, allow })),
-      get: (agentId) => routed(agentId)(clientFor(agentId).View()),
-      turn: (agentId, turnId) => routed(agentId)(clientFor(agentId).Turn({ turnId })),
-      turns: (agentId, limit) => routed(agentId)(clientFor(agentId).Turns({ limit })),
+        routed(agentId, "RespondToPermission")(clientFor(agentId).RespondToPermission({ permissionId, allow })),
+      get: (agentId) => routed(agentId, "View")(clientFor(agentId).View()),
+      turn: (agentId, turnId) => routed(agentId, "Turn")(clientFor(agentId).Turn({ turnId })),
+      turns: (agentId, limit) => routed(agentId, "Turns")(clientFor(agentId).Turns({ limit })),
       awaitFinish: (agentId, options) =>
-        routed(agentId)(clientFor(agentId).AwaitFinish(options?.after === undefined ? {} : { after: options.after }))
+        routed(agentId, "AwaitFinish")(clientFor(agentId).AwaitFinish(options?.after === undefined ? {} : { after: options.after }))
     })
   })
 )
@@ -78,7 +79,7 @@ export const clusterCloseLayer: Layer.Layer<AgentClose, never, Sharding.Sharding
   AgentClose,
   Effect.map(AgentEntity.client, (clientFor) =>
     AgentClose.of({
-      close: (agentId, options) => routed(agentId)(clientFor(agentId).Close(options)),
-      delete: (agentId, options) => routed(agentId)(clientFor(agentId).Delete(options))
+      close: (agentId, options) => routed(agentId, "Close")(clientFor(agentId).Close(options)),
+      delete: (agentId, options) => routed(agentId, "Delete")(clientFor(agentId).Delete(options))
     }))
 )

@@ -11,6 +11,7 @@ import type { ReleaseReason } from "../../domain/agent.ts"
 import type { MemoryStatus, ReleaseCause } from "../../domain/memory.ts"
 import { blocker, type Blocker, type MemberBlocker, noBlockers } from "../../domain/blocker.ts"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import { type CollectionError, RuntimeCloseFailed, RuntimeNotFound } from "../../domain/errors.ts"
 import {
   type CollectedRuntime,
@@ -148,7 +149,10 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         if ((yield* firstBlocker(member, ignoreCallerProtection)) !== undefined) return false
       }
       return true
-    })
+    }).pipe(
+      Effect.tap((holds) => Effect.annotateCurrentSpan("quiesce.revalidate.holds", holds)),
+      Effect.withSpan("RuntimeCollector.revalidate", { attributes: agentAttributes(root.agentId, root.provider) })
+    )
 
   // Retentions by reason (X3), added to the metric once per decision.
   const retained = new RetentionTally()
@@ -216,6 +220,11 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         retained.add("close-failure")
         return { _tag: "Failed", failure: { agentId: root.agentId, error } } as const
       })
+    ).pipe(
+      Effect.tap((outcome) => Effect.annotateCurrentSpan("quiesce.close.outcome", outcome._tag)),
+      Effect.withSpan("RuntimeCollector.close", {
+        attributes: { ...agentAttributes(root.agentId, root.provider), "quiesce.family.size": family.length }
+      })
     )
   }
 
@@ -265,6 +274,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
         // The hot path of a large sweep: clear, nothing to ask, and (mostly) not idle long enough.
         else if (idleEnough(root, startedAt)) pending.push({ position, probe: false })
       }
+      yield* Effect.annotateCurrentSpan({ "quiesce.sweep.candidates": snapshot.length, "quiesce.sweep.families": pending.length })
       if (pending.length === 0) return emptySweepReport
 
       // One probe per runtime per decision, shared by every family it belongs to.
@@ -349,14 +359,20 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
       // without the runtimes this pass has already released (see closeRuntime).
       const released = new Set<object>()
 
-      const decideFamily = Effect.fnUntraced(function*(position: number, probe: boolean) {
+      const decideFamily = Effect.fn("RuntimeCollector.family")(function*(position: number, probe: boolean) {
         const root = snapshot[position]!
+        yield* Effect.annotateCurrentSpan(agentAttributes(root.agentId, root.provider))
         let at = startedAt
         if (probe) {
           const found = yield* familyVerdict(position)
           at = yield* Clock.currentTimeMillis
           if (found !== undefined) {
             clocks.retain(root, at)
+            yield* Effect.annotateCurrentSpan(
+              found.verdict._tag === "Vetoed"
+                ? { "quiesce.family.outcome": "vetoed", "quiesce.family.vetoedBy": snapshot[found.member]!.agentId, "quiesce.veto.reason": found.verdict.reason }
+                : { "quiesce.family.outcome": "probe-failed", "quiesce.family.vetoedBy": snapshot[found.member]!.agentId }
+            )
             if (found.verdict._tag === "Failed") {
               retained.add("probe-failure")
               if (reportedFailures.has(found.member)) return
@@ -372,7 +388,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
             }
             return
           }
-          if (!idleEnough(root, at)) return
+          if (!idleEnough(root, at)) return yield* Effect.annotateCurrentSpan("quiesce.family.outcome", "not-idle")
         }
         yield* settledBefore(position)
         const outcome = yield* closeRuntime(
@@ -384,6 +400,7 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           decision.cause,
           decision.reason
         )
+        yield* Effect.annotateCurrentSpan("quiesce.family.outcome", outcome._tag === "Collected" ? "released" : outcome._tag === "Declined" ? "declined" : "close-failed")
         if (outcome._tag === "Collected") {
           released.add(root.identity)
           collected.push(outcome.entry)
@@ -403,8 +420,14 @@ export const makeRuntimeCollector = Effect.fnUntraced(function*(
           decideFamily(position, probe).pipe(Effect.onExit((exit) => Effect.sync(() => decided(position, Exit.isFailure(exit))))),
         { concurrency: settings.probeConcurrency, discard: true }
       )
+      yield* Effect.annotateCurrentSpan({ "quiesce.sweep.released": collected.length, "quiesce.sweep.failures": failures.length })
       return collected.length === 0 && failures.length === 0 ? emptySweepReport : { collected, failures }
-    }).pipe(Effect.ensuring(retained.flush))
+    }).pipe(
+      Effect.ensuring(retained.flush),
+      // A trace of its own for the periodic tick and a pressure pass (their fibers have no parent
+      // span); under the request's span for a collect, under the attempt's for a retirement.
+      Effect.withSpan("RuntimeCollector.sweep", { attributes: { "quiesce.sweep.reason": decision.reason } })
+    )
 
   const runSweep: Effect.Effect<SweepReport> = decisions.withPermits(1)(
     Effect.suspend(() =>

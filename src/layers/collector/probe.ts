@@ -2,6 +2,7 @@ import { Cause, Clock, Effect, Exit, Fiber, Option } from "effect"
 import type { RuntimeCandidate } from "../../domain/candidate.ts"
 import { RuntimeProbeFailed, RuntimeProbeTimedOut } from "../../domain/errors.ts"
 import type { StopAnswer } from "../../domain/provider.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { ProbeObservation } from "../../domain/sweep.ts"
 import { recordProbeDuration } from "../metrics/Metrics.ts"
 
@@ -71,8 +72,14 @@ export const runProbe = (
     // Timed by the Clock service, so TestClock runs see virtual durations.
     yield* recordProbeDuration(Number((yield* Clock.monotonicTimeNanos) - startedAt) / 1e9)
     const at = yield* Clock.currentTimeMillis
-    return { verdict, observation: observe(candidate.agentId, at, verdict) }
-  })
+    const observation = observe(candidate.agentId, at, verdict)
+    yield* Effect.annotateCurrentSpan(
+      observation.message === undefined
+        ? { "quiesce.probe.outcome": observation.outcome }
+        : { "quiesce.probe.outcome": observation.outcome, "quiesce.probe.reason": observation.message }
+    )
+    return { verdict, observation }
+  }).pipe(Effect.withSpan("RuntimeCollector.probe", { attributes: agentAttributes(candidate.agentId, candidate.provider) }))
 
 const observe = (agentId: string, at: number, verdict: ProbeVerdict): ProbeObservation => {
   switch (verdict._tag) {

@@ -188,6 +188,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
        */
       const startOnce = (home: ManagedHome, config: HubConfig): Effect.Effect<StartOutcome, DaemonStartFailed> =>
         laneOf(home.name).withPermit(Effect.gen(function*() {
+          yield* Effect.annotateCurrentSpan("quiesce.home", home.name)
           if (isStopped(hubHome, home.name)) return "stopped" as const
           if ((yield* discover(home)).state !== "absent") return "present" as const
           if (liveLockHolder(home.dir) !== undefined) return "held" as const
@@ -212,7 +213,10 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           if ((yield* discover(home)).state !== "absent") return "present" as const
           if (liveLockHolder(home.dir) !== undefined) return "held" as const
           return yield* launched.failure
-        }))
+        })).pipe(
+          Effect.tap((outcome) => Effect.annotateCurrentSpan("quiesce.start.outcome", outcome)),
+          Effect.withSpan("Hub.startDaemon")
+        )
 
       /**
        * Starts the home's daemon, or waits for the start already under way and shares its outcome.
@@ -319,7 +323,9 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
               }
             }
           }
-        })
+        }).pipe(Effect.withSpan("Hub.route", {
+          attributes: { "quiesce.home": name, "http.request.method": prepared.request.method, "url.path": prepared.request.path }
+        }))
 
       /** The home's daemon, if it is still the process the caller saw. */
       const verified = (home: ManagedHome, identity: RenderedIdentity) =>

@@ -3,7 +3,8 @@
  * connections (a routed request should cost well under a millisecond beyond the daemon's own
  * work). Interrupting it (the hub's caller went away) aborts the request to the daemon.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { HttpTraceContext } from "effect/http"
 import * as http from "node:http"
 import type { RoutedRequest, RoutedResponse } from "../../domain/hubDaemons.ts"
 
@@ -29,7 +30,8 @@ const connectTimeoutMillis = 5_000
 export const makeForwarder = () => {
   const agent = new http.Agent({ keepAlive: true })
   return (target: { readonly baseUrl: string; readonly token: string }, request: RoutedRequest, options: ForwardOptions) =>
-    Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
+    // The hub's span goes along (W3C traceparent), so the daemon's spans join the hub's trace.
+    Effect.flatMap(Effect.option(Effect.currentSpan), (span) => Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
       const hasBody = request.method !== "GET" && request.method !== "HEAD"
       const timeout = (what: string, millis: number) =>
         setTimeout(() => {
@@ -41,6 +43,7 @@ export const makeForwarder = () => {
         agent,
         headers: {
           authorization: `Bearer ${target.token}`,
+          ...(Option.isSome(span) ? HttpTraceContext.toHeaders(span.value) : {}),
           ...(hasBody
             ? { "content-type": request.contentType ?? "application/json", "content-length": String(request.body.byteLength) }
             : {})
@@ -72,5 +75,5 @@ export const makeForwarder = () => {
       outgoing.on("close", () => timers.forEach(clearTimeout))
       outgoing.end(hasBody ? request.body : undefined)
       return Effect.sync(() => outgoing.destroy())
-    })
+    }))
 }

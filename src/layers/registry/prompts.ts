@@ -20,6 +20,7 @@ import {
   TurnNotFound
 } from "../../domain/errors.ts"
 import type { FinishKind } from "../../domain/finish.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { DaemonRetiring } from "../../domain/retirement.ts"
 import { isRetryable, type TurnRecord } from "../../domain/turn.ts"
 import type { PromptError, PromptOptions, PromptReceipt } from "../../services/AgentRegistry.ts"
@@ -185,7 +186,11 @@ export const makePrompts = (config: PromptsConfig) => {
     }
     // Uninterruptible: a caller that goes away mid-acceptance leaves an accepted turn behind, carried
     // to its end like any other; never half an acceptance.
-    const accept = Effect.uninterruptible(resolve(agentId, text, clientMessageId, messageIds))
+    const attributes = agentAttributes(agentId, port.recordOf(agentId)?.provider)
+    yield* Effect.annotateCurrentSpan(attributes)
+    const accept = Effect.uninterruptible(resolve(agentId, text, clientMessageId, messageIds)).pipe(
+      Effect.withSpan("Turn.accept", { attributes })
+    )
     if (clientMessageId === null) return yield* answer(yield* accept, wait)
     const key = clientKey(agentId, clientMessageId)
     const inFlight = book.byClient(agentId, clientMessageId)

@@ -16,6 +16,7 @@ import {
   ShuttingDown
 } from "../../domain/errors.ts"
 import type { AgentClient } from "../../domain/provider.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { DaemonRetiring } from "../../domain/retirement.ts"
 import type { ResumeError } from "../../services/AgentRegistry.ts"
 import type { ActivityClock } from "../../services/ActivityClock.ts"
@@ -306,14 +307,19 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
           yield* Effect.logDebug("Released agent runtime").pipe(Effect.annotateLogs({ agentId: agent.agentId }))
           return true
         })
-      ).pipe(Effect.ensuring(Effect.sync(() => {
-        agent.barred = false
-        agent.releasing = false
-      })))
+      ).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          agent.barred = false
+          agent.releasing = false
+        })),
+        Effect.tap((released) => Effect.annotateCurrentSpan("quiesce.released", released)),
+        Effect.withSpan("Agent.release", { attributes: { ...agentAttributes(agent.agentId, agent.provider), "quiesce.release.reason": reason } })
+      )
     })
 
-  const resume = Effect.fnUntraced(function*(agentId: string) {
+  const resume = Effect.fn("Agent.resume")(function*(agentId: string) {
     const record = records.get(agentId)
+    yield* Effect.annotateCurrentSpan(agentAttributes(agentId, record?.provider))
     if (record === undefined) return yield* AgentNotFound.of(agentId)
     const handle = record.persistence
     if (handle === null) return yield* AgentNotResumable.of(agentId)

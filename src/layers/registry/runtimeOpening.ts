@@ -6,6 +6,7 @@ import { Cause, Clock, Effect, Exit, Option } from "effect"
 import * as fs from "node:fs"
 import { type AgentRecord, internalAgentLabel, parentAgentIdOf, type PersistenceHandle } from "../../domain/agent.ts"
 import type { AgentClient, SessionConfig, SessionEvent } from "../../domain/provider.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { WarmReserveService } from "../../services/WarmReserve.ts"
 import { randomId } from "../../platform/ids.ts"
 import { type LiveAgent, makeLiveAgent } from "./LiveAgent.ts"
@@ -90,7 +91,7 @@ export interface OpenedRuntime {
  * Opens the record's runtime, creating (no handle) or resuming its session; from the moment it is
  * built its events go to `enqueue`. Only the provider's open is run through `restore`.
  */
-export const openRuntime = Effect.fnUntraced(function*(
+export const openRuntime = Effect.fn("Agent.openRuntime")(function*(
   reserve: WarmReserveService,
   record: AgentRecord,
   client: AgentClient,
@@ -98,6 +99,7 @@ export const openRuntime = Effect.fnUntraced(function*(
   enqueue: (agent: LiveAgent, event: SessionEvent) => void,
   restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 ) {
+  yield* Effect.annotateCurrentSpan({ ...agentAttributes(record.agentId, record.provider), "quiesce.resume": handle !== null })
   const target: Target = { agent: undefined, early: [] }
   const { handOver, marker, session } = yield* openSession(reserve, record, client, handle, target, enqueue, restore)
   const persistence = (yield* session.persistence) ?? record.persistence

@@ -7,6 +7,7 @@
 import { Cause, Clock, Deferred, Effect, Exit, Option, type Scope } from "effect"
 import { isRefusal } from "../../domain/errors.ts"
 import type { FinishKind } from "../../domain/finish.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { TurnEnd } from "../../domain/provider.ts"
 import type { TurnRecord } from "../../domain/turn.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
@@ -25,6 +26,12 @@ export interface TurnDispatchConfig {
   readonly turnScope: Scope.Scope
   readonly announceFinish: (agentId: string, kind: FinishKind) => void
 }
+
+/** A turn's span attributes: its agent, provider and id. */
+const turnAttributes = (agent: LiveAgent, handle: TurnHandle) => ({
+  ...agentAttributes(agent.agentId, agent.provider),
+  "quiesce.turn.id": handle.record.turnId
+})
 
 /** The dispatch over the book and the port. */
 export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnScope }: TurnDispatchConfig) => {
@@ -59,6 +66,7 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       // What the daemon had done to the turn when it ended: a close or an interrupt that comes
       // while its end is processed does not change how it ended.
       const outcome = outcomeOf(agent, active, exit)
+      yield* Effect.annotateCurrentSpan("quiesce.turn.state", outcome.state)
       yield* port.turnEnded(agent)
       active.outcome = outcome
       // Recorded before the next turn may start, and answered once the slot is free: whoever sees
@@ -92,7 +100,9 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       }
       const active: ActiveTurn = { turnId: handle.record.turnId, handle, joined: [], interruptRequested: false, outcome: undefined }
       agent.slot.turn = active
-      const started = yield* Effect.exit(agent.session.startTurn(handle.record.text, handle.record.turnId))
+      const started = yield* Effect.exit(agent.session.startTurn(handle.record.text, handle.record.turnId).pipe(
+        Effect.withSpan("Turn.start", { attributes: turnAttributes(agent, handle) })
+      ))
       if (Exit.isFailure(started)) {
         agent.slot.turn = undefined
         settleIdleWaiters(agent.slot)
@@ -105,7 +115,10 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       }
       book.noteTaken(handle)
       yield* book.markTaken(handle)
-      yield* finishTurn(agent, active, started.value).pipe(Effect.forkIn(turnScope))
+      yield* finishTurn(agent, active, started.value).pipe(
+        Effect.withSpan("Turn.run", { attributes: turnAttributes(agent, handle) }),
+        Effect.forkIn(turnScope)
+      )
       return true
     })
 
@@ -168,8 +181,13 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       settleIdleWaiters(agent.slot)
     })))
 
-  /** Carries one accepted prompt to its end: resumes the runtime as often as it must. */
+  /** Carries one accepted prompt to its end (its span over the whole way): resumes the runtime as often as it must. */
   const carry = (handle: TurnHandle) =>
+    carryOnce(handle).pipe(Effect.withSpan("Turn.carry", {
+      attributes: { ...agentAttributes(handle.record.agentId, port.recordOf(handle.record.agentId)?.provider), "quiesce.turn.id": handle.record.turnId }
+    }))
+
+  const carryOnce = (handle: TurnHandle) =>
     Effect.gen(function*() {
       const agentId = handle.record.agentId
       let resumed = false

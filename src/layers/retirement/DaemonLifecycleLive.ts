@@ -262,6 +262,8 @@ export const makeDaemonLifecycle = Effect.fnUntraced(function*(options: DaemonLi
         )
       )
     )).pipe(
+      Effect.tap((done) => Effect.annotateCurrentSpan("quiesce.retire.outcome", done.outcome)),
+      Effect.withSpan("Daemon.retire", { attributes: { "quiesce.retire.trigger": trigger } }),
       Effect.forkIn(scope, { startImmediately: true }),
       Effect.flatMap(Fiber.join)
     )

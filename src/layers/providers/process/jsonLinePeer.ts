@@ -112,7 +112,10 @@ export const startJsonLinePeer = <Id extends string | number, Out, Reply>(
           }),
           Effect.ensuring(Effect.sync(() => waiting.delete(id)))
         )
-      })
+      }).pipe(
+        // Under the span of what asked (a turn, a probe, an open), which names the agent.
+        Effect.withSpan("Provider.request", { kind: "client", attributes: { "quiesce.peer": name, "rpc.system": "json-lines", "rpc.method": operation } })
+      )
 
     const answer = (id: unknown, reply: Reply, onAnswered?: (request: Out) => void): Effect.Effect<void> => {
       const entry = entryOf(id)

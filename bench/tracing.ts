@@ -1,0 +1,150 @@
+/**
+ * Issue 32, OpenTelemetry: what tracing costs a daemon. Real daemons over new homes, one shell
+ * agent each, 1,000 prompts (`true`, waited for) one after the other; the daemon's CPU time over
+ * the prompts (utime + stime from procfs) and its resident memory after them, with the export on
+ * (to an OTLP receiver in this process) against off, interleaved, as medians of `rounds`.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { startOtlpReceiver } from "../test/support/otlpReceiver.ts"
+import { type BenchRow, median } from "./table.ts"
+
+const cli = join(import.meta.dirname, "../src/programs/cli/main.ts")
+
+/** Target of the issue: under 5 % more CPU with tracing on. */
+const cpuOverheadLimit = 0.05
+
+/** Clock ticks per second of procfs' CPU times (USER_HZ, 100 on Linux). */
+const ticksPerSecond = 100
+
+/** The process's user + system CPU time in ms, from `/proc/<pid>/stat` (fields 14 and 15). */
+const cpuMs = (pid: number): number => {
+  const text = readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
+}
+
+const rssMiB = (pid: number): number => {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
+  return line === undefined ? Number.NaN : Number(line.replace(/\D+/g, "")) / 1024
+}
+
+interface Started {
+  readonly child: ChildProcess
+  readonly pid: number
+  readonly port: number
+  readonly home: string
+  readonly token: string
+}
+
+const startDaemon = (env: Readonly<Record<string, string>>) =>
+  new Promise<Started>((resolve, reject) => {
+    const home = mkdtempSync(join(tmpdir(), "quiesce-bench-tracing-"))
+    const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", "0"], {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: "", ...env }
+    })
+    let output = ""
+    const onData = (chunk: Buffer) => {
+      output += String(chunk)
+      const ready = /Quiesce ready on http:\/\/127\.0\.0\.1:(\d+)/.exec(output)
+      if (ready === null || child.pid === undefined) return
+      child.stdout?.off("data", onData)
+      child.stderr?.off("data", onData)
+      child.stdout?.resume()
+      child.stderr?.resume()
+      resolve({ child, pid: child.pid, port: Number(ready[1]), home, token: readFileSync(join(home, "token"), "utf8").trim() })
+    }
+    child.stdout?.on("data", onData)
+    child.stderr?.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`the daemon exited ${code} before it was ready:\n${output}`)))
+  })
+
+const stopDaemon = async (daemon: Started) => {
+  daemon.child.removeAllListeners("exit")
+  if (daemon.child.exitCode === null) {
+    const exited = new Promise((resolve) => daemon.child.once("exit", resolve))
+    process.kill(-daemon.pid, "SIGTERM")
+    await exited
+  }
+  rmSync(daemon.home, { recursive: true, force: true })
+}
+
+const call = async (daemon: Started, method: string, route: string, body?: unknown) => {
+  const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  const text = await response.text()
+  if (response.status >= 300) throw new Error(`${method} ${route} answered ${response.status}: ${text}`)
+  return text === "" ? undefined : JSON.parse(text)
+}
+
+/** One daemon's CPU over `prompts` prompts to one shell agent, and its memory after them. */
+const measure = async (env: Readonly<Record<string, string>>, prompts: number) => {
+  const daemon = await startDaemon(env)
+  try {
+    const { agentId } = await call(daemon, "POST", "/v1/agents", { provider: "shell", cwd: daemon.home })
+    // Warm: the runtime started, the code paths compiled.
+    for (let i = 0; i < 20; i++) await call(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "true", wait: true })
+    const before = cpuMs(daemon.pid)
+    const started = performance.now()
+    for (let i = 0; i < prompts; i++) await call(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "true", wait: true })
+    const wallMs = performance.now() - started
+    // The exports of the last prompts are billed too: one span export interval (5 s by default).
+    await new Promise((resolve) => setTimeout(resolve, 5_500))
+    return { cpuMs: cpuMs(daemon.pid) - before, rssMiB: rssMiB(daemon.pid), wallMs }
+  } finally {
+    await stopDaemon(daemon)
+  }
+}
+
+/** Tracing on against off over `prompts` prompts, `rounds` interleaved rounds each. */
+export const tracingBench = async (prompts = 1_000, rounds = 3): Promise<ReadonlyArray<BenchRow>> => {
+  const receiver = await startOtlpReceiver()
+  const off: Array<Awaited<ReturnType<typeof measure>>> = []
+  const on: Array<Awaited<ReturnType<typeof measure>>> = []
+  try {
+    for (let round = 0; round < rounds; round++) {
+      off.push(await measure({}, prompts))
+      on.push(await measure({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint }, prompts))
+    }
+  } finally {
+    await receiver.close()
+  }
+  const cpuOff = median(off.map((run) => run.cpuMs))
+  const cpuOn = median(on.map((run) => run.cpuMs))
+  const overhead = cpuOn / cpuOff - 1
+  const spans = receiver.spans().length
+  return [
+    { name: `tracing: daemon CPU over ${prompts} prompts, off`, value: `${cpuOff.toFixed(0)} ms`, target: "-", ok: undefined },
+    {
+      name: `tracing: daemon CPU over ${prompts} prompts, on`,
+      value: `${cpuOn.toFixed(0)} ms (${overhead >= 0 ? "+" : ""}${(overhead * 100).toFixed(1)} %, ${spans} spans received)`,
+      target: `< +${cpuOverheadLimit * 100} %`,
+      ok: overhead < cpuOverheadLimit && spans > 0
+    },
+    {
+      name: "tracing: daemon RSS after the prompts, off / on",
+      value: `${median(off.map((run) => run.rssMiB)).toFixed(1)} / ${median(on.map((run) => run.rssMiB)).toFixed(1)} MiB`,
+      target: "-",
+      ok: undefined
+    },
+    {
+      name: "tracing: prompts per second, off / on",
+      value: `${(prompts / (median(off.map((run) => run.wallMs)) / 1000)).toFixed(0)} / ${(prompts / (median(on.map((run) => run.wallMs)) / 1000)).toFixed(0)}`,
+      target: "-",
+      ok: undefined
+    }
+  ]
+}
+
+// Run alone: `node --expose-gc bench/tracing.ts [prompts] [rounds]`.
+if (import.meta.main) {
+  const { printTable } = await import("./table.ts")
+  printTable(await tracingBench(Number(process.argv[2] ?? 1_000), Number(process.argv[3] ?? 3)))
+}

@@ -1,0 +1,14 @@
+/**
+ * The attributes Quiesce puts on its OpenTelemetry spans, named once so that every room writes
+ * the same keys (docs/daemon.md lists them).
+ */
+
+/** The agent a span is about. */
+export const agentIdAttribute = "quiesce.agent.id"
+
+/** The provider of the agent a span is about (`shell`, `claude`, …). */
+export const providerAttribute = "quiesce.provider"
+
+/** The attributes of a span about one agent; the provider when it is known. */
+export const agentAttributes = (agentId: string, provider?: string | undefined): Record<string, string> =>
+  provider === undefined ? { [agentIdAttribute]: agentId } : { [agentIdAttribute]: agentId, [providerAttribute]: provider }
