@@ -143,7 +143,8 @@ while True:
       await until(() => heard.includes("listening"), "the stand-in manager listens")
       const daemon = startDaemon(home, await freePort(), [], { env: { NOTIFY_SOCKET: socket } })
       await ready(daemon)
-      await until(() => heard.includes("READY=1"), "READY=1 arrives")
+      // The whole line: the manager's output can arrive in pieces, "record=" after the rest.
+      await until(() => /READY=1[^\n]*\n/.test(heard), "READY=1 arrives")
       const readyLines = heard.split("\n").filter((line) => line.includes("READY=1"))
       expect(readyLines).toHaveLength(1)
       expect(readyLines[0]).toContain("record=True")
