@@ -9,8 +9,8 @@
  * - the hub's resident memory, and a prompt through it to a retired home, to its reply;
  * - `quiesce --version` and `quiesce agents list`, and `quiesce` on PATH where an older `node` comes first.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { longRunningNodeFlags } from "../src/domain/version.ts"
@@ -18,6 +18,7 @@ import { liveProcesses } from "../src/platform/detachedGroups.ts"
 import { until } from "../test/support/daemonProcess.ts"
 import { cleanUpHubs, hubApi, inventoryRow, newHubRoot, processAlive, startHub, writeHubConfig } from "../test/support/hubProcess.ts"
 import { measureCommand } from "./cli.ts"
+import { type BenchDaemon, call, rssMiB, stopDaemon } from "./daemonProcess.ts"
 import { type BenchRow, median } from "./table.ts"
 
 const root = join(import.meta.dirname, "..")
@@ -34,24 +35,10 @@ const hubRssLimitMiB = 80
 const wakeLimitMs = 500
 const clientBareFactor = 3
 
-/** Resident set size of one process in MiB, from procfs. */
-const rssMiB = (pid: number): number => {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
-    return line === undefined ? Number.NaN : Number(line.replace(/\D+/g, "")) / 1024
-  } catch {
-    return Number.NaN // gone meanwhile
-  }
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-interface Started {
-  readonly child: ChildProcess
+interface Started extends BenchDaemon {
   readonly readyMs: number
-  readonly port: number
-  readonly home: string
-  readonly token: string
 }
 
 /**
@@ -86,27 +73,6 @@ const startDaemon = (cli: string | "npm start", flags: ReadonlyArray<string> = [
     child.stderr?.on("data", onData)
     child.once("exit", (code) => reject(new Error(`${cli} daemon exited ${code} before it was ready:\n${output}`)))
   })
-
-const stopDaemon = async (daemon: Started) => {
-  if (daemon.child.exitCode === null && daemon.child.pid !== undefined) {
-    daemon.child.removeAllListeners("exit")
-    const exited = new Promise((resolve) => daemon.child.once("exit", resolve))
-    process.kill(-daemon.child.pid, "SIGTERM")
-    await exited
-  }
-  rmSync(daemon.home, { recursive: true, force: true })
-}
-
-const call = async (daemon: Started, method: string, route: string, body?: unknown) => {
-  const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${route} answered ${response.status}: ${text}`)
-  return text === "" ? undefined : JSON.parse(text)
-}
 
 /** One shell agent created, prompted and released (its runtime closed); the runtime's pid while it lived. */
 const cycleAgent = async (daemon: Started) => {

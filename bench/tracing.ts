@@ -4,11 +4,12 @@
  * the prompts (utime + stime from procfs) and its resident memory after them, with the export on
  * (to an OTLP receiver in this process) against off, interleaved, as medians of `rounds`.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { startOtlpReceiver } from "../test/support/otlpReceiver.ts"
+import { type BenchDaemon, call, rssMiB, stopDaemon } from "./daemonProcess.ts"
 import { type BenchRow, median } from "./table.ts"
 
 const cli = join(import.meta.dirname, "../src/programs/cli/main.ts")
@@ -26,17 +27,8 @@ const cpuMs = (pid: number): number => {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
 }
 
-const rssMiB = (pid: number): number => {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"))
-  return line === undefined ? Number.NaN : Number(line.replace(/\D+/g, "")) / 1024
-}
-
-interface Started {
-  readonly child: ChildProcess
+interface Started extends BenchDaemon {
   readonly pid: number
-  readonly port: number
-  readonly home: string
-  readonly token: string
 }
 
 const startDaemon = (env: Readonly<Record<string, string>>) =>
@@ -62,27 +54,6 @@ const startDaemon = (env: Readonly<Record<string, string>>) =>
     child.stderr?.on("data", onData)
     child.once("exit", (code) => reject(new Error(`the daemon exited ${code} before it was ready:\n${output}`)))
   })
-
-const stopDaemon = async (daemon: Started) => {
-  daemon.child.removeAllListeners("exit")
-  if (daemon.child.exitCode === null) {
-    const exited = new Promise((resolve) => daemon.child.once("exit", resolve))
-    process.kill(-daemon.pid, "SIGTERM")
-    await exited
-  }
-  rmSync(daemon.home, { recursive: true, force: true })
-}
-
-const call = async (daemon: Started, method: string, route: string, body?: unknown) => {
-  const response = await fetch(`http://127.0.0.1:${daemon.port}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${route} answered ${response.status}: ${text}`)
-  return text === "" ? undefined : JSON.parse(text)
-}
 
 /** One daemon's CPU over `prompts` prompts to one shell agent, and its memory after them. */
 const measure = async (env: Readonly<Record<string, string>>, prompts: number) => {
