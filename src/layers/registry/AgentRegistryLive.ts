@@ -23,7 +23,7 @@ import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
 import { TurnJournal } from "../../services/TurnJournal.ts"
 import { WarmReserve } from "../../services/WarmReserve.ts"
-import { makeCandidates } from "./candidates.ts"
+import { makeCandidates, residentBytesOf } from "./candidates.ts"
 import { makeFinishes } from "./finishes.ts"
 import { makeLanes } from "./lanes.ts"
 import { makeLifecycle } from "./lifecycle.ts"
@@ -104,10 +104,10 @@ export const makeAgentRegistry = Effect.fnUntraced(function*(options: AgentRegis
     activity: yield* Effect.serviceOption(ActivityClock),
     lanes,
     finishes,
-    measure: (agent) =>
-      agent.session.pid === undefined || inspection._tag === "None"
-        ? Effect.succeed(null)
-        : Effect.map(inspection.value.sample(agent.session.pid), (sample) => sample._tag === "Some" ? sample.value.rssBytes : null),
+    measure: (agent) => {
+      const sampled = residentBytesOf(inspection, agent)
+      return sampled === undefined ? Effect.succeed(null) : Effect.map(sampled, (bytes) => bytes ?? null)
+    },
     publish
   })
   const prompts = makePrompts({

@@ -10,6 +10,18 @@ import { RuntimeCandidates } from "../../services/RuntimeCandidates.ts"
 import type { LiveAgent } from "./LiveAgent.ts"
 import type { Residency } from "./residency.ts"
 
+/**
+ * The resident memory of a live agent's process tree now, when the host can read it (undefined:
+ * it cannot, no inspection or no pid): the candidates' `residentBytes`, and what a release records.
+ */
+export const residentBytesOf = (
+  inspection: Option.Option<ProcessInspection["Service"]>,
+  agent: LiveAgent
+): Effect.Effect<number | undefined> | undefined =>
+  agent.session.pid === undefined || Option.isNone(inspection)
+    ? undefined
+    : Effect.map(inspection.value.sample(agent.session.pid), (sample) => Option.getOrUndefined(sample)?.rssBytes)
+
 /** The candidates over the residency; `inspection` samples their memory when the host has it. */
 export const makeCandidates = (
   residency: Residency,
@@ -23,9 +35,7 @@ export const makeCandidates = (
     sessionId: agent.sessionId,
     lastActivityAt: agent.lastActivityAt,
     blockers: Effect.sync(() => residency.blockersOf(agent)),
-    residentBytes: agent.session.pid === undefined || Option.isNone(inspection)
-      ? undefined
-      : Effect.map(inspection.value.sample(agent.session.pid), (sample) => Option.getOrUndefined(sample)?.rssBytes),
+    residentBytes: residentBytesOf(inspection, agent),
     process: agent.session.pid === undefined ? undefined : { pid: agent.session.pid },
     canStopRuntime: agent.session.canStopRuntime,
     closeIfEligible: (revalidate, reason) => residency.releaseIfIdle(agent, activityCount, revalidate, reason)

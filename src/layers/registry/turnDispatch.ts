@@ -27,9 +27,9 @@ export interface TurnDispatchConfig {
   readonly announceFinish: (agentId: string, kind: FinishKind) => void
 }
 
-/** A turn's span attributes: its agent, provider and id. */
-const turnAttributes = (agent: LiveAgent, handle: TurnHandle) => ({
-  ...agentAttributes(agent.agentId, agent.provider),
+/** A turn's span attributes: its agent, provider (when known) and id. */
+const turnAttributes = (handle: TurnHandle, provider: string | undefined) => ({
+  ...agentAttributes(handle.record.agentId, provider),
   "quiesce.turn.id": handle.record.turnId
 })
 
@@ -101,7 +101,7 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       const active: ActiveTurn = { turnId: handle.record.turnId, handle, joined: [], interruptRequested: false, outcome: undefined }
       agent.slot.turn = active
       const started = yield* Effect.exit(agent.session.startTurn(handle.record.text, handle.record.turnId).pipe(
-        Effect.withSpan("Turn.start", { attributes: turnAttributes(agent, handle) })
+        Effect.withSpan("Turn.start", { attributes: turnAttributes(handle, agent.provider) })
       ))
       if (Exit.isFailure(started)) {
         agent.slot.turn = undefined
@@ -116,7 +116,7 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
       book.noteTaken(handle)
       yield* book.markTaken(handle)
       yield* finishTurn(agent, active, started.value).pipe(
-        Effect.withSpan("Turn.run", { attributes: turnAttributes(agent, handle) }),
+        Effect.withSpan("Turn.run", { attributes: turnAttributes(handle, agent.provider) }),
         Effect.forkIn(turnScope)
       )
       return true
@@ -184,7 +184,7 @@ export const makeTurnDispatch = ({ announceFinish, book, carryScope, port, turnS
   /** Carries one accepted prompt to its end (its span over the whole way): resumes the runtime as often as it must. */
   const carry = (handle: TurnHandle) =>
     carryOnce(handle).pipe(Effect.withSpan("Turn.carry", {
-      attributes: { ...agentAttributes(handle.record.agentId, port.recordOf(handle.record.agentId)?.provider), "quiesce.turn.id": handle.record.turnId }
+      attributes: turnAttributes(handle, port.recordOf(handle.record.agentId)?.provider)
     }))
 
   const carryOnce = (handle: TurnHandle) =>
