@@ -71,7 +71,8 @@ describe("OpenTelemetry", () => {
       return found[0]!
     }
     const server = promptTrace.find((span) => span.parentSpanId === undefined)
-    expect(server?.name).toBe("POST")
+    // Named by method and route, as OpenTelemetry names server spans.
+    expect(server?.name).toBe("POST /v1/agents/:id/prompts")
     const promptSpan = byName("AgentRegistry.prompt")
     const carry = byName("Turn.carry")
     const resume = byName("Agent.resume")
@@ -84,6 +85,8 @@ describe("OpenTelemetry", () => {
     expect(resume.parentSpanId).toBe(carry.spanId)
     expect(run.attributes["quiesce.turn.state"]).toBe("completed")
     expect(named(promptTrace, "SqlTurnJournal.update").length).toBeGreaterThan(0)
+    // A journal write is one span: not one more per statement and transaction inside it.
+    expect(promptTrace.filter((span) => span.name === "sqlite" || span.name === "sql.transaction")).toEqual([])
     expect(server?.resource["service.name"]).toBe("quiesce-daemon")
 
     // A background job vetoes the release: a sweep's trace says so, with the provider's reason.
@@ -130,9 +133,10 @@ describe("OpenTelemetry", () => {
     const route = named(trace, "Hub.route")[0]!
     expect(route.attributes).toMatchObject({ "quiesce.home": "work", "http.request.method": "POST" })
     expect(route.resource["service.name"]).toBe("quiesce-hub")
+    expect(trace.find((span) => span.spanId === route.parentSpanId)?.name).toBe("POST /v1/homes/:home/agents")
     expect(named(trace, "Hub.startDaemon")[0]?.attributes).toMatchObject({ "quiesce.home": "work", "quiesce.start.outcome": "started" })
     // The daemon's server span is the hub's route's child: the traceparent went along.
-    const daemonServer = trace.find((span) => span.resource["service.name"] === "quiesce-daemon" && span.name === "POST")
+    const daemonServer = trace.find((span) => span.resource["service.name"] === "quiesce-daemon" && span.name === "POST /v1/agents")
     expect(daemonServer?.parentSpanId).toBe(route.spanId)
     expect(named(trace, "AgentRegistry.create")[0]?.resource["service.name"]).toBe("quiesce-daemon")
     expect(agentId).not.toBe("")

@@ -35,13 +35,17 @@ import { noConfigFile, reserveHandlers } from "./handlers/reserve.ts"
 import { runtimesHandlers } from "./handlers/runtimes.ts"
 import * as PageSessionsLive from "./pageSessions.ts"
 import { pageRoutes, servedPages } from "./pages.ts"
-import { apiRoutes, requestProblemsLayer, unmatchedRequests } from "./requestProblems.ts"
+import { apiRoutes, requestProblemsLayer, type ServedRoute, unmatchedRequests } from "./requestProblems.ts"
+import { spanNamesLayer } from "./spanNames.ts"
 
 /** Requests no route takes: typed problems, once authenticated like the API's own routes. */
+/** Every route the daemon serves. */
+const servedRoutes: ReadonlyArray<ServedRoute> = [...apiRoutes(QuiesceApi), { method: "GET", path: openapiPath }, ...servedPages("daemon")]
+
 const unmatchedLayer = (token: string) =>
   Layer.unwrap(Effect.map(PageSessions, (sessions) =>
     unmatchedRequests({
-      routes: [...apiRoutes(QuiesceApi), { method: "GET", path: openapiPath }, ...servedPages("daemon")],
+      routes: servedRoutes,
       authenticate: checkCredentials(bearerAccepts(token), sessions)
     })))
 
@@ -128,6 +132,7 @@ export const layer = (
   AgentRegistry | AgentOperations | AgentClose | RuntimeCollector | ProcessInspection | DaemonLifecycle | InFlightRequests | AgentEvents
 > =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: options.logRequests === false }).pipe(
+    Layer.provide(spanNamesLayer(servedRoutes)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, {
       host: options.host,
       port: options.port,

@@ -12,6 +12,7 @@ import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
 import { CrossOriginRefused, problemStatus, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
 import { HubApi, hubOpenapiPath, savedStoreHeader } from "../../api/HubApi.ts"
+import { QuiesceApi } from "../../api/QuiesceApi.ts"
 import { InvalidRequest } from "../../api/requestErrors.ts"
 import { HubDaemons } from "../../services/HubDaemons.ts"
 import { PageSessions } from "../../services/PageSessions.ts"
@@ -27,8 +28,10 @@ import {
   requestProblemResponse,
   requestProblemsLayer,
   routeNotFoundResponse,
+  type ServedRoute,
   unmatchedRequests
 } from "./requestProblems.ts"
+import { routedThroughHub, spanNamesLayer } from "./spanNames.ts"
 
 const handlers = HttpApiBuilder.group(
   HubApi,
@@ -148,6 +151,14 @@ export interface HubServerOptions {
   readonly maxRequestBytes?: number | undefined
 }
 
+/** Every route the hub serves. */
+const servedRoutes: ReadonlyArray<ServedRoute> = [
+  ...apiRoutes(HubApi),
+  { method: "GET", path: hubOpenapiPath },
+  { method: "*", path: homesPath },
+  ...servedPages("hub")
+]
+
 /** The hub's routes, to serve with `HttpRouter.serve`. */
 export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestBytes">) =>
   Layer.unwrap(Effect.map(PageSessions, (sessions) => {
@@ -160,21 +171,15 @@ export const routes = (options: Pick<HubServerOptions, "token" | "maxRequestByte
       ),
       forwardRoute(authenticate, options.maxRequestBytes ?? defaultMaxRequestBytes),
       pageRoutes("hub"),
-      unmatchedRequests({
-        routes: [
-          ...apiRoutes(HubApi),
-          { method: "GET", path: hubOpenapiPath },
-          { method: "*", path: homesPath },
-          ...servedPages("hub")
-        ],
-        authenticate
-      })
+      unmatchedRequests({ routes: servedRoutes, authenticate })
     )
   })).pipe(Layer.provide(PageSessionsLive.layer))
 
 /** The hub served on `host:port` with node:http (and its address: port 0 is any free port). */
 export const layer = (options: HubServerOptions) =>
   HttpRouter.serve(routes(options), { disableListenLog: true, disableLogger: true }).pipe(
+    // A routed request is named after the daemon's route it reaches (`POST /v1/homes/:home/agents/:id/prompts`).
+    Layer.provide(spanNamesLayer([...routedThroughHub(apiRoutes(QuiesceApi)), ...servedRoutes])),
     Layer.provideMerge(NodeHttpServer.layer(createServer, {
       host: options.host,
       port: options.port,

@@ -26,7 +26,8 @@ export const requestBodyLimitLayer = (limitBytes: number) => {
   const maxBodySize = ByteSize.bytes(limitBytes)
   return Layer.succeed(
     RequestBodyLimit,
-    RequestBodyLimit.of(Effect.fn("RequestBodyLimit")(function*(httpEffect) {
+    // No span of its own: it wraps the whole request, whose server span is there already.
+    RequestBodyLimit.of(Effect.fnUntraced(function*(httpEffect) {
       const declared = (yield* HttpServerRequest.HttpServerRequest).headers["content-length"]
       if (declared !== undefined && Number(declared) > limitBytes) return yield* RequestTooLarge.of(limitBytes)
       return yield* httpEffect.pipe(

@@ -16,6 +16,7 @@ import { AgentStoreError } from "../../domain/errors.ts"
 import { AgentStore } from "../../services/AgentStore.ts"
 import * as SqliteClient from "./SqliteClient.ts"
 import { columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
+import { withoutStatementSpans } from "./statementSpans.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -150,14 +151,14 @@ export const reads = (
     const row = rows[0]
     if (row === undefined) return Option.none<AgentRecord>()
     return Option.some(yield* decodeStoredRow("get")(row))
-  })
+  }, withoutStatementSpans)
 
   const list = Effect.gen(function*() {
     const rows = yield* sql`SELECT ${sql.literal(selected)} FROM agents ORDER BY created_at, agent_id`.pipe(
       Effect.mapError(sqlFailure("list", undefined))
     )
     return yield* Effect.forEach(rows, decodeStoredRow("list"))
-  }).pipe(Effect.withSpan("SqlAgentStore.list"))
+  }).pipe(withoutStatementSpans, Effect.withSpan("SqlAgentStore.list"))
   return { get, list }
 }
 
@@ -189,11 +190,11 @@ export const make: Effect.Effect<
         last_activity_at = excluded.last_activity_at,
         closed_at = excluded.closed_at,
         release_note = excluded.release_note`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", record.agentId)))
-  })
+  }, withoutStatementSpans)
 
   const remove = Effect.fn("SqlAgentStore.remove")(function*(agentId: string) {
     yield* sql`DELETE FROM agents WHERE agent_id = ${agentId}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", agentId)))
-  })
+  }, withoutStatementSpans)
 
   return AgentStore.of({ put, ...reads(sql), remove })
 })

@@ -14,6 +14,7 @@ import { FinishStoreError } from "../../domain/errors.ts"
 import { FinishSubscription } from "../../domain/finish.ts"
 import { FinishStore } from "../../services/FinishStore.ts"
 import { changedRows, columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
+import { withoutStatementSpans } from "./statementSpans.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -145,19 +146,19 @@ export const make: Effect.Effect<
         created_at = excluded.created_at,
         after_finish = excluded.after_finish,
         notification = excluded.notification`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("put", subscription.id)))
-  })
+  }, withoutStatementSpans)
 
   const remove = Effect.fn("SqlFinishStore.remove")(function*(id: string) {
     // Deleting a missing id deletes nothing, which is not an error.
     yield* sql`DELETE FROM finish_subscriptions WHERE id = ${id}`.pipe(retryLostConflicts, Effect.mapError(sqlFailure("remove", id)))
-  })
+  }, withoutStatementSpans)
 
   // One statement: of two runners watching one subscription, one saves its notification.
   const claimNotification = Effect.fn("SqlFinishStore.claimNotification")(function*(id: string, notification: string) {
     const result = yield* sql`UPDATE finish_subscriptions SET notification = ${notification}
       WHERE id = ${id} AND notification IS NULL`.raw.pipe(retryLostConflicts, Effect.mapError(sqlFailure("claimNotification", id)))
     return changedRows(result) === 1
-  })
+  }, withoutStatementSpans)
 
   const list = Effect.gen(function*() {
     const rows = yield* sql`SELECT ${sql.literal(columns)} FROM finish_subscriptions ORDER BY created_at, id`.pipe(
@@ -170,7 +171,7 @@ export const make: Effect.Effect<
       subscriptions.push(decoded.success)
     }
     return subscriptions
-  }).pipe(Effect.withSpan("SqlFinishStore.list"))
+  }).pipe(withoutStatementSpans, Effect.withSpan("SqlFinishStore.list"))
 
   return FinishStore.of({ put, remove, claimNotification, list })
 })

@@ -17,6 +17,7 @@ import { Disposition, TurnError, TurnRecord, TurnState } from "../../domain/turn
 import { type Acceptance, type AcceptTurn, type JournaledFinish, TurnJournal } from "../../services/TurnJournal.ts"
 import * as GroupCommit from "./groupCommit.ts"
 import { changedRows, columnTypes, failureText, Int64, retryLostConflicts } from "./sqlDialect.ts"
+import { withoutStatementSpans } from "./statementSpans.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -253,7 +254,7 @@ export const make: Effect.Effect<
       group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("accept", record.agentId)(error))
     )
-  })
+  }, withoutStatementSpans)
 
   const update = Effect.fn("SqlTurnJournal.update")(function*(record: TurnRecord) {
     const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("update", record.agentId)))
@@ -275,7 +276,7 @@ export const make: Effect.Effect<
       group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("update", record.agentId)(error))
     )
-  })
+  }, withoutStatementSpans)
 
   const claim = Effect.fn("SqlTurnJournal.claim")(function*(record: TurnRecord) {
     const row = yield* encodeRecord(record).pipe(Effect.mapError(failure("claim", record.agentId)))
@@ -297,7 +298,7 @@ export const make: Effect.Effect<
       group.submit,
       Effect.mapError((error) => error._tag === "AgentStoreError" ? error : failure("claim", record.agentId)(error))
     )
-  })
+  }, withoutStatementSpans)
 
   const byMessageId = (recipientId: string, messageId: string) =>
     sql`SELECT ${sql.literal(columns.split(", ").map((column) => `turns.${column}`).join(", "))}
@@ -322,7 +323,7 @@ export const make: Effect.Effect<
 
   const prune = Effect.fn("SqlTurnJournal.prune")(function*(endedBefore: number, keepPerAgent: number) {
     return yield* group.submit(pruneNow(endedBefore, keepPerAgent))
-  }, Effect.mapError(failure("prune", undefined)))
+  }, withoutStatementSpans, Effect.mapError(failure("prune", undefined)))
 
   const pruneNow = Effect.fnUntraced(function*(endedBefore: number, keepPerAgent: number) {
     const byAge = yield* sql`DELETE FROM turns WHERE ended_at IS NOT NULL AND ended_at < ${endedBefore}`.raw
@@ -340,7 +341,7 @@ export const make: Effect.Effect<
     return yield* group.submit(Effect.map(sql`DELETE FROM turns WHERE agent_id = ${agentId}`.raw, changedRows)).pipe(
       Effect.mapError(failure("removeAgent", agentId))
     )
-  })
+  }, withoutStatementSpans)
 
   // One statement: two runners recording a finish of one agent at once get two positions.
   const recordFinish = Effect.fn("SqlTurnJournal.recordFinish")(function*(agentId: string, outcome: FinishOutcome) {
@@ -354,7 +355,7 @@ export const make: Effect.Effect<
       return yield* new AgentStoreError({ operation: "journal.recordFinish", agentId, message: `No finish position came back for ${agentId}` })
     }
     return yield* decodeFinishPosition(row.position)
-  }, (effect, agentId) => Effect.mapError(effect, (error) => error._tag === "AgentStoreError" ? error : failure("recordFinish", agentId)(error)))
+  }, withoutStatementSpans, (effect, agentId) => Effect.mapError(effect, (error) => error._tag === "AgentStoreError" ? error : failure("recordFinish", agentId)(error)))
 
   const lastFinish = (agentId: string) =>
     sql`SELECT position, kind, last_reply FROM agent_finishes WHERE agent_id = ${agentId}`.pipe(

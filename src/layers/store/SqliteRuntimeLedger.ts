@@ -13,6 +13,7 @@ import type { SqlError } from "effect/sql"
 import { AgentStoreError } from "../../domain/errors.ts"
 import { RuntimeProcess } from "../../domain/runtimeProcess.ts"
 import { RuntimeLedger } from "../../services/RuntimeLedger.ts"
+import { withoutStatementSpans } from "./statementSpans.ts"
 
 // --- schema -----------------------------------------------------------------------
 
@@ -132,20 +133,20 @@ export const make: Effect.Effect<
         recorded_at = excluded.recorded_at`.pipe(
         Effect.mapError(sqlFailure("ledger.record", entry.agentId, entry.pid))
       )
-  })
+  }, withoutStatementSpans)
 
   const remove = Effect.fn("SqliteRuntimeLedger.remove")(function*(agentId: string, pid: number) {
     // Deleting a missing entry deletes nothing, which is not an error.
     yield* sql`DELETE FROM runtime_processes WHERE agent_id = ${agentId} AND pid = ${pid}`.pipe(
       Effect.mapError(sqlFailure("ledger.remove", agentId, pid))
     )
-  })
+  }, withoutStatementSpans)
 
   const list = Effect.gen(function*() {
     const rows = yield* sql`SELECT ${sql.literal(columns)} FROM runtime_processes
       ORDER BY recorded_at, agent_id, pid`.pipe(Effect.mapError(sqlFailure("ledger.list", undefined)))
     return yield* Effect.forEach(rows, decodeStoredRow)
-  }).pipe(Effect.withSpan("SqliteRuntimeLedger.list"))
+  }).pipe(withoutStatementSpans, Effect.withSpan("SqliteRuntimeLedger.list"))
 
   return RuntimeLedger.of({ record, remove, list })
 })
