@@ -159,6 +159,21 @@ describe("OpenTelemetry", () => {
     expect(otlp.requests()).toEqual([])
   }, 30_000)
 
+  it("a sampler of always_off sends no span, and the logs still go; OTEL_METRICS_EXPORTER=none sends no metrics", async () => {
+    const otlp = await receiver()
+    const daemon = startDaemon(newHome(), await freePort(), [], {
+      env: { ...exportingTo(otlp.endpoint), OTEL_TRACES_SAMPLER: "always_off", OTEL_METRICS_EXPORTER: "none" }
+    })
+    await ready(daemon)
+    const agentId = await createShellAgent(daemon)
+    expect((await prompt(daemon, agentId, { text: "echo unsampled", wait: true })).status).toBe(200)
+    await until(() => otlp.requests().includes("/v1/logs"), "the logs", 10_000)
+    daemon.process.kill("SIGTERM")
+    await exited(daemon.process)
+    expect(otlp.spans()).toEqual([])
+    expect(otlp.requests().filter((path) => path !== "/v1/logs")).toEqual([])
+  }, 30_000)
+
   it("a malformed endpoint stops the start with a message naming the variable", async () => {
     const daemon = startDaemon(newHome(), await freePort(), [], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: "localhost:4318" } })
     const code = await exited(daemon.process)

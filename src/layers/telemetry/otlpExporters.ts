@@ -3,13 +3,20 @@
  * set (`OtlpExport.ts` imports it dynamically), so a daemon without OpenTelemetry neither loads nor
  * runs them.
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Tracer } from "effect"
 import { FetchHttpClient } from "effect/http"
 import { OtlpExporter, OtlpLogger, OtlpMetrics, OtlpSerialization, OtlpTracer } from "effect/observability"
 import { packageVersion } from "../../domain/version.ts"
 import type { OtlpSettings } from "./otlpSettings.ts"
+import { isAlwaysOn, sampledTracer } from "./sampler.ts"
 
 const interval = (millis: number | undefined) => millis === undefined ? undefined : Duration.millis(millis)
+
+/** effect's OTLP tracer, behind the settings' sampler unless that is the default (every trace). */
+const tracerLayer = (options: Parameters<typeof OtlpTracer.make>[0], settings: OtlpSettings) =>
+  isAlwaysOn(settings.sampler) ? OtlpTracer.layer(options) : Layer.effect(Tracer.Tracer)(
+    Effect.map(OtlpTracer.make(options), (tracer) => sampledTracer(tracer, settings.sampler))
+  ).pipe(Layer.provideMerge(OtlpExporter.layerFlusher))
 
 /** One exporter per signal that has a URL, over `fetch`, encoded as the settings say. */
 const exporters = (settings: OtlpSettings): Layer.Layer<OtlpExporter.Flusher> => {
@@ -17,7 +24,7 @@ const exporters = (settings: OtlpSettings): Layer.Layer<OtlpExporter.Flusher> =>
   const common = { resource, headers: settings.headers }
   const { traces, logs, metrics } = settings.signals
   return Layer.mergeAll(
-    traces === undefined ? Layer.empty : OtlpTracer.layer({ ...common, url: traces, exportInterval: interval(settings.tracesInterval) }),
+    traces === undefined ? Layer.empty : tracerLayer({ ...common, url: traces, exportInterval: interval(settings.tracesInterval) }, settings),
     logs === undefined ? Layer.empty : OtlpLogger.layer({ ...common, url: logs, exportInterval: interval(settings.logsInterval) }),
     metrics === undefined ? Layer.empty : OtlpMetrics.layer({ ...common, url: metrics, exportInterval: interval(settings.metricsInterval) })
   ).pipe(

@@ -4,6 +4,7 @@
  * but malformed is a typed error naming the variable, so a typo never silently turns tracing off.
  */
 import { Config, Effect, Option, Schema } from "effect"
+import { alwaysOn, type TraceSampler } from "./sampler.ts"
 
 /** One signal's destination: the full URL its batches are posted to. */
 export interface OtlpSignals {
@@ -23,6 +24,8 @@ export interface OtlpSettings {
   readonly tracesInterval: number | undefined
   readonly logsInterval: number | undefined
   readonly metricsInterval: number | undefined
+  /** Which traces are exported (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`). */
+  readonly sampler: TraceSampler
 }
 
 /** An `OTEL_*` variable is set to a value that cannot be used; the daemon or hub does not start. */
@@ -78,10 +81,47 @@ const milliseconds = (name: string) =>
         : Effect.fail(invalid(name, `must be a positive number of milliseconds, not "${value}"`))
   })))
 
-/** A signal's URL: its own variable as given, or `/v1/<signal>` below the shared endpoint. */
+/** Whether a signal is exported: `OTEL_<SIGNAL>_EXPORTER` is `otlp` (the default) or `none`. */
+const signalExported = (signal: "traces" | "logs" | "metrics") => {
+  const name = `OTEL_${signal.toUpperCase()}_EXPORTER`
+  return variable(name).pipe(Effect.flatMap(Option.match({
+    onNone: () => Effect.succeed(true),
+    onSome: (value) =>
+      value === "otlp" ? Effect.succeed(true)
+      : value === "none" ? Effect.succeed(false)
+      : Effect.fail(invalid(name, `must be otlp or none (the only exporters here), not "${value}"`))
+  })))
+}
+
+const samplers: Readonly<Record<string, (ratio: number) => TraceSampler>> = {
+  always_on: () => ({ ratio: 1, parentBased: false }),
+  always_off: () => ({ ratio: 0, parentBased: false }),
+  traceidratio: (ratio) => ({ ratio, parentBased: false }),
+  parentbased_always_on: () => alwaysOn,
+  parentbased_always_off: () => ({ ratio: 0, parentBased: true }),
+  parentbased_traceidratio: (ratio) => ({ ratio, parentBased: true })
+}
+
+/** The trace sampler: `OTEL_TRACES_SAMPLER` (default `parentbased_always_on`), its ratio in `OTEL_TRACES_SAMPLER_ARG` (default 1). */
+const traceSampler = Effect.gen(function*() {
+  const name = yield* variable("OTEL_TRACES_SAMPLER")
+  const arg = yield* variable("OTEL_TRACES_SAMPLER_ARG")
+  const ratio = Option.isNone(arg) ? 1 : Number(arg.value)
+  if (Option.isSome(arg) && !(/^\d*\.?\d+(e-?\d+)?$/i.test(arg.value) && ratio >= 0 && ratio <= 1)) {
+    return yield* invalid("OTEL_TRACES_SAMPLER_ARG", `must be a ratio from 0 to 1, not "${arg.value}"`)
+  }
+  if (Option.isNone(name)) return alwaysOn
+  const make = samplers[name.value]
+  if (make === undefined) {
+    return yield* invalid("OTEL_TRACES_SAMPLER", `must be one of ${Object.keys(samplers).join(", ")}, not "${name.value}"`)
+  }
+  return make(ratio)
+})
+
+/** A signal's URL: its own variable as given, or `/v1/<signal>` below the shared endpoint; none when its exporter is `none`. */
 const signalUrl = (signal: "traces" | "logs" | "metrics", base: URL | undefined) => {
   const name = `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_ENDPOINT`
-  return variable(name).pipe(Effect.flatMap(Option.match({
+  return Effect.flatMap(signalExported(signal), (exported) => !exported ? Effect.succeed(undefined) : variable(name).pipe(Effect.flatMap(Option.match({
     onSome: (value) => Effect.map(httpUrl(name, value), (url) => url.toString()),
     onNone: () => {
       if (base === undefined) return Effect.succeed(undefined)
@@ -89,7 +129,7 @@ const signalUrl = (signal: "traces" | "logs" | "metrics", base: URL | undefined)
       url.pathname = `${url.pathname.replace(/\/$/, "")}/v1/${signal}`
       return Effect.succeed(url.toString())
     }
-  })))
+  }))))
 }
 
 const optionalKeyValues = (name: string): Effect.Effect<Record<string, string>, TelemetrySettingInvalid> =>
@@ -135,6 +175,7 @@ export const otlpSettings = Effect.fn("otlpSettings")(function*(defaultServiceNa
     protocol,
     tracesInterval: yield* milliseconds("OTEL_BSP_SCHEDULE_DELAY"),
     logsInterval: yield* milliseconds("OTEL_BLRP_SCHEDULE_DELAY"),
-    metricsInterval: yield* milliseconds("OTEL_METRIC_EXPORT_INTERVAL")
+    metricsInterval: yield* milliseconds("OTEL_METRIC_EXPORT_INTERVAL"),
+    sampler: yield* traceSampler
   })
 })

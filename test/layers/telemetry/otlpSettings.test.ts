@@ -85,6 +85,32 @@ describe("otlpSettings", () => {
       assert.match((yield* failureOf({ ...base, OTEL_RESOURCE_ATTRIBUTES: "team" })).message, /without key=value: "team"/)
       assert.match((yield* failureOf({ ...base, OTEL_EXPORTER_OTLP_HEADERS: "a=%E0%A4%A" })).message, /malformed percent-encoding/)
       assert.strictEqual((yield* failureOf({ ...base, OTEL_BSP_SCHEDULE_DELAY: "soon" })).variable, "OTEL_BSP_SCHEDULE_DELAY")
+      assert.match((yield* failureOf({ ...base, OTEL_LOGS_EXPORTER: "console" })).message, /^OTEL_LOGS_EXPORTER must be otlp or none/)
+      assert.match((yield* failureOf({ ...base, OTEL_TRACES_SAMPLER: "sometimes" })).message, /^OTEL_TRACES_SAMPLER must be one of always_on, /)
+      for (const ratio of ["1.5", "-0.1", "half", "0.1.2"]) {
+        const error = yield* failureOf({ ...base, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: ratio })
+        assert.strictEqual(error.variable, "OTEL_TRACES_SAMPLER_ARG", ratio)
+      }
+    }))
+
+  it.effect("an exporter of none leaves its signal out; with none left, nothing is exported", () =>
+    Effect.gen(function*() {
+      const base = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318" }
+      const noLogs = Option.getOrThrow(yield* settingsOf({ ...base, OTEL_LOGS_EXPORTER: "none", OTEL_METRICS_EXPORTER: "otlp" }))
+      assert.deepStrictEqual(noLogs.signals, { traces: "http://127.0.0.1:4318/v1/traces", logs: undefined, metrics: "http://127.0.0.1:4318/v1/metrics" })
+      const none = { ...base, OTEL_TRACES_EXPORTER: "none", OTEL_LOGS_EXPORTER: "none", OTEL_METRICS_EXPORTER: "none" }
+      assert.isTrue(Option.isNone(yield* settingsOf(none)))
+    }))
+
+  it.effect("reads the trace sampler: every trace unless a caller did not sample it by default, else the named one", () =>
+    Effect.gen(function*() {
+      const base = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318" }
+      const sampler = (env: Record<string, string>) => Effect.map(settingsOf({ ...base, ...env }), (settings) => Option.getOrThrow(settings).sampler)
+      assert.deepStrictEqual(yield* sampler({}), { ratio: 1, parentBased: true })
+      assert.deepStrictEqual(yield* sampler({ OTEL_TRACES_SAMPLER: "always_off" }), { ratio: 0, parentBased: false })
+      assert.deepStrictEqual(yield* sampler({ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.25" }), { ratio: 0.25, parentBased: false })
+      assert.deepStrictEqual(yield* sampler({ OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: ".5" }), { ratio: 0.5, parentBased: true })
+      assert.deepStrictEqual(yield* sampler({ OTEL_TRACES_SAMPLER: "parentbased_traceidratio" }), { ratio: 1, parentBased: true })
     }))
 })
 
