@@ -46,6 +46,7 @@ import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
 import { Admission } from "../services/Admission.ts"
+import { AgentEvents } from "../services/AgentEvents.ts"
 import { ClusterRuntimes } from "../services/ClusterRuntimes.ts"
 import type { ProcessInspection } from "../services/ProcessInspection.ts"
 import { AgentClose } from "../services/AgentClose.ts"
@@ -336,10 +337,14 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
   )
   yield* stageDone(observer, "listener")
   const admission = Context.get(running, Admission)
-  // Registered last, so it runs first at shutdown: new work is refused (503) at once, and every
-  // caller still waiting on a turn is answered (503, naming the turn) before the listener stops.
+  // Registered last, so it runs first at shutdown: new work is refused (503) at once, every
+  // caller still waiting on a turn is answered (503, naming the turn) and every event stream ends,
+  // before the listener stops (it would wait for open streams).
   yield* Effect.addFinalizer(() =>
-    admission.close.pipe(Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed")))
+    admission.close.pipe(
+      Effect.andThen(Context.get(services, AgentEvents).endStreams),
+      Effect.andThen(Effect.logInfo("Quiesce shutting down: admission closed"))
+    )
   )
   yield* admission.admit
   yield* stageDone(observer, "admission")

@@ -20,4 +20,9 @@ export class AgentEvents extends Context.Service<AgentEvents, {
   readonly follow: (agentId: string, after: number | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
   /** The agent is deleted: its window is dropped. */
   readonly forget: (agentId: string) => Effect.Effect<void>
+  /**
+   * The daemon is stopping: every reader's stream ends now, and a later follow ends at once, so no
+   * open stream holds the listener's close. (Closing the layer does the same.)
+   */
+  readonly endStreams: Effect.Effect<void>
 }>()("quiesce/events/AgentEvents") {}

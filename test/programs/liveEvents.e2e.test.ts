@@ -37,6 +37,7 @@ const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
   let status: number | undefined
   let contentType: string | null = null
   let ended = false
+  let failure: unknown
   const reading = (async () => {
     const response = await fetch(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, {
       headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": String(lastEventId) }) },
@@ -53,13 +54,15 @@ const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
       if (done) break
       for (const event of reader.push(decoder.decode(value, { stream: true }))) seen.push({ ...event, at: Date.now() })
     }
-  })().catch(() => {}).finally(() => (ended = true))
+  })().catch((error: unknown) => (failure = error)).finally(() => (ended = true))
   return {
     seen,
     connected: () => until(() => status !== undefined, "the event stream answers"),
     status: () => status,
     contentType: () => contentType,
     ended: () => ended,
+    /** Why the stream broke (a reset connection, an abort), when it did not end in order. */
+    failure: () => failure,
     reading,
     close: () => controller.abort()
   }
@@ -139,6 +142,8 @@ describe("live events with real processes", () => {
     await reader.connected()
     expect(await exited(daemon.process)).toBe(75)
     await until(() => reader.ended(), "the reader's stream ends with the daemon")
+    // Ended in order when the shutdown began, not cut when the listener gave up waiting for it.
+    expect(reader.failure()).toBeUndefined()
   }, 60_000)
 
   it("prompt --follow streams the turn and exits with its outcome; watch prints each event; Ctrl-C stops following, not the turn", async () => {

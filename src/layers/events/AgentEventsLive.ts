@@ -30,12 +30,11 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
         wakes.delete(agentId)
         if (wake !== undefined) Deferred.doneUnsafe(wake, Effect.void)
       }
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          Deferred.doneUnsafe(stopped, Effect.void)
-          for (const agentId of [...wakes.keys()]) wakeReaders(agentId)
-        })
-      )
+      const endStreams = Effect.sync(() => {
+        Deferred.doneUnsafe(stopped, Effect.void)
+        for (const agentId of [...wakes.keys()]) wakeReaders(agentId)
+      })
+      yield* Effect.addFinalizer(() => endStreams)
 
       /** The reader's next events from `position`, waiting until there are some; none once stopped. */
       const next = (agentId: string, position: number): Effect.Effect<readonly [ReadonlyArray<NumberedEvent>, Option.Option<number>]> =>
@@ -64,7 +63,8 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
               Stream.ensuring(Effect.sync(() => windows.removeReader(agentId)))
             )
           }),
-        forget: (agentId) => Effect.sync(() => windows.forget(agentId))
+        forget: (agentId) => Effect.sync(() => windows.forget(agentId)),
+        endStreams
       })
     })
   )
