@@ -5,7 +5,7 @@
  */
 import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, type Scope, Tracer } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -159,6 +159,31 @@ describe("ACP provider (P6)", () => {
       yield* s.registry.close(agent.agentId)
       yield* eventually(() => s.pids.every((pid) => !groupAlive(pid)), "every agent process group is gone")
     })), 30_000)
+
+  it.live("each request to the agent is a Provider.request span, under what asked for it", () => {
+    const spans: Array<Tracer.NativeSpan> = []
+    const recording = Tracer.make({
+      span: (options) => {
+        const span = new Tracer.NativeSpan(options)
+        spans.push(span)
+        return span
+      }
+    })
+    const requests = () =>
+      spans.filter((span) => span.name === "Provider.request").map((span) => ({
+        peer: span.attributes.get("quiesce.peer"),
+        method: span.attributes.get("rpc.method"),
+        parent: span.parent._tag === "Some" && span.parent.value._tag === "Span" ? span.parent.value.name : undefined
+      }))
+    return withAcp((s) => Effect.gen(function*() {
+      const agent = yield* s.create
+      yield* s.promptAndFinish(agent.agentId, "hello")
+      const methods = requests().map((request) => request.method)
+      for (const method of ["initialize", "session/new", "session/prompt"]) assert.include(methods, method)
+      assert.isTrue(requests().every((request) => request.peer === "acp"))
+      assert.strictEqual(requests().find((request) => request.method === "session/prompt")?.parent, "Turn.run")
+    })).pipe(Effect.withTracer(recording))
+  }, 30_000)
 
   it.live("an agent process that dies on its own is released; the next prompt loads its session", () =>
     withAcp((s) => Effect.gen(function*() {

@@ -16,6 +16,7 @@ import { Deferred, Duration, Effect, Exit, type Layer } from "effect"
 import type { PersistenceHandle } from "../../../domain/agent.ts"
 import { ProviderFailed, type ProviderRegistrationRefused } from "../../../domain/errors.ts"
 import type { AgentSession, SessionConfig, SessionEvent, TurnEnd } from "../../../domain/provider.ts"
+import { providerRequestSpan, providerRequestSpanName } from "../../../domain/spans.ts"
 import { ProviderRegistry } from "../../../services/ProviderRegistry.ts"
 import { runtimeEnv } from "../../../platform/escapedProcesses.ts"
 import { type StartedProcess, startThenBindClient } from "../process/startThenBind.ts"
@@ -264,7 +265,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
           Effect.timeoutOrElse({
             duration: requestTimeout,
             orElse: () => Effect.fail(failed(operation, `no reply within ${Duration.format(requestTimeout)}`))
-          })
+          }),
+          Effect.withSpan(providerRequestSpanName, providerRequestSpan("acp", "jsonrpc", operation))
         )
       const cancellable = (cancel: AbortSignal) => ({ cancellationSignal: cancel, stopWaitingOnCancel: true })
 
@@ -354,6 +356,8 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
           response.catch(() => {})
           return Effect.tryPromise({ try: () => response, catch: (error) => failure("session/prompt", error) }).pipe(
             Effect.onInterrupt(() => Effect.sync(() => cancel.abort())),
+            // The prompt's request lasts its whole turn: its reply is the turn's end.
+            Effect.withSpan(providerRequestSpanName, providerRequestSpan("acp", "jsonrpc", "session/prompt")),
             Effect.tap(() => settled),
             Effect.map((response): TurnEnd => {
               // Every stop reason (end_turn, cancelled, refusal, limits) ends the turn; `cancelled`
@@ -400,6 +404,7 @@ export const makeAcpClient = Effect.fnUntraced(function*(options: AcpProviderOpt
               try: () => connection.agent.notify(Acp.methods.agent.session.cancel, { sessionId: session.sessionId }),
               catch: (error) => failure("session/cancel", error)
             }).pipe(
+              Effect.withSpan(providerRequestSpanName, providerRequestSpan("acp", "jsonrpc", "session/cancel")),
               // ACP: once the client cancels, it answers every open permission request `cancelled`.
               Effect.ensuring(Effect.sync(permissions.cancelAll))
             )

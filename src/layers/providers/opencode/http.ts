@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as http from "node:http"
+import { providerRequestSpan, providerRequestSpanName } from "../../../domain/spans.ts"
 
 /** Where the server listens, and the headers every request carries (e.g. `Authorization`). */
 export interface Endpoint {
@@ -117,7 +118,7 @@ const send = (endpoint: Endpoint, request: Request): Effect.Effect<Answer, BadAn
       })
     }, transport)
     return Effect.sync(() => req.destroy())
-  })
+  }).pipe(Effect.withSpan(providerRequestSpanName, providerRequestSpan("opencode", "http", `${request.method} /${request.path}`)))
 
 /** A request whose `200` answer is JSON decoded with `schema`. */
 export const requestJson = <S extends Schema.Top & { readonly DecodingServices: never }>(

@@ -8,6 +8,7 @@
  */
 import { Deferred, Duration, Effect, Exit, type Scope } from "effect"
 import type { ProviderFailed } from "../../../domain/errors.ts"
+import { providerRequestSpan, providerRequestSpanName } from "../../../domain/spans.ts"
 import type { PluginCommand } from "../plugin/PluginProcess.ts"
 import { type LineProcess, oversizedLine, startLineProcess } from "./lineProcess.ts"
 
@@ -114,7 +115,7 @@ export const startJsonLinePeer = <Id extends string | number, Out, Reply>(
         )
       }).pipe(
         // Under the span of what asked (a turn, a probe, an open), which names the agent.
-        Effect.withSpan("Provider.request", { kind: "client", attributes: { "quiesce.peer": name, "rpc.system": "json-lines", "rpc.method": operation } })
+        Effect.withSpan(providerRequestSpanName, providerRequestSpan(name, "json-lines", operation))
       )
 
     const answer = (id: unknown, reply: Reply, onAnswered?: (request: Out) => void): Effect.Effect<void> => {
