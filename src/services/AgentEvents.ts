@@ -13,11 +13,11 @@ export class AgentEvents extends Context.Service<AgentEvents, {
   /**
    * Follows the agent's events after `after` (the id a reader last read, `Last-Event-ID`), or
    * after the latest issued when undefined. The position is taken when this effect runs, so
-   * nothing published after that is missed; a reader that fell out of the window reads a `gap`
-   * (numbered one before where it resumes) and continues from the oldest kept. The stream ends
-   * when the daemon stops.
+   * nothing published after that is missed; a reader that fell out of the window, or whose id
+   * another process issued, reads a `gap` (with the id one before where it resumes) and continues
+   * from the oldest kept. The stream ends when the daemon stops.
    */
-  readonly follow: (agentId: string, after: number | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
+  readonly follow: (agentId: string, after: string | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
   /** The agent is deleted: its window is dropped. */
   readonly forget: (agentId: string) => Effect.Effect<void>
 }>()("quiesce/events/AgentEvents") {}

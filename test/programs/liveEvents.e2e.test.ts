@@ -31,7 +31,7 @@ interface Seen extends NumberedEvent {
 }
 
 /** A reader of the agent's events over fetch: what it saw (with when), until closed or the daemon ends it. */
-const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
+const follow = (daemon: Daemon, agentId: string, lastEventId?: string) => {
   const controller = new AbortController()
   const seen: Array<Seen> = []
   let status: number | undefined
@@ -39,7 +39,7 @@ const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
   let ended = false
   const reading = (async () => {
     const response = await fetch(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, {
-      headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": String(lastEventId) }) },
+      headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }) },
       signal: controller.signal
     })
     status = response.status
@@ -95,7 +95,14 @@ describe("live events with real processes", () => {
     // Line by line as it came: the first line arrived seconds before the turn ended, in several events.
     expect(outputs.length).toBeGreaterThanOrEqual(4)
     expect(ended.at - outputs[0]!.at).toBeGreaterThan(2_500)
-    for (let i = 1; i < reader.seen.length; i++) expect(reader.seen[i]!.id).toBeGreaterThan(reader.seen[i - 1]!.id)
+    // Ids are `<epoch>-<n>`: one epoch for the daemon, n increasing.
+    const [epoch] = reader.seen[0]!.id.split("-")
+    const numbers = reader.seen.map((e) => {
+      const [idEpoch, n] = e.id.split("-")
+      expect(idEpoch).toBe(epoch)
+      return Number(n)
+    })
+    for (let i = 1; i < numbers.length; i++) expect(numbers[i]).toBeGreaterThan(numbers[i - 1]!)
 
     // Reconnect after the second event: the rest, exactly, without a gap.
     const again = follow(daemon, agentId, reader.seen[1]!.id)
