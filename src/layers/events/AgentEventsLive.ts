@@ -96,6 +96,7 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
               Stream.ensuring(Effect.sync(() => windows.removeReader(agentId)))
             )
           }),
+        latest: Effect.sync(() => idOf(windows.latest())),
         forget: (agentId) => Effect.sync(() => windows.forget(agentId))
       })
     })
