@@ -267,10 +267,16 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
       watched = await createAgent(staying, cwd)
       return (await hostOf(runners, staying, watched)) === leaving
     }, "an agent is hosted by the runner that will stop", 60_000)
+    let elsewhere = ""
+    await until(async () => {
+      elsewhere = await createAgent(staying, cwd)
+      return (await hostOf(runners, staying, elsewhere)) === staying
+    }, "an agent is hosted by the runner that stays", 60_000)
     const remote = followEvents(staying.daemon, watched)
     const onHost = followEvents(leaving.daemon, watched)
-    await Promise.all([remote.connected(), onHost.connected()])
-    expect([remote.status(), onHost.status()]).toEqual([200, 200])
+    const fromLeaving = followEvents(leaving.daemon, elsewhere)
+    await Promise.all([remote.connected(), onHost.connected(), fromLeaving.connected()])
+    expect([remote.status(), onHost.status(), fromLeaving.status()]).toEqual([200, 200, 200])
     const sent = await prompt(staying.daemon, watched, { text: "for i in 1 2 3; do echo line-$i; sleep 1; done" })
     await until(() => endedTurn(remote.seen, sent.body.turnId) !== undefined, "the turn's end reaches the reader on the other runner", 20_000)
     const outputs = remote.seen.filter((e) => e.event._tag === "output")
@@ -279,13 +285,13 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const oldEpoch = epochOf(remote.seen[0]!.id)
     const readBeforeStop = remote.seen.length
 
-    // A runner that stops takes its rows with it; a reader never holds its stop up, and a reader
-    // on it sees its stream end.
+    // A runner that stops takes its rows with it; a reader never holds its stop up, and the
+    // readers on it (of the agent it hosts, and of one the other runner hosts) see their streams end.
     const stopping = Date.now()
     leaving.daemon.process.kill("SIGTERM")
     expect(await exited(leaving.daemon.process)).toBe(0)
     expect(Date.now() - stopping).toBeLessThan(10_000)
-    await until(() => onHost.ended(), "the stopped runner's reader's stream ends", 5_000)
+    await until(() => onHost.ended() && fromLeaving.ended(), "the streams of the stopped runner's readers end", 5_000)
     // The reader on the other runner follows the agent to its new host: a gap (the old host's ids
     // mean nothing there), then the new host's events.
     expect((await ask(staying, watched, "echo moved")).output.trim()).toBe("moved")

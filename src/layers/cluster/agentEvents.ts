@@ -36,22 +36,24 @@ export const layer: Layer.Layer<AgentEvents, never, Sharding.Sharding | AgentEve
     const followFrom = (agentId: string, after: string): Stream.Stream<NumberedEvent> =>
       Stream.suspend(() => {
         let last = after
-        // Ended by the host (the entity ended there): follow on. A failure to route ends the reader's stream.
-        let hostEnded = true
+        let routingFailed = false
         return clientFor(agentId).Follow({ after }).pipe(
           Stream.tap((numbered) => Effect.sync(() => void (last = numbered.id))),
+          // Interrupted, or ended: the entity ended on its host (a stop, a move). Anything else is
+          // the cluster failing to route the request: the reader's stream ends, and it reconnects.
           Stream.catchCause((cause) => {
-            hostEnded = Cause.hasInterruptsOnly(cause)
-            return hostEnded
-              ? Stream.empty
-              : Stream.fromEffect(
-                Effect.logWarning("Following an agent's events on its runner failed; ending the reader's stream", cause).pipe(
-                  Effect.annotateLogs({ agentId })
-                )
-              ).pipe(Stream.drain)
+            if (Cause.hasInterruptsOnly(cause)) return Stream.empty
+            routingFailed = true
+            return Stream.fromEffect(
+              Effect.logWarning("Following an agent's events on its runner failed; ending the reader's stream", cause).pipe(
+                Effect.annotateLogs({ agentId })
+              )
+            ).pipe(Stream.drain)
           }),
           Stream.concat(Stream.suspend(() =>
-            hostEnded ? Stream.fromEffect(Effect.sleep(refollowPause)).pipe(Stream.drain, Stream.concat(followFrom(agentId, last))) : Stream.empty
+            routingFailed
+              ? Stream.empty
+              : Stream.fromEffect(Effect.sleep(refollowPause)).pipe(Stream.drain, Stream.concat(followFrom(agentId, last)))
           ))
         )
       })
