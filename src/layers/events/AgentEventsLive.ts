@@ -36,8 +36,8 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
     AgentEvents,
     Effect.gen(function*() {
       const epoch = yield* drawEpoch
-      const windows = new EventWindows(0, limits)
-      const idOf = (n: number) => `${epoch}-${n}`
+      const windows = new EventWindows(0, limits, epoch)
+      const idOf = (n: number) => windows.idOf(n)
       /** The position an id names: its number when this process issued it, otherwise before every number (so a gap). */
       const positionOf = (id: string): Position => {
         const dash = id.lastIndexOf("-")
@@ -78,7 +78,7 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
               event: { _tag: "gap", after: position.foreign ?? idOf(read.gap.after), resumesAt: idOf(read.gap.resumesAt) }
             })
           }
-          for (const kept of read.events) out.push({ id: idOf(kept.id), event: kept.event })
+          for (const kept of read.events) out.push(kept.sent)
           if (out.length > 0) return Effect.succeed([out, Option.some({ number: read.position })] as const)
           return Effect.andThen(Deferred.await(wakeOf(agentId)), next(agentId, position))
         })

@@ -1,19 +1,18 @@
 /**
  * The bounded windows of recent events, one per agent, that readers of the live event stream read
- * from. Events are numbered from one sequence for the whole process, so numbers increase per agent;
- * a number means something only to the process that issued it (the room's event ids carry the
- * process's epoch beside it, `AgentEventsLive.ts`, and a position from another process reads as a
- * gap there). A
- * reader keeps only its position: nothing is queued per reader, so however many read, and however
- * slowly, memory stays what the windows hold. A reader whose position fell out of its agent's
- * window (a reconnect too old, a reader too slow) gets a `gap` and continues from the oldest kept.
+ * from. Events are numbered from one sequence for the whole process, so numbers increase per
+ * agent; a number means something only to the process that issued it (the room's event ids carry
+ * the process's epoch beside it, `AgentEventsLive.ts`). A reader keeps only its position: nothing
+ * is queued per reader, so however many read, and however slowly, memory stays what the windows
+ * hold. A reader whose position fell out of its agent's window (a reconnect too old, a reader too
+ * slow) gets a `gap` and continues from the oldest kept.
  */
-import type { AgentEvent } from "../../domain/agentEvent.ts"
+import type { AgentEvent, NumberedEvent } from "../../domain/agentEvent.ts"
 
-/** An event as a window keeps it: its number in this process (the `n` of its id) and the event. */
+/** An event as a window keeps it: its number in this process (the `n` of its id), and as it is sent (made once, for every reader). */
 export interface WindowEvent {
   readonly id: number
-  readonly event: AgentEvent
+  readonly sent: NumberedEvent
 }
 
 /** How much each agent's window keeps, and for how long an unread window outlives its last event. */
@@ -63,10 +62,12 @@ export class EventWindows {
   private forgottenThrough: number
   private lastSweepAt = 0
   private readonly limits: WindowLimits
+  private readonly epoch: string
 
-  /** Numbers start after `startMillis` × 1000 (0: from 1). */
-  constructor(startMillis: number, limits: WindowLimits = defaultWindowLimits) {
+  /** Numbers start after `startMillis` × 1000 (0: from 1); an event's id is `<epoch>-<n>`. */
+  constructor(startMillis: number, limits: WindowLimits = defaultWindowLimits, epoch = "0") {
     this.limits = limits
+    this.epoch = epoch
     this.next = startMillis * 1000 + 1
     this.forgottenThrough = this.next - 1
   }
@@ -80,7 +81,8 @@ export class EventWindows {
   append(agentId: string, event: AgentEvent, now: number): number {
     this.sweep(now)
     const window = this.windowOf(agentId)
-    const numbered: WindowEvent = { id: this.next++, event }
+    const id = this.next++
+    const numbered: WindowEvent = { id, sent: { id: this.idOf(id), event } }
     const bytes = JSON.stringify(event).length
     window.kept.push({ numbered, bytes })
     window.bytes += bytes
@@ -130,6 +132,11 @@ export class EventWindows {
     }
     const last = events.at(-1)
     return { gap, events, position: last !== undefined ? last.id : gap !== undefined ? gap.resumesAt - 1 : from }
+  }
+
+  /** The id of number `n`: `<epoch>-<n>`. */
+  idOf(n: number): string {
+    return `${this.epoch}-${n}`
   }
 
   /** A reader of the agent begins; its window is kept while anyone reads it. */
