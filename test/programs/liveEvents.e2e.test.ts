@@ -147,7 +147,11 @@ describe("live events with real processes", () => {
 
     // Ctrl-C while following: the turn runs on.
     const interrupted = run("prompt", agentId, "--follow", "sleep 2; echo done")
-    await new Promise((resolve) => setTimeout(resolve, 800))
+    // Once its turn runs (a CLI that starts slowly under load has not sent it yet after a fixed pause).
+    await until(async () => {
+      const turns = await api(daemon, "GET", `/v1/agents/${agentId}/turns`)
+      return turns.body.some((turn: { text: string; state: string }) => turn.text === "sleep 2; echo done" && turn.state === "running")
+    }, "the followed turn runs", 15_000)
     process.kill(-interrupted.child.pid!, "SIGINT")
     await exited(interrupted.child)
     await until(async () => {
