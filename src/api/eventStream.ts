@@ -15,11 +15,10 @@ export const sseFrame = (numbered: NumberedEvent): string =>
 /** A comment line: ignored by readers, it keeps the connection from looking idle. */
 export const sseComment = (text: string): string => `: ${text}\n\n`
 
-/** The position a `Last-Event-ID` names; an id that is not a whole number reads as 0 (before everything, so a gap). */
-export const lastEventIdOf = (header: string | undefined): number | undefined => {
-  if (header === undefined || header.trim() === "") return undefined
-  const id = Number(header.trim())
-  return Number.isSafeInteger(id) && id >= 0 ? id : 0
+/** The id a `Last-Event-ID` names, trimmed; none when empty (an id the daemon did not issue reads as a gap). */
+export const lastEventIdOf = (header: string | undefined): string | undefined => {
+  const id = header?.trim()
+  return id === undefined || id === "" ? undefined : id
 }
 
 const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(StreamedEvent))
@@ -40,10 +39,10 @@ export const makeSseReader = () => {
         const frame = buffer.slice(0, end)
         buffer = buffer.slice(end + 2)
         end = buffer.indexOf("\n\n")
-        let id: number | undefined
+        let id: string | undefined
         const data: Array<string> = []
         for (const line of frame.split("\n")) {
-          if (line.startsWith("id:")) id = Number(line.slice(3).trim())
+          if (line.startsWith("id:")) id = line.slice(3).trim()
           else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""))
         }
         if (id === undefined || data.length === 0) continue

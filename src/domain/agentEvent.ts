@@ -1,7 +1,10 @@
 /**
  * What an agent's live event stream (`GET /v1/agents/{id}/events`) carries: its turns as they run
- * and its residency as it changes. Each event has an id that increases per agent; a reader that
- * fell behind the daemon's bounded window is told so with a `gap` instead of the events it missed.
+ * and its residency as it changes. Each event has an id, `<epoch>-<n>`: the epoch names the daemon
+ * process that issued it and `n` increases per agent within it. A reader that fell behind the
+ * bounded window, or resumes from an id another process issued (the daemon restarted, or on a
+ * cluster the agent moved to another runner), is told so with a `gap` instead of the events it
+ * missed.
  */
 import { Schema } from "effect"
 import { ReleaseReason } from "./agent.ts"
@@ -38,18 +41,17 @@ export type AgentEvent = typeof AgentEvent.Type
 
 /**
  * The reader missed events: some after `after` (the id it last read) left the window (a reconnect
- * too old, a reader too slow, a daemon restarted) before it read them. The stream continues with
- * the oldest kept, `resumesAt` (or the next event when none is kept).
+ * too old, a reader too slow) before it read them, or `after` was issued by another process (a
+ * daemon restarted, an agent that moved to another runner). The stream continues with the oldest
+ * kept, `resumesAt` (or the next event when none is kept).
  */
-export const Gap = Schema.TaggedStruct("gap", { after: Schema.Number, resumesAt: Schema.Number })
+export const Gap = Schema.TaggedStruct("gap", { after: Schema.String, resumesAt: Schema.String })
 export type Gap = typeof Gap.Type
 
 /** What a reader receives: an agent's event with its id, or a gap. */
 export const StreamedEvent = Schema.Union([AgentEvent, Gap])
 export type StreamedEvent = typeof StreamedEvent.Type
 
-/** An event as kept in the window and sent: its id (increasing per agent) and the event. */
-export interface NumberedEvent {
-  readonly id: number
-  readonly event: StreamedEvent
-}
+/** An event as sent: its id (`<epoch>-<n>`, see the module's comment) and the event. */
+export const NumberedEvent = Schema.Struct({ id: Schema.String, event: StreamedEvent })
+export type NumberedEvent = typeof NumberedEvent.Type

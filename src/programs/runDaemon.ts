@@ -45,6 +45,7 @@ import * as AgentOperationsLive from "../layers/cluster/agentOperations.ts"
 import * as RegistryOperations from "../layers/registry/registryOperations.ts"
 import * as ClusterRunner from "../layers/cluster/ClusterRunner.ts"
 import * as ClusterRuntimesLive from "../layers/cluster/ClusterRuntimes.ts"
+import * as ClusterAgentEvents from "../layers/cluster/agentEvents.ts"
 import { Admission } from "../services/Admission.ts"
 import { AgentEvents } from "../services/AgentEvents.ts"
 import { ClusterRuntimes } from "../services/ClusterRuntimes.ts"
@@ -204,7 +205,7 @@ const loadPostgres = Effect.tryPromise({
 /** This daemon's side of the cluster, over its services and the shared database. */
 const joinCluster = Effect.fnUntraced(function*(
   cluster: ClusterConfig,
-  services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal | ProcessInspection>,
+  services: Context.Context<AgentRegistry | RuntimeCollector | TurnJournal | ProcessInspection | AgentEvents>,
   shared: Context.Context<SqlClient.SqlClient>,
   postgres: typeof PostgresDatabase
 ) {
@@ -224,6 +225,10 @@ const joinCluster = Effect.fnUntraced(function*(
       Layer.provide(Layer.succeedContext(runner))
     )
   )
+  // Readers of an agent's live events follow them on the runner that hosts it; publishing stays here.
+  const events = yield* Layer.build(
+    ClusterAgentEvents.layer.pipe(Layer.provide(Layer.succeedContext(Context.merge(services, runner))))
+  )
   // This runner's runtimes, reported to the shared database for `GET /v1/runtimes?scope=cluster` on any runner.
   const runtimes = yield* Layer.build(
     ClusterRuntimesLive.layer(`${cluster.runner.host}:${cluster.runner.port}`).pipe(
@@ -241,6 +246,7 @@ const joinCluster = Effect.fnUntraced(function*(
   return {
     operations: Context.get(operations, AgentOperations),
     close: Context.get(operations, AgentClose),
+    events: Context.get(events, AgentEvents),
     runtimes: Context.get(runtimes, ClusterRuntimes),
     hostsHere: (agentId: string) => ClusterRunner.hostsAgent(sharding, agentId)
   }
@@ -317,6 +323,7 @@ const serveHome = Effect.fnUntraced(function*({ config, home, idleTimeout, notif
     services = local.pipe(
       Context.add(AgentOperations, joined.operations),
       Context.add(AgentClose, joined.close),
+      Context.add(AgentEvents, joined.events),
       Context.add(ClusterRuntimes, joined.runtimes)
     )
   }

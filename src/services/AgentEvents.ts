@@ -1,5 +1,6 @@
 import { Context, type Effect, type Stream } from "effect"
 import type { AgentEvent, NumberedEvent } from "../domain/agentEvent.ts"
+import type { ClusterUnavailable } from "../domain/errors.ts"
 
 /**
  * Each agent's live events (turns as they run, residency as it changes) in a bounded window, and
@@ -13,11 +14,18 @@ export class AgentEvents extends Context.Service<AgentEvents, {
   /**
    * Follows the agent's events after `after` (the id a reader last read, `Last-Event-ID`), or
    * after the latest issued when undefined. The position is taken when this effect runs, so
-   * nothing published after that is missed; a reader that fell out of the window reads a `gap`
-   * (numbered one before where it resumes) and continues from the oldest kept. The stream ends
-   * when the daemon stops.
+   * nothing published after that is missed; a reader that fell out of the window, or whose id
+   * another process issued, reads a `gap` (with the id one before where it resumes) and continues
+   * from the oldest kept. The stream ends when the daemon stops. On a cluster's runner it reads
+   * from the runner that hosts the agent, and fails `ClusterUnavailable` when that cannot be reached.
    */
-  readonly follow: (agentId: string, after: number | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
+  readonly follow: (agentId: string, after: string | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>, ClusterUnavailable>
+  /**
+   * The id of the latest event issued here (for any agent): following after it misses nothing
+   * published from now on. What `follow` starts from without `after`, for a reader that must take
+   * its position before it starts reading (on a cluster, on the runner that hosts the agent).
+   */
+  readonly latest: Effect.Effect<string>
   /** The agent is deleted: its window is dropped. */
   readonly forget: (agentId: string) => Effect.Effect<void>
   /**

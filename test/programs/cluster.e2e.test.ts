@@ -24,6 +24,7 @@ import {
 } from "../support/daemonProcess.ts"
 import { killAndPrompt } from "../support/clusterFailover.ts"
 import { usePostgres } from "../support/usePostgres.ts"
+import { followEvents, type SeenEvent } from "../support/eventReader.ts"
 
 const postgres = usePostgres()
 afterEach(cleanUpDaemons)
@@ -94,6 +95,12 @@ const spreadAgents = async (runners: ReadonlyArray<Runner>, cwd: string, atLeast
   return agents
 }
 
+const endedTurn = (seen: ReadonlyArray<SeenEvent>, turnId: string) =>
+  seen.find((e) => e.event._tag === "turn-ended" && e.event.turnId === turnId)
+
+/** The epoch of an event id (`<epoch>-<n>`): the daemon process that issued it. */
+const epochOf = (id: string) => id.slice(0, id.lastIndexOf("-"))
+
 describe("a cluster of daemons on PostgreSQL (X6)", () => {
   it("spreads agents over three runners; a prompt sent to any runner reaches its agent once; a fourth runner takes shards and loses no agent", async () => {
     const url = postgres.database("e2e_spread")
@@ -140,7 +147,7 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     }
   }, 240_000)
 
-  it("a runner SIGKILLed mid-turn: its agents resume on another runner in the same session, and the cut prompt's client id is one turn", async () => {
+  it("a runner SIGKILLed mid-turn: its agents resume on another runner in the same session, the cut prompt's client id is one turn, and a reader elsewhere follows on", async () => {
     const url = postgres.database("e2e_kill")
     const runners = [await startRunner(url), await startRunner(url), await startRunner(url)]
     const cwd = newHome()
@@ -153,12 +160,16 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     const session = (await ask(survivor, cut, "echo before")).sessionId
     const cutPid: number = (await api(survivor.daemon, "GET", `/v1/agents/${cut}`)).body.pid
 
-    // A long turn through another runner; the agent's runner dies while it runs.
+    // A long turn through another runner, its events followed there; the agent's runner dies while it runs.
+    const reader = followEvents(survivor.daemon, cut)
+    await reader.connected()
     const inFlight = prompt(survivor.daemon, cut, { text: "sleep 30; echo finished", wait: true, clientMessageId: "cut-turn" })
     await until(async () => {
       const turns = await api(survivor.daemon, "GET", `/v1/agents/${cut}/turns`)
       return turns.body.some((turn: { clientMessageId: string | null; state: string }) => turn.clientMessageId === "cut-turn" && turn.state === "running")
     }, "the long turn runs")
+    await until(() => reader.seen.some((e) => e.event._tag === "turn-running"), "the reader sees the long turn run")
+    const deadEpoch = epochOf(reader.seen[0]!.id)
     process.kill(victim.daemon.process.pid!, "SIGKILL")
     await exited(victim.daemon.process)
 
@@ -179,6 +190,15 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     expect(after.output.trim()).toBe("after")
     expect(after.sessionId).toBe(session)
     expect(after.resumed).toBe(true)
+    // The reader did not hang: it follows the agent on its new runner, from a gap (the dead
+    // runner's ids mean nothing there).
+    await until(() => reader.seen.some((e) => e.event._tag === "output" && e.event.text === "after\n"), "the reader follows the agent to its new runner", 30_000)
+    const gap = reader.seen.findIndex((e) => e.event._tag === "gap")
+    expect(gap).toBeGreaterThan(0)
+    const gapEvent = reader.seen[gap]!.event
+    expect(gapEvent._tag === "gap" && epochOf(gapEvent.after)).toBe(deadEpoch)
+    expect(reader.seen.slice(gap).every((e) => epochOf(e.id) !== deadEpoch)).toBe(true)
+    reader.close()
     for (const agentId of hosted) expect((await ask(survivor, agentId, "echo alive")).output.trim()).toBe("alive")
 
     // What the dead runner's runtime left is its machine's to end (the plugin may have ended it
@@ -214,7 +234,7 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     for (const agentId of hosted) expect([survivor, runners[2]]).toContain(await hostOf(runners, survivor, agentId))
   }, 240_000)
 
-  it("any runner lists the whole cluster's runtimes, each by its runner; the collector releases an idle agent on its host, and never one with a background job", async () => {
+  it("any runner lists the whole cluster's runtimes, each by its runner; the collector releases an idle agent on its host, and never one with a background job; live events reach a reader on any runner, through a stop", async () => {
     const url = postgres.database("e2e_collect")
     const runners = [await startRunner(url), await startRunner(url)]
     const cwd = newHome()
@@ -239,10 +259,51 @@ describe("a cluster of daemons on PostgreSQL (X6)", () => {
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${idle}`)).body.resident).toBe(false)
     expect((await api(runners[1]!.daemon, "GET", `/v1/agents/${busy}`)).body.resident).toBe(true)
 
-    // A runner that stops takes its rows with it.
-    const leaving = runners[1]!
+    // Live events reach the agent wherever it runs: a reader on one runner of an agent hosted by
+    // the other sees a turn's output lines as they come, before the turn ends.
+    const [staying, leaving] = [runners[0]!, runners[1]!]
+    let watched = ""
+    await until(async () => {
+      watched = await createAgent(staying, cwd)
+      return (await hostOf(runners, staying, watched)) === leaving
+    }, "an agent is hosted by the runner that will stop", 60_000)
+    let elsewhere = ""
+    await until(async () => {
+      elsewhere = await createAgent(staying, cwd)
+      return (await hostOf(runners, staying, elsewhere)) === staying
+    }, "an agent is hosted by the runner that stays", 60_000)
+    const remote = followEvents(staying.daemon, watched)
+    const onHost = followEvents(leaving.daemon, watched)
+    const fromLeaving = followEvents(leaving.daemon, elsewhere)
+    await Promise.all([remote.connected(), onHost.connected(), fromLeaving.connected()])
+    expect([remote.status(), onHost.status(), fromLeaving.status()]).toEqual([200, 200, 200])
+    const sent = await prompt(staying.daemon, watched, { text: "for i in 1 2 3; do echo line-$i; sleep 1; done" })
+    await until(() => endedTurn(remote.seen, sent.body.turnId) !== undefined, "the turn's end reaches the reader on the other runner", 20_000)
+    const outputs = remote.seen.filter((e) => e.event._tag === "output")
+    expect(outputs.map((e) => e.event._tag === "output" ? e.event.text : "").join("")).toBe("line-1\nline-2\nline-3\n")
+    expect(endedTurn(remote.seen, sent.body.turnId)!.at - outputs[0]!.at).toBeGreaterThan(1_500)
+    const oldEpoch = epochOf(remote.seen[0]!.id)
+    const readBeforeStop = remote.seen.length
+
+    // A runner that stops takes its rows with it; a reader never holds its stop up, and the
+    // readers on it (of the agent it hosts, and of one the other runner hosts) see their streams end.
+    const stopping = Date.now()
     leaving.daemon.process.kill("SIGTERM")
     expect(await exited(leaving.daemon.process)).toBe(0)
+    expect(Date.now() - stopping).toBeLessThan(10_000)
+    await until(() => onHost.ended() && fromLeaving.ended(), "the streams of the stopped runner's readers end", 5_000)
+    // The reader on the other runner follows the agent to its new host: a gap (the old host's ids
+    // mean nothing there), then the new host's events.
+    expect((await ask(staying, watched, "echo moved")).output.trim()).toBe("moved")
+    await until(() => remote.seen.some((e) => e.event._tag === "output" && e.event.text === "moved\n"), "the reader follows the agent to its new host", 30_000)
+    const moved = remote.seen.slice(readBeforeStop)
+    const gap = moved.findIndex((e) => e.event._tag === "gap")
+    expect(gap).toBeGreaterThanOrEqual(0)
+    expect(moved.slice(0, gap).every((e) => epochOf(e.id) === oldEpoch)).toBe(true)
+    const gapEvent = moved[gap]!.event
+    expect(gapEvent._tag === "gap" && epochOf(gapEvent.after)).toBe(oldEpoch)
+    expect(moved.slice(gap).every((e) => epochOf(e.id) !== oldEpoch)).toBe(true)
+    remote.close()
     await until(async () => {
       const listed = await api(runners[0]!.daemon, "GET", "/v1/runtimes?scope=cluster")
       return listed.body.every((row: { runner: string }) => row.runner !== leaving.address)

@@ -6,13 +6,10 @@ import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { makeSseReader } from "../../src/api/eventStream.ts"
-import type { NumberedEvent } from "../../src/domain/agentEvent.ts"
 import {
   api,
   cleanUpDaemons,
   createShellAgent,
-  type Daemon,
   exited,
   freePort,
   newHome,
@@ -21,52 +18,11 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
+import { followEvents as follow, type SeenEvent as Seen } from "../support/eventReader.ts"
 
 afterEach(cleanUpDaemons)
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
-
-interface Seen extends NumberedEvent {
-  readonly at: number
-}
-
-/** A reader of the agent's events over fetch: what it saw (with when), until closed or the daemon ends it. */
-const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
-  const controller = new AbortController()
-  const seen: Array<Seen> = []
-  let status: number | undefined
-  let contentType: string | null = null
-  let ended = false
-  let failure: unknown
-  const reading = (async () => {
-    const response = await fetch(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, {
-      headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": String(lastEventId) }) },
-      signal: controller.signal
-    })
-    status = response.status
-    contentType = response.headers.get("content-type")
-    if (response.body === null || status !== 200) return
-    const reader = makeSseReader()
-    const decoder = new TextDecoder()
-    const body = response.body.getReader()
-    for (;;) {
-      const { done, value } = await body.read()
-      if (done) break
-      for (const event of reader.push(decoder.decode(value, { stream: true }))) seen.push({ ...event, at: Date.now() })
-    }
-  })().catch((error: unknown) => (failure = error)).finally(() => (ended = true))
-  return {
-    seen,
-    connected: () => until(() => status !== undefined, "the event stream answers"),
-    status: () => status,
-    contentType: () => contentType,
-    ended: () => ended,
-    /** Why the stream broke (a reset connection, an abort), when it did not end in order. */
-    failure: () => failure,
-    reading,
-    close: () => controller.abort()
-  }
-}
 
 const endedTurn = (seen: ReadonlyArray<Seen>, turnId: string) =>
   seen.find((e) => e.event._tag === "turn-ended" && e.event.turnId === turnId)
@@ -98,7 +54,14 @@ describe("live events with real processes", () => {
     // Line by line as it came: the first line arrived seconds before the turn ended, in several events.
     expect(outputs.length).toBeGreaterThanOrEqual(4)
     expect(ended.at - outputs[0]!.at).toBeGreaterThan(2_500)
-    for (let i = 1; i < reader.seen.length; i++) expect(reader.seen[i]!.id).toBeGreaterThan(reader.seen[i - 1]!.id)
+    // Ids are `<epoch>-<n>`: one epoch for the daemon, n increasing.
+    const [epoch] = reader.seen[0]!.id.split("-")
+    const numbers = reader.seen.map((e) => {
+      const [idEpoch, n] = e.id.split("-")
+      expect(idEpoch).toBe(epoch)
+      return Number(n)
+    })
+    for (let i = 1; i < numbers.length; i++) expect(numbers[i]).toBeGreaterThan(numbers[i - 1]!)
 
     // Reconnect after the second event: the rest, exactly, without a gap.
     const again = follow(daemon, agentId, reader.seen[1]!.id)
@@ -186,7 +149,11 @@ describe("live events with real processes", () => {
 
     // Ctrl-C while following: the turn runs on.
     const interrupted = run("prompt", agentId, "--follow", "sleep 2; echo done")
-    await new Promise((resolve) => setTimeout(resolve, 800))
+    // Once its turn runs (a CLI that starts slowly under load has not sent it yet after a fixed pause).
+    await until(async () => {
+      const turns = await api(daemon, "GET", `/v1/agents/${agentId}/turns`)
+      return turns.body.some((turn: { text: string; state: string }) => turn.text === "sleep 2; echo done" && turn.state === "running")
+    }, "the followed turn runs", 15_000)
     process.kill(-interrupted.child.pid!, "SIGINT")
     await exited(interrupted.child)
     await until(async () => {

@@ -14,6 +14,10 @@
  *   that interrupts the running turn, logged with what kept it (see docs/cluster.md). The next
  *   message resumes the saved session on the new owner. An entity that ends while the shard
  *   stays (a handler rebuilt after a defect) never forces a close.
+ * - **Live events.** `Follow` streams the agent's events from this runner's `AgentEvents` (where
+ *   its turns run and its residency changes, so where they are published) to whichever runner a
+ *   reader reached; it is never persisted, and it is interrupted when the entity ends here (the
+ *   shard moves, the runner stops), so a reader never holds a hand-off or a stop up.
  * - **Exactly once.** The registry's turn journal, shared by every runner, gives one turn per
  *   client message id however often, and from wherever, the prompt is sent, and a turn runs only
  *   where it was claimed (`TurnJournal.claim`).
@@ -24,11 +28,13 @@ import { Rpc } from "effect/rpc"
 import { AgentRecord, Labels } from "../../domain/agent.ts"
 import { AgentDeleteRefused, ClosedRuntime, DeletedAgent, RuntimeCloseRefused } from "../../domain/close.ts"
 import { FinishOutcome } from "../../domain/finish.ts"
+import { NumberedEvent } from "../../domain/agentEvent.ts"
 import {
   AgentBusy,
   AgentNotFound,
   AgentNotResumable,
   AgentStoreError,
+  ClusterUnavailable,
   PermissionNotPending,
   PromptTooLarge,
   ProviderFailed,
@@ -43,6 +49,7 @@ import {
 import { DaemonRetiring } from "../../domain/retirement.ts"
 import { Residency } from "../../domain/sweep.ts"
 import { TurnRecord } from "../../domain/turn.ts"
+import { AgentEvents } from "../../services/AgentEvents.ts"
 import { type AgentActions, type AgentHosting, AgentRegistry } from "../../services/AgentRegistry.ts"
 import { PromptResult } from "../../api/agents.ts"
 import { promptResult } from "../../api/views.ts"
@@ -164,6 +171,22 @@ export const AwaitFinish = Rpc.make("AwaitFinish", {
   error: AgentNotFound
 })
 
+/** The id of the latest event the agent's runner issued: where a reader that starts now begins (`AgentEvents.latest`). */
+export const LatestEvent = Rpc.make("LatestEvent", { success: Schema.String })
+
+/**
+ * The agent's live events after `after` (an event id), as its runner publishes them, until the
+ * reader goes or the entity ends here: volatile (a stream is never replayed), and interrupted at
+ * once when the shard leaves or the runner stops, rather than holding the hand-off up.
+ */
+export const Follow = Rpc.make("Follow", {
+  payload: { after: Schema.String },
+  success: NumberedEvent,
+  // Never from the host's own events; the port allows it (a reader on a runner).
+  error: ClusterUnavailable,
+  stream: true
+}).annotate(ClusterSchema.InterruptOnTermination, true)
+
 /** The entity; its shard group comes from the agent's id, so agents stay on their group's runners. */
 export const AgentEntity = Entity.make("Agent", [
   Create,
@@ -176,7 +199,9 @@ export const AgentEntity = Entity.make("Agent", [
   View,
   Turn,
   Turns,
-  AwaitFinish
+  AwaitFinish,
+  LatestEvent,
+  Follow
 ]).annotate(ClusterSchema.ShardGroup, shardGroupOf)
 
 /**
@@ -228,6 +253,7 @@ export const layer = AgentEntity.toLayer(
     const registry: AgentHosting & AgentActions = yield* AgentRegistry
     const collector = yield* RuntimeCollector
     const checked = yield* makeCheckedEndings
+    const events = yield* AgentEvents
     const sharding = yield* Sharding.Sharding
     const address = yield* Entity.CurrentAddress
     const agentId = address.entityId
@@ -277,7 +303,9 @@ export const layer = AgentEntity.toLayer(
       View: () => registry.get(agentId),
       Turn: ({ payload }) => registry.turn(agentId, payload.turnId),
       Turns: ({ payload }) => registry.turns(agentId, payload.limit),
-      AwaitFinish: ({ payload }) => registry.awaitFinish(agentId, { after: payload.after })
+      AwaitFinish: ({ payload }) => registry.awaitFinish(agentId, { after: payload.after }),
+      LatestEvent: () => events.latest,
+      Follow: ({ payload }) => Stream.unwrap(events.follow(agentId, payload.after))
     })
   }),
   { concurrency: "unbounded" }

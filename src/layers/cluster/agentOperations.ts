@@ -14,8 +14,8 @@ import { randomId } from "../../platform/ids.ts"
 import { AgentEntity } from "./AgentEntity.ts"
 import { agentIdIn, defaultShardGroup } from "./shardGroups.ts"
 
-/** What the cluster itself may fail with, as the one error the API knows. */
-const routed = (agentId: string, operation: string) =>
+/** What the cluster itself may fail with, as the one error the API knows; the call traced as `AgentEntity.<operation>`. */
+export const routed = (agentId: string, operation: string) =>
 <A, E, R>(
   effect: Effect.Effect<
     A,

@@ -2,8 +2,14 @@
  * The `AgentEvents` room: owns the event windows (`eventWindow.ts`) and wakes the readers waiting
  * on an agent when it publishes. Readers pull from the shared window at their own pace, so a slow
  * one costs nothing but its position (and reads a gap once the window passed it).
+ *
+ * An event's id is `<epoch>-<n>`: `n` is its number in this process's windows, and the epoch is
+ * drawn when the room starts (the start time and a random part), so no other process issues the
+ * same id. A reader resuming from an id of another epoch (the daemon restarted; on a cluster, the
+ * agent moved here from another runner) reads a gap, then the oldest event kept here: one rule for
+ * both.
  */
-import { Clock, Deferred, Effect, Layer, Option, Stream } from "effect"
+import { Clock, Deferred, Effect, Layer, Option, Random, Stream } from "effect"
 import type { NumberedEvent } from "../../domain/agentEvent.ts"
 import { AgentEvents } from "../../services/AgentEvents.ts"
 import { defaultWindowLimits, EventWindows, type WindowLimits } from "./eventWindow.ts"
@@ -11,12 +17,35 @@ import { defaultWindowLimits, EventWindows, type WindowLimits } from "./eventWin
 /** The most events a reader is handed at once. */
 const batch = 256
 
+/** This process's epoch: its start time and 32 random bits, in base 36. */
+const drawEpoch = Effect.gen(function*() {
+  const now = yield* Clock.currentTimeMillis
+  const random = yield* Random.nextIntBetween(0, 0xffff_ffff)
+  return `${now.toString(36)}${random.toString(36).padStart(7, "0")}`
+})
+
+/** A reader's position: a number of this process, or the id of another it resumes from (read as a gap). */
+interface Position {
+  readonly number: number
+  readonly foreign?: string | undefined
+}
+
 /** The room, with the windows' limits (default `defaultWindowLimits`). Every stream ends when the layer's scope closes. */
 export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Layer<AgentEvents> =>
   Layer.effect(
     AgentEvents,
     Effect.gen(function*() {
-      const windows = new EventWindows(yield* Clock.currentTimeMillis, limits)
+      const epoch = yield* drawEpoch
+      const windows = new EventWindows(0, limits, epoch)
+      const idOf = (n: number) => windows.idOf(n)
+      /** The position an id names: its number when this process issued it, otherwise before every number (so a gap). */
+      const positionOf = (id: string): Position => {
+        const dash = id.lastIndexOf("-")
+        const n = Number(id.slice(dash + 1))
+        return id.slice(0, dash) === epoch && /^\d+$/.test(id.slice(dash + 1)) && Number.isSafeInteger(n)
+          ? { number: n }
+          : { number: -1, foreign: id }
+      }
       /** Per agent, completed (and replaced) when it publishes: what its readers wait on. */
       const wakes = new Map<string, Deferred.Deferred<void>>()
       const stopped = Deferred.makeUnsafe<void>()
@@ -37,16 +66,19 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
       yield* Effect.addFinalizer(() => endStreams)
 
       /** The reader's next events from `position`, waiting until there are some; none once stopped. */
-      const next = (agentId: string, position: number): Effect.Effect<readonly [ReadonlyArray<NumberedEvent>, Option.Option<number>]> =>
+      const next = (agentId: string, position: Position): Effect.Effect<readonly [ReadonlyArray<NumberedEvent>, Option.Option<Position>]> =>
         Effect.suspend(() => {
           if (Deferred.isDoneUnsafe(stopped)) return Effect.succeed([[], Option.none()] as const)
-          const read = windows.read(agentId, position, batch)
+          const read = windows.read(agentId, position.number, batch)
           const out: Array<NumberedEvent> = []
           if (read.gap !== undefined) {
-            out.push({ id: read.gap.resumesAt - 1, event: { _tag: "gap", after: read.gap.after, resumesAt: read.gap.resumesAt } })
+            out.push({
+              id: idOf(read.gap.resumesAt - 1),
+              event: { _tag: "gap", after: position.foreign ?? idOf(read.gap.after), resumesAt: idOf(read.gap.resumesAt) }
+            })
           }
-          out.push(...read.events)
-          if (out.length > 0) return Effect.succeed([out, Option.some(read.position)] as const)
+          for (const kept of read.events) out.push(kept.sent)
+          if (out.length > 0) return Effect.succeed([out, Option.some({ number: read.position })] as const)
           return Effect.andThen(Deferred.await(wakeOf(agentId)), next(agentId, position))
         })
 
@@ -57,12 +89,13 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
         },
         follow: (agentId, after) =>
           Effect.sync(() => {
-            const start = after ?? windows.latest()
+            const start = after === undefined ? { number: windows.latest() } : positionOf(after)
             return Stream.paginate(start, (position) => next(agentId, position)).pipe(
               Stream.onStart(Effect.sync(() => windows.addReader(agentId))),
               Stream.ensuring(Effect.sync(() => windows.removeReader(agentId)))
             )
           }),
+        latest: Effect.sync(() => idOf(windows.latest())),
         forget: (agentId) => Effect.sync(() => windows.forget(agentId)),
         endStreams
       })

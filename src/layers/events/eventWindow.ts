@@ -1,12 +1,19 @@
 /**
  * The bounded windows of recent events, one per agent, that readers of the live event stream read
- * from. Ids come from one sequence for the whole daemon, started at its start time × 1000, so they
- * increase per agent and across the daemon's restarts (at under 1,000 events a millisecond). A
- * reader keeps only its position: nothing is queued per reader, so however many read, and however
- * slowly, memory stays what the windows hold. A reader whose position fell out of its agent's
- * window (a reconnect too old, a reader too slow) gets a `gap` and continues from the oldest kept.
+ * from. Events are numbered from one sequence for the whole process, so numbers increase per
+ * agent; a number means something only to the process that issued it (the room's event ids carry
+ * the process's epoch beside it, `AgentEventsLive.ts`). A reader keeps only its position: nothing
+ * is queued per reader, so however many read, and however slowly, memory stays what the windows
+ * hold. A reader whose position fell out of its agent's window (a reconnect too old, a reader too
+ * slow) gets a `gap` and continues from the oldest kept.
  */
 import type { AgentEvent, NumberedEvent } from "../../domain/agentEvent.ts"
+
+/** An event as a window keeps it: its number in this process (the `n` of its id), and as it is sent (made once, for every reader). */
+export interface WindowEvent {
+  readonly id: number
+  readonly sent: NumberedEvent
+}
 
 /** How much each agent's window keeps, and for how long an unread window outlives its last event. */
 export interface WindowLimits {
@@ -22,7 +29,7 @@ export interface WindowLimits {
 export const defaultWindowLimits: WindowLimits = { maxEvents: 1_000, maxBytes: 1024 * 1024, idleRetentionMs: 10 * 60_000 }
 
 interface Kept {
-  readonly numbered: NumberedEvent
+  readonly numbered: WindowEvent
   readonly bytes: number
 }
 
@@ -42,7 +49,7 @@ interface AgentWindow {
 export interface WindowRead {
   /** Set when events after the reader's position left the window before it read them. */
   readonly gap?: { readonly after: number; readonly resumesAt: number } | undefined
-  readonly events: ReadonlyArray<NumberedEvent>
+  readonly events: ReadonlyArray<WindowEvent>
   /** The reader's position after these events. */
   readonly position: number
 }
@@ -55,9 +62,12 @@ export class EventWindows {
   private forgottenThrough: number
   private lastSweepAt = 0
   private readonly limits: WindowLimits
+  private readonly epoch: string
 
-  constructor(startMillis: number, limits: WindowLimits = defaultWindowLimits) {
+  /** Numbers start after `startMillis` × 1000 (0: from 1); an event's id is `<epoch>-<n>`. */
+  constructor(startMillis: number, limits: WindowLimits = defaultWindowLimits, epoch = "0") {
     this.limits = limits
+    this.epoch = epoch
     this.next = startMillis * 1000 + 1
     this.forgottenThrough = this.next - 1
   }
@@ -71,7 +81,8 @@ export class EventWindows {
   append(agentId: string, event: AgentEvent, now: number): number {
     this.sweep(now)
     const window = this.windowOf(agentId)
-    const numbered: NumberedEvent = { id: this.next++, event }
+    const id = this.next++
+    const numbered: WindowEvent = { id, sent: { id: this.idOf(id), event } }
     const bytes = JSON.stringify(event).length
     window.kept.push({ numbered, bytes })
     window.bytes += bytes
@@ -107,7 +118,7 @@ export class EventWindows {
       const oldest = window !== undefined && window.head < window.kept.length ? window.kept[window.head]!.numbered.id : this.next
       gap = { after: position, resumesAt: oldest }
     }
-    const events: Array<NumberedEvent> = []
+    const events: Array<WindowEvent> = []
     if (window !== undefined) {
       // Ids are kept in increasing order: find the first after `from` by bisection, not by a scan.
       let low = window.head
@@ -121,6 +132,11 @@ export class EventWindows {
     }
     const last = events.at(-1)
     return { gap, events, position: last !== undefined ? last.id : gap !== undefined ? gap.resumesAt - 1 : from }
+  }
+
+  /** The id of number `n`: `<epoch>-<n>`. */
+  idOf(n: number): string {
+    return `${this.epoch}-${n}`
   }
 
   /** A reader of the agent begins; its window is kept while anyone reads it. */

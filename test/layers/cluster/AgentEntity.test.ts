@@ -4,7 +4,7 @@
  */
 import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import { Sharding, TestRunner } from "effect/cluster"
 import { TestClock } from "effect/testing"
 import { parentAgentIdLabel } from "../../../src/domain/agent.ts"
@@ -12,12 +12,14 @@ import * as AgentEntity from "../../../src/layers/cluster/AgentEntity.ts"
 import type { ProviderRefusal } from "../../../src/domain/close.ts"
 import { stopVetoed } from "../../../src/domain/provider.ts"
 import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
+import * as AgentEventsLive from "../../../src/layers/events/AgentEventsLive.ts"
 import * as AgentRegistryLive from "../../../src/layers/registry/AgentRegistryLive.ts"
 import * as AgentStoreMemory from "../../../src/layers/store/AgentStoreMemory.ts"
 import * as RuntimeLedgerMemory from "../../../src/layers/store/RuntimeLedgerMemory.ts"
 import * as TurnJournalMemory from "../../../src/layers/store/TurnJournalMemory.ts"
 import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import { AgentPlacement } from "../../../src/services/AgentPlacement.ts"
+import type { AgentEvents } from "../../../src/services/AgentEvents.ts"
 import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import type { AgentStore } from "../../../src/services/AgentStore.ts"
 import { TurnJournal } from "../../../src/services/TurnJournal.ts"
@@ -46,11 +48,12 @@ const runnerServices = Effect.fnUntraced(function*(
   const collector = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
     Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
   )
-  return yield* Layer.build(collector.pipe(Layer.provideMerge(registry)))
+  // One room of live events: the registry and the collector publish there, the entity reads it.
+  return yield* Layer.build(collector.pipe(Layer.provideMerge(registry), Layer.provideMerge(AgentEventsLive.layer)))
 })
 
 /** The entity and a test cluster over `services`, built in `scope`. */
-const clusterIn = (services: Context.Context<AgentRegistry | RuntimeCollector>, scope: Scope.Scope) =>
+const clusterIn = (services: Context.Context<AgentRegistry | RuntimeCollector | AgentEvents>, scope: Scope.Scope) =>
   Layer.buildWithScope(
     AgentEntity.layer.pipe(Layer.provideMerge(TestRunner.layer), Layer.provide(Layer.succeedContext(services))),
     scope
@@ -177,6 +180,30 @@ describe("the Agent entity", () => {
       assert.isFalse(view.resident)
       assert.isNotNull(view.record.persistence)
       assert.strictEqual(t.provider.closes, 1)
+    }))
+
+  it.effect("Follow streams the host's events to a reader; reading keeps no runtime resident, and the entity's end ends the stream at once", () =>
+    Effect.gen(function*() {
+      const t = yield* setup()
+      const agent = t.agent("agent-read")
+      yield* drive(agent.Create({ provider: "memory", cwd: "/work" }))
+      const after = yield* drive(agent.LatestEvent())
+      const seen: Array<string> = []
+      const reading = yield* Effect.forkChild(
+        Stream.runForEach(agent.Follow({ after }), (numbered) => Effect.sync(() => void seen.push(numbered.event._tag))).pipe(Effect.exit)
+      )
+      yield* drive(agent.Prompt({ text: "hello", clientMessageId: "m-read", wait: true }))
+      // A reader is not a blocker: the collector releases the runtime while it reads.
+      const outcome = yield* t.collector.collectNow("agent-read")
+      assert.strictEqual(outcome._tag, "Collected")
+      yield* TestClock.adjust("2 minutes")
+      assert.deepStrictEqual(seen, ["turn-accepted", "turn-running", "turn-ended", "released"])
+      // Its request in progress keeps the entity's empty shell (no runtime) from the reaper while it reads.
+      assert.strictEqual(yield* t.activeEntities, 1)
+      assert.strictEqual(t.provider.closes, 1)
+      yield* t.stopCluster
+      const ended = yield* Fiber.join(reading)
+      assert.isTrue(Exit.isFailure(ended) && Cause.hasInterruptsOnly(ended.cause))
     }))
 
   it.effect("when the entity ends during a turn, the runtime is closed all the same and the turn ends interrupted, never left running", () =>

@@ -108,6 +108,20 @@ describe("AgentEvents", () => {
       assert.deepStrictEqual(read.slice(1).map((e) => e.event._tag === "output" ? e.event.text : "?"), ["3", "4", "5", "6", "7"])
     }).pipe(Effect.provide(AgentEventsLive.layerWith(limits))))
 
+  it.effect("an id another process issued (a restart, an agent moved from another runner) reads a gap, then every event kept", () =>
+    Effect.gen(function*() {
+      const before = Context.get(yield* Layer.build(AgentEventsLive.layer), AgentEvents)
+      const after = Context.get(yield* Layer.build(AgentEventsLive.layer), AgentEvents)
+      const first = yield* Effect.forkChild(collectFor(yield* before.follow("a", undefined), 1))
+      before.publish("a", output("before"), 0)
+      const [old] = yield* Fiber.join(first)
+      for (const text of ["1", "2"]) after.publish("a", output(text), 0)
+      const read = yield* collectFor(yield* after.follow("a", old!.id), 3)
+      assert.notStrictEqual(old!.id.split("-")[0], read[1]!.id.split("-")[0])
+      assert.deepStrictEqual(read[0]!.event, { _tag: "gap", after: old!.id, resumesAt: read[1]!.id })
+      assert.deepStrictEqual(read.slice(1).map((e) => e.event._tag === "output" ? e.event.text : "?"), ["1", "2"])
+    }).pipe(Effect.scoped))
+
   it.effect("every stream ends when the room stops", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()

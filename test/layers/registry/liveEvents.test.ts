@@ -41,7 +41,7 @@ describe("the registry's live events", () => {
 
       provider.probe = () => Effect.succeed(stopVetoed("test veto"))
       const agent = yield* registry.create({ provider: provider.provider, cwd: "/work" })
-      const stream = yield* events.follow(agent.agentId, 0)
+      const stream = yield* events.follow(agent.agentId, "not-an-id-of-this-daemon")
       const collected: Array<AgentEvent | Gap> = []
       const reading = yield* Effect.forkChild(Stream.runForEach(stream, (e) => Effect.sync(() => void collected.push(e.event))))
       const receipt = yield* registry.prompt(agent.agentId, "hello", { wait: true })
@@ -52,8 +52,9 @@ describe("the registry's live events", () => {
       yield* registry.close(agent.agentId)
       for (let i = 0; i < 20; i++) yield* Effect.yieldNow
       yield* Fiber.interrupt(reading)
-      const seen = collected
-      // From 0 (the daemon started at time 0 here): every event of the agent, in order.
+      // From an id this daemon did not issue: a gap, then every event of the agent kept, in order.
+      const [gap, ...seen] = collected
+      assert.strictEqual(gap?._tag, "gap")
       assert.deepStrictEqual(seen, [
         { _tag: "resumed" },
         { _tag: "turn-accepted", turnId: receipt.turnId, prompt: "hello" },

@@ -33,7 +33,7 @@ export const openEvents = (agent: string) =>
   })
 
 /** One event for people, on one line (a turn's output as it came, without its last newline). */
-export const eventLine = ({ event, id }: NumberedEvent): string => {
+export const eventLine = ({ event }: NumberedEvent): string => {
   switch (event._tag) {
     case "turn-accepted":
       return `turn ${event.turnId} accepted: ${event.prompt.split("\n")[0]}`
@@ -52,7 +52,7 @@ export const eventLine = ({ event, id }: NumberedEvent): string => {
     case "vetoed":
       return `kept resident: ${event.reason}`
     case "gap":
-      return `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${id + 1})`
+      return `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${event.resumesAt})`
   }
 }
 
