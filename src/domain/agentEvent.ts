@@ -52,4 +52,6 @@ export type StreamedEvent = typeof StreamedEvent.Type
 export interface NumberedEvent {
   readonly id: number
   readonly event: StreamedEvent
+  /** Whose event it is, on the daemon-wide stream (`GET /v1/events`); absent on one agent's stream and on a gap. */
+  readonly agentId?: string | undefined
 }

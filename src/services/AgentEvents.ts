@@ -3,7 +3,7 @@ import type { AgentEvent, NumberedEvent } from "../domain/agentEvent.ts"
 
 /**
  * Each agent's live events (turns as they run, residency as it changes) in a bounded window, and
- * readers that follow them (`GET /v1/agents/{id}/events`). Publishing is cheap and never waits;
+ * readers that follow them (`GET /v1/agents/{id}/events`, or every agent's: `GET /v1/events`). Publishing is cheap and never waits;
  * reading never counts as the daemon's activity, and every reader's stream ends when the daemon
  * stops.
  */
@@ -18,6 +18,12 @@ export class AgentEvents extends Context.Service<AgentEvents, {
    * when the daemon stops.
    */
   readonly follow: (agentId: string, after: number | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
+  /**
+   * Follows every agent's events after `after` (`Last-Event-ID`), or after the latest issued when
+   * undefined, as `follow` does one agent's (`GET /v1/events`): each event names its agent
+   * (`agentId`), and the daemon-wide window has the same bounds as an agent's.
+   */
+  readonly followEveryAgent: (after: number | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
   /** The agent is deleted: its window is dropped. */
   readonly forget: (agentId: string) => Effect.Effect<void>
 }>()("quiesce/events/AgentEvents") {}

@@ -7,6 +7,7 @@ import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame } from "../../../
 import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { defaultTurnsLimit } from "../../../api/turns.ts"
 import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
+import type { NumberedEvent } from "../../../domain/agentEvent.ts"
 import { WorkingDirectoryNotFound } from "../../../domain/errors.ts"
 import { AgentClose } from "../../../services/AgentClose.ts"
 import { AgentEvents } from "../../../services/AgentEvents.ts"
@@ -23,6 +24,17 @@ const checkDirectory = (cwd: string) =>
       ? Effect.void
       : Effect.fail(WorkingDirectoryNotFound.of(cwd, "is not a directory"))
   })
+
+/** Events as server-sent events, with a heartbeat comment every `heartbeatSeconds`; it ends when the events do (the daemon stops). */
+const eventStreamResponse = (followed: Stream.Stream<NumberedEvent>) => {
+  const frames = followed.pipe(Stream.map(sseFrame))
+  const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
+  const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
+  return HttpServerResponse.stream(body, {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+  })
+}
 
 /** The agents group. */
 export const agentsHandlers = HttpApiBuilder.group(
@@ -55,15 +67,10 @@ export const agentsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           // Unknown agent: 404 before the stream starts.
           yield* agents.get(params.id)
-          const followed = yield* events.follow(params.id, lastEventIdOf(headers["last-event-id"]))
-          const frames = followed.pipe(Stream.map(sseFrame))
-          const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
-          const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
-          return HttpServerResponse.stream(body, {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-          })
+          return eventStreamResponse(yield* events.follow(params.id, lastEventIdOf(headers["last-event-id"])))
         }))
+      .handle("everyAgentEvents", ({ headers }) =>
+        Effect.map(events.followEveryAgent(lastEventIdOf(headers["last-event-id"])), eventStreamResponse))
       .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))
