@@ -17,6 +17,13 @@ export const sseFrame = (numbered: NumberedEvent): string =>
     JSON.stringify(numbered.agentId === undefined ? numbered.event : { agentId: numbered.agentId, ...numbered.event })
   }\n\n`
 
+/**
+ * A frame with only an id: where the stream begins (the id it reads after). A reader keeps it as its
+ * last id (browsers' EventSource do), so one that read no event before it reconnects still resumes
+ * from there rather than from the latest.
+ */
+export const ssePosition = (id: number): string => `id: ${id}\n\n`
+
 /** A comment line: ignored by readers, it keeps the connection from looking idle. */
 export const sseComment = (text: string): string => `: ${text}\n\n`
 

@@ -10,6 +10,8 @@ import type { AgentEvent, NumberedEvent } from "../domain/agentEvent.ts"
 export class AgentEvents extends Context.Service<AgentEvents, {
   /** Publishes an event of the agent at `now` (epoch ms); synchronous and cheap, for any owner's hot path. */
   readonly publish: (agentId: string, event: AgentEvent, now: number) => void
+  /** The last id issued (for any agent): a reader that starts from now reads what comes after it. */
+  readonly latest: () => number
   /**
    * Follows the agent's events after `after` (the id a reader last read, `Last-Event-ID`), or
    * after the latest issued when undefined. The position is taken when this effect runs, so

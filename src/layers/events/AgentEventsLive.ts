@@ -64,6 +64,7 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
         })
 
       return AgentEvents.of({
+        latest: () => windows.latest(),
         publish: (agentId, event, now) => {
           windows.append(agentId, event, now)
           wakeReaders(agentId)

@@ -3,7 +3,7 @@ import { Duration, Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as fs from "node:fs"
-import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame } from "../../../api/eventStream.ts"
+import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame, ssePosition } from "../../../api/eventStream.ts"
 import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { defaultTurnsLimit } from "../../../api/turns.ts"
 import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
@@ -25,9 +25,13 @@ const checkDirectory = (cwd: string) =>
       : Effect.fail(WorkingDirectoryNotFound.of(cwd, "is not a directory"))
   })
 
-/** Events as server-sent events, with a heartbeat comment every `heartbeatSeconds`; it ends when the events do (the daemon stops). */
-const eventStreamResponse = (followed: Stream.Stream<NumberedEvent>) => {
-  const frames = followed.pipe(Stream.map(sseFrame))
+/**
+ * Events after `from` as server-sent events: first `from` itself (a frame with only its id), then
+ * each event, with a heartbeat comment every `heartbeatSeconds`; it ends when the events do (the
+ * daemon stops).
+ */
+const eventStreamResponse = (from: number, followed: Stream.Stream<NumberedEvent>) => {
+  const frames = Stream.concat(Stream.make(ssePosition(from)), followed.pipe(Stream.map(sseFrame)))
   const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
   const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
   return HttpServerResponse.stream(body, {
@@ -67,10 +71,13 @@ export const agentsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           // Unknown agent: 404 before the stream starts.
           yield* agents.get(params.id)
-          return eventStreamResponse(yield* events.follow(params.id, lastEventIdOf(headers["last-event-id"])))
+          const from = lastEventIdOf(headers["last-event-id"]) ?? events.latest()
+          return eventStreamResponse(from, yield* events.follow(params.id, from))
         }))
-      .handle("everyAgentEvents", ({ headers }) =>
-        Effect.map(events.followEveryAgent(lastEventIdOf(headers["last-event-id"])), eventStreamResponse))
+      .handle("everyAgentEvents", ({ headers }) => {
+        const from = lastEventIdOf(headers["last-event-id"]) ?? events.latest()
+        return Effect.map(events.followEveryAgent(from), (followed) => eventStreamResponse(from, followed))
+      })
       .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
       .handle("interrupt", ({ params }) => agents.interrupt(params.id))
