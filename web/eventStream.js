@@ -3,7 +3,7 @@
 // is visible. It reads them with fetch rather than EventSource, which cannot send the session's key
 // header (the cookie alone is refused). A hidden page closes its stream; shown again, it reconnects
 // with `Last-Event-ID` set to the last id it read, so it misses nothing inside the daemon's window.
-import { sessionHeaders, showSignedOut } from "./common.js"
+import { isSignedOut, sessionHeaders, showSignedOut } from "./common.js"
 
 /**
  * One event: its id, its type (the `event:` line, the event's tag) and its data as JSON.
@@ -134,7 +134,7 @@ export const followWhileVisible = (url, handlers) => {
 
   const connect = async () => {
     cancelRetry()
-    if (open !== undefined || stopped || document.visibilityState !== "visible") return
+    if (open !== undefined || stopped || isSignedOut() || document.visibilityState !== "visible") return
     const controller = new AbortController()
     open = controller
     const headers = { ...sessionHeaders(), accept: "text/event-stream", ...(lastId === undefined ? {} : { "last-event-id": lastId }) }
@@ -164,6 +164,11 @@ export const followWhileVisible = (url, handlers) => {
       for (;;) {
         const { done, value } = await reader.read()
         if (done || open !== controller) break
+        // The session ended (the page's other reads were refused): the page stops, this stream too.
+        if (isSignedOut()) {
+          controller.abort()
+          break
+        }
         for (const frame of parser.push(decoder.decode(value, { stream: true }))) {
           if (frame.id !== "") lastId = frame.id
           if (frame.event !== null) handlers.onEvent(frame.event)

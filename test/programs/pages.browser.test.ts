@@ -641,6 +641,30 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(await page.locator("#title").textContent()).toContain("busy")
     expect((await inventoryRow(hub, "busy")).state).toBe("running")
 
+    // The hub does not relay the live events yet: the page polls every 2 s, says nothing of it, and
+    // its prompt box still runs a prompt once, whose end it reads.
+    const streamAnswers: Array<number> = []
+    const agentReads: Array<string> = []
+    page.on("response", (response) => {
+      if (response.url().endsWith("/v1/homes/busy/events")) streamAnswers.push(response.status())
+    })
+    page.on("request", (request) => {
+      if (request.url().endsWith("/v1/homes/busy/agents")) agentReads.push(request.url())
+    })
+    await page.reload()
+    await expect.poll(() => streamAnswers).toEqual([404])
+    await new Promise((resolve) => setTimeout(resolve, 4_500))
+    expect(agentReads.length).toBeGreaterThanOrEqual(2)
+    expect(await page.locator("[data-problem]").count()).toBe(0)
+    const turnsBefore = (await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}/turns`)).body.length
+    await page.locator("[data-prompt-agent]").selectOption(busyAgent)
+    await page.locator("[data-prompt-text]").fill("echo through the hub")
+    await page.locator("[data-prompt-send]").dblclick()
+    const hubTurn = page.locator("[data-live-turn]")
+    await expect.poll(() => hubTurn.getAttribute("data-turn-state"), { timeout: 20_000 }).toBe("completed")
+    expect(await hubTurn.locator("[data-live-output]").textContent()).toBe("through the hub\n")
+    expect((await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}/turns`)).body.length).toBe(turnsBefore + 1)
+
     // Signed in to the daemon itself too, in the same browser: each server keeps its own session.
     const direct = spawnSync(process.execPath, [cli, "--home", join(root, "busy"), "open"], { encoding: "utf8", timeout: 20_000 })
     const daemonPage = await context.newPage()
