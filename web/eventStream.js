@@ -102,6 +102,8 @@ export const followWhileVisible = (url, handlers) => {
   let lastId
   let lostWait = lostRetryMillis.first
   let stopped = false
+  /** The open stream was answered: events come (not just asked for). */
+  let following = false
 
   const cancelRetry = () => {
     if (retry !== undefined) clearTimeout(retry)
@@ -124,6 +126,7 @@ export const followWhileVisible = (url, handlers) => {
   const ended = (controller, reason) => {
     if (open !== controller) return
     open = undefined
+    following = false
     handlers.onClosed(reason)
     if (reason === "unavailable") retryIn(unavailableRetryMillis)
     else {
@@ -156,6 +159,7 @@ export const followWhileVisible = (url, handlers) => {
     }
     if (open !== controller) return
     lostWait = lostRetryMillis.first
+    following = true
     handlers.onOpen()
     const parser = sseParser()
     const decoder = new TextDecoder()
@@ -189,12 +193,13 @@ export const followWhileVisible = (url, handlers) => {
     const controller = open
     if (controller === undefined) return
     open = undefined
+    following = false
     controller.abort()
     handlers.onClosed("hidden")
   })
   void connect()
   return {
-    /** Whether a stream is open now. */
-    isOpen: () => open !== undefined
+    /** Whether a stream is open now and answered (its events come). */
+    isOpen: () => following
   }
 }
