@@ -232,13 +232,17 @@ export const refusedSinceElement = (outcome, since) =>
 export const countdownElement = (iso) =>
   h("time", { datetime: iso, "data-countdown": iso, title: localTime(iso) }, countdown(iso))
 
-/** Updates every countdown on the page once a second, while the page is visible. */
+/** Updates every countdown and every "… ago" (`data-relative`) on the page once a second, while the page is visible. */
 export const startTicking = () => {
   setInterval(() => {
     if (document.visibilityState !== "visible") return
     for (const element of document.querySelectorAll("[data-countdown]")) {
       const iso = element.getAttribute("data-countdown")
       if (iso !== null) element.textContent = countdown(iso)
+    }
+    for (const element of document.querySelectorAll("[data-relative]")) {
+      const iso = element.getAttribute("data-relative")
+      if (iso !== null) element.textContent = relative(iso)
     }
   }, 1000)
 }

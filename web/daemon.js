@@ -406,8 +406,9 @@ const agentRow = (agent) => {
       "td",
       { class: "time" },
       runtime === undefined
-        ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt) }, relative(agent.lastActivityAt))
-        : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince) }, relative(runtime.idleSince))
+        // Kept counting between reads (which, following the events, come only every 30 s when nothing happens).
+        ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt), "data-relative": agent.lastActivityAt }, relative(agent.lastActivityAt))
+        : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince), "data-relative": runtime.idleSince }, relative(runtime.idleSince))
     ),
     h(
       "td",
