@@ -553,7 +553,10 @@ const savedStoreLine = (tag) =>
     ? `The home ${homeName} is force-stopped: its agents are read from its saved store (read-only). quiesce daemons resume ${homeName} starts it again.`
     : null
 
-/** Without a stream, the turns the page shows running are read with the rest (their end, reply and error). */
+/**
+ * The turns the page shows running are read with the rest: without a stream that is how their end,
+ * reply and error show; with one, it covers what happened before the stream opened.
+ */
 const readUnendedTurns = () => Promise.all(live.unended().map(({ agentId, turnId }) => readTurn(agentId, turnId)))
 
 /**
@@ -572,7 +575,7 @@ const readTurn = async (agentId, turnId) => {
 }
 
 const refresh = async () => {
-  if (!stream.isOpen()) await readUnendedTurns()
+  await readUnendedTurns()
   try {
     /** @type {Promise<DaemonStatus>} */
     const daemonRead = api(`${base}/daemon`)
@@ -657,10 +660,13 @@ const prompts = (() => {
     storageKey: `quiesce.pendingPrompt:${base}`,
     send: (prompt) => api(`${agentPath(prompt.agentId)}/prompts`, { method: "POST", body: { text: prompt.text, clientMessageId: prompt.clientMessageId } }),
     sent: (prompt, turn) => {
-      live.follow(prompt.agentId, turn.turnId, prompt.text, turn.state)
-      render()
-      // A turn that ended already (a repeated prompt's, say) has its reply in the journal, not in events to come.
-      void (turn.state === "running" ? Promise.resolve() : readTurn(prompt.agentId, turn.turnId)).then(() => poller.refreshNow())
+      // A turn that ended already (a repeated prompt's, say) has its reply in the journal, not in events to come: read first.
+      const read = turn.state === "running" ? Promise.resolve() : readTurn(prompt.agentId, turn.turnId)
+      void read.then(() => {
+        live.follow(prompt.agentId, turn.turnId, prompt.text, turn.state)
+        render()
+        return poller.refreshNow()
+      })
     }
   })
 })()

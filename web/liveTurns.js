@@ -137,12 +137,16 @@ export const makeLiveTurns = () => {
     },
 
     /**
-     * What a read of a turn said (without a stream, the page reads the turns it follows).
+     * What a read of a turn said (the page reads the turns it shows running with everything else:
+     * without a stream that is how it learns their end; with one, it covers events that came
+     * before the stream opened).
      * @param {string} agentId
      * @param {TurnRead} read
      */
     update: (agentId, read) => {
       const turn = turnOf(agentId, read.turnId)
+      // A read answered after the turn's end arrived as an event says nothing newer.
+      if (ended(turn.state) && !ended(read.state)) return
       turn.state = read.state
       turn.prompt ??= read.text
       turn.reply = read.reply
