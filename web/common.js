@@ -68,6 +68,21 @@ export const forgetSessionKey = () => localStorage.removeItem(keyStorage)
 /** Set once the server said the session is over: the page stops asking. */
 let signedOut = false
 
+/** Whether the server said the session is over (the page stops asking). */
+export const isSignedOut = () => signedOut
+
+/**
+ * The headers that carry the page's session besides its cookie (its key), for a request of its own.
+ * @returns {Record<string, string>}
+ */
+export const sessionHeaders = () => {
+  /** @type {Record<string, string>} */
+  const headers = {}
+  const key = localStorage.getItem(keyStorage)
+  if (key !== null) headers[keyHeader] = key
+  return headers
+}
+
 /**
  * Calls the API with the page's session (its cookie, and its key in a header); an answer that is
  * not 2xx becomes an `ApiError`, and a request that never got an answer says so.
@@ -77,10 +92,7 @@ let signedOut = false
  * @returns {Promise<T>}
  */
 export const api = async (path, options = {}) => {
-  /** @type {Record<string, string>} */
-  const headers = {}
-  const key = localStorage.getItem(keyStorage)
-  if (key !== null) headers[keyHeader] = key
+  const headers = sessionHeaders()
   /** @type {RequestInit} */
   const init = { method: options.method ?? "GET", credentials: "same-origin", headers }
   if (options.body !== undefined) {
@@ -123,7 +135,7 @@ const parseJson = (text) => {
 }
 
 /** The session ended (expired, signed out, or the server restarted): stop, and say how to get a new one. */
-const showSignedOut = () => {
+export const showSignedOut = () => {
   // Only a page with data signs out; the login page shows its own answer.
   if (document.getElementById("signed-out") === null) return
   signedOut = true
@@ -220,13 +232,17 @@ export const refusedSinceElement = (outcome, since) =>
 export const countdownElement = (iso) =>
   h("time", { datetime: iso, "data-countdown": iso, title: localTime(iso) }, countdown(iso))
 
-/** Updates every countdown on the page once a second, while the page is visible. */
+/** Updates every countdown and every "… ago" (`data-relative`) on the page once a second, while the page is visible. */
 export const startTicking = () => {
   setInterval(() => {
     if (document.visibilityState !== "visible") return
     for (const element of document.querySelectorAll("[data-countdown]")) {
       const iso = element.getAttribute("data-countdown")
       if (iso !== null) element.textContent = countdown(iso)
+    }
+    for (const element of document.querySelectorAll("[data-relative]")) {
+      const iso = element.getAttribute("data-relative")
+      if (iso !== null) element.textContent = relative(iso)
     }
   }, 1000)
 }
@@ -235,9 +251,10 @@ export const startTicking = () => {
  * Runs `refresh` now and every `intervalMillis` while the page is visible; a hidden page makes
  * no request at all (and a visible one only reads, which never counts as activity). One chain of
  * timers at most: `refreshNow` replaces the pending one, and a call during a refresh runs one more
- * right after it. A session that ended stops it.
+ * right after it. A session that ended stops it. The interval may be a function, read at each
+ * round (a page following a live stream polls less often).
  * @param {() => Promise<void>} refresh
- * @param {number} intervalMillis
+ * @param {number | (() => number)} intervalMillis
  */
 export const pollWhileVisible = (refresh, intervalMillis) => {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -268,7 +285,9 @@ export const pollWhileVisible = (refresh, intervalMillis) => {
       again = false
       return tick()
     }
-    if (document.visibilityState === "visible" && !signedOut) timer = setTimeout(tick, intervalMillis)
+    if (document.visibilityState === "visible" && !signedOut) {
+      timer = setTimeout(tick, typeof intervalMillis === "number" ? intervalMillis : intervalMillis())
+    }
   }
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") void tick()
@@ -447,4 +466,18 @@ export const rowActions = (describeFailure, render, refresh) => {
     await refresh()
   }
   return { act, outcomeOf: (/** @type {string} */ key) => outcomes.get(key) }
+}
+
+/** How many characters of a prompt's first line a list of turns shows. */
+const promptLineLength = 80
+
+/**
+ * A prompt as one short line: its first line with text, cut to {@link promptLineLength}.
+ * @param {string} text
+ */
+export const promptLine = (text) => {
+  const first = text.split("\n").map((line) => line.trim()).find((line) => line !== "") ?? ""
+  if (first === "") return "(an empty prompt)"
+  const more = first.length > promptLineLength || text.trim() !== first
+  return `${first.slice(0, promptLineLength)}${more ? "…" : ""}`
 }

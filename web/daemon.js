@@ -1,6 +1,7 @@
 // @ts-check
 // A daemon's agents and live runtimes: why each is still resident (its blockers, its provider's
-// veto and reason, a failed probe), and the actions on it. Served by the daemon at `/`, and by a
+// veto and reason, a failed probe), the actions on it, a prompt box, and each agent's turns as they
+// run (the daemon's live events; without them, read every 2 s). Served by the daemon at `/`, and by a
 // hub at `/homes/NAME/`, whose requests the hub forwards to that home's daemon.
 import {
   api,
@@ -17,6 +18,7 @@ import {
   outcomeElement,
   pollWhileVisible,
   problemWords,
+  promptLine,
   refusedSinceElement,
   relative,
   rowActions,
@@ -24,6 +26,9 @@ import {
   startTicking,
   table
 } from "./common.js"
+import { followWhileVisible } from "./eventStream.js"
+import { makeLiveTurns } from "./liveTurns.js"
+import { promptBox } from "./promptBox.js"
 
 /**
  * @typedef {{ agentId: string, kind: string, detail?: string }} MemberBlocker
@@ -249,20 +254,6 @@ const openTurns = async (agent) => {
   }
 }
 
-/** How many characters of a prompt's first line the list of turns shows. */
-const promptLineLength = 80
-
-/**
- * A prompt as one short line: its first line with text, cut to {@link promptLineLength}.
- * @param {string} text
- */
-const promptLine = (text) => {
-  const first = text.split("\n").map((line) => line.trim()).find((line) => line !== "") ?? ""
-  if (first === "") return "(an empty prompt)"
-  const more = first.length > promptLineLength || text.trim() !== first
-  return `${first.slice(0, promptLineLength)}${more ? "…" : ""}`
-}
-
 /**
  * @param {Agent} agent
  * @param {Turn} turn
@@ -415,8 +406,9 @@ const agentRow = (agent) => {
       "td",
       { class: "time" },
       runtime === undefined
-        ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt) }, relative(agent.lastActivityAt))
-        : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince) }, relative(runtime.idleSince))
+        // Kept counting between reads (which, following the events, come only every 30 s when nothing happens).
+        ? h("time", { datetime: agent.lastActivityAt, title: localTime(agent.lastActivityAt), "data-relative": agent.lastActivityAt }, relative(agent.lastActivityAt))
+        : h("time", { datetime: runtime.idleSince, title: localTime(runtime.idleSince), "data-relative": runtime.idleSince }, relative(runtime.idleSince))
     ),
     h(
       "td",
@@ -427,6 +419,7 @@ const agentRow = (agent) => {
         agent.resident ? h("button", { type: "button", onclick: () => void collect(agent.agentId) }, "Collect now") : null,
         // Destructive: unlike Collect now, it can end work (after a confirmation naming it).
         agent.resident ? h("button", { type: "button", class: "danger", onclick: () => void close(agent.agentId) }, "Close") : null,
+        h("button", { type: "button", onclick: () => prompts?.choose(agent.agentId) }, "Prompt"),
         h("button", { type: "button", onclick: () => void openTurns(agent) }, "Turns"),
         agent.pendingPermissions.map((permissionId) =>
           h(
@@ -510,7 +503,11 @@ const reserveRow = (reserve) => {
   )
 }
 
+/** The agents table's columns. */
+const agentColumns = ["Agent", "Provider", "Session", "State", "Memory", "Idle since", ""]
+
 const render = () => {
+  prompts?.setAgents(shown.agents.map((agent) => agent.agentId))
   if (main === null) return
   const resident = shown.agents.filter((agent) => agent.resident).length
   main.replaceChildren(h(
@@ -528,8 +525,9 @@ const render = () => {
         h("p", { class: "muted" }, `${shown.agents.length} agents, ${resident} resident`),
         table(
           "agents",
-          ["Agent", "Provider", "Session", "State", "Memory", "Idle since", ""],
-          shown.agents.map(agentRow)
+          agentColumns,
+          // Each agent, then its live turns (what runs now, and the last ended) below it.
+          shown.agents.flatMap((agent) => [agentRow(agent), live.row(agent.agentId, agentColumns.length)].filter((row) => row !== null))
         )
       ),
     shown.reserves.length === 0
@@ -555,7 +553,29 @@ const savedStoreLine = (tag) =>
     ? `The home ${homeName} is force-stopped: its agents are read from its saved store (read-only). quiesce daemons resume ${homeName} starts it again.`
     : null
 
+/**
+ * The turns the page shows running are read with the rest: without a stream that is how their end,
+ * reply and error show; with one, it covers what happened before the stream opened.
+ */
+const readUnendedTurns = () => Promise.all(live.unended().map(({ agentId, turnId }) => readTurn(agentId, turnId)))
+
+/**
+ * Reads one turn into the page's live turns.
+ * @param {string} agentId
+ * @param {string} turnId
+ */
+const readTurn = async (agentId, turnId) => {
+  try {
+    /** @type {Turn} */
+    const turn = await api(`${agentPath(agentId)}/turns/${encodeURIComponent(turnId)}`)
+    live.update(agentId, turn)
+  } catch {
+    // Read again at the next round while it has not ended; the agents' own read says what is wrong.
+  }
+}
+
 const refresh = async () => {
+  await readUnendedTurns()
   try {
     /** @type {Promise<DaemonStatus>} */
     const daemonRead = api(`${base}/daemon`)
@@ -600,5 +620,74 @@ turnDialog?.querySelector("[data-turn-close]")?.addEventListener("click", () => 
 
 document.getElementById("account")?.append(signOutButton())
 
-const poller = pollWhileVisible(refresh, 2000)
+/** The page's live turns, from the events (or, without a stream, from reading them). */
+const live = makeLiveTurns()
+
+/** How often the page reads everything: every 2 s without a stream, every 30 s (memory, say) while it follows one. */
+const pollMillis = { polling: 2_000, streaming: 30_000 }
+
+/** After an event that changes the agents' states, the page reads them once, this long after the last such event. */
+const eventDebounceMillis = 250
+
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let refreshSoon
+const refreshAfterEvents = () => {
+  if (refreshSoon !== undefined) clearTimeout(refreshSoon)
+  refreshSoon = setTimeout(() => {
+    refreshSoon = undefined
+    void poller.refreshNow()
+  }, eventDebounceMillis)
+}
+
+/** Output shown at most once a frame, however fast it comes. */
+let renderQueued = false
+const renderSoon = () => {
+  if (renderQueued) return
+  renderQueued = true
+  requestAnimationFrame(() => {
+    renderQueued = false
+    render()
+  })
+}
+
+/** @type {ReturnType<typeof promptBox> | null} */
+const prompts = (() => {
+  const form = document.getElementById("prompt-form")
+  if (!(form instanceof HTMLFormElement)) return null
+  return promptBox({
+    form,
+    // Per page: a daemon's own, or a home's through the hub.
+    storageKey: `quiesce.pendingPrompt:${base}`,
+    send: (prompt) => api(`${agentPath(prompt.agentId)}/prompts`, { method: "POST", body: { text: prompt.text, clientMessageId: prompt.clientMessageId } }),
+    sent: (prompt, turn) => {
+      // A turn that ended already (a repeated prompt's, say) has its reply in the journal, not in events to come: read first.
+      const read = turn.state === "running" ? Promise.resolve() : readTurn(prompt.agentId, turn.turnId)
+      void read.then(() => {
+        live.follow(prompt.agentId, turn.turnId, prompt.text, turn.state)
+        render()
+        return poller.refreshNow()
+      })
+    }
+  })
+})()
+
+const stream = followWhileVisible(`${base}/events`, {
+  // Following: what happened before it opened is read once, then only what the events say changed.
+  onOpen: () => void poller.refreshNow(),
+  onEvent: (event) => {
+    const change = live.apply(event)
+    if (change === null) return
+    if (change.change === "agents") {
+      renderSoon()
+      refreshAfterEvents()
+    } else if (change.change === "turns" || change.agentId === undefined || change.turnId === undefined) renderSoon()
+    else if (!live.showOutput(change.agentId, change.turnId)) renderSoon()
+  },
+  // Not following (a hub that does not relay the stream, a daemon that stopped): the page polls every 2 s again.
+  onClosed: (reason) => {
+    if (reason !== "hidden") void poller.refreshNow()
+  }
+})
+
+const poller = pollWhileVisible(refresh, () => stream.isOpen() ? pollMillis.streaming : pollMillis.polling)
 startTicking()

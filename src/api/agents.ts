@@ -180,6 +180,12 @@ export class AgentsGroup extends HttpApiGroup.make("agents")
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
       error: [AgentNotFoundError, ClusterUnavailableError]
     }).annotate(StartsDaemon, false),
+    // Every agent's events on one stream, each naming its agent (`agentId` in its data): what a page
+    // listing every agent follows, on one connection however many agents there are.
+    HttpApiEndpoint.get("everyAgentEvents", "/v1/events", {
+      headers: { "last-event-id": Schema.optionalKey(Schema.String) },
+      success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })
+    }).annotate(StartsDaemon, false),
     // Refused with what it would end unless `?force=true`, as a close is (the description below).
     HttpApiEndpoint.delete("delete", "/v1/agents/:id", {
       params: AgentId,

@@ -1,5 +1,5 @@
 /**
- * The wire form of `GET /v1/agents/{id}/events` (server-sent events): how the daemon frames each
+ * The wire form of `GET /v1/agents/{id}/events` and `GET /v1/events` (server-sent events): how the daemon frames each
  * event, and how a client (the CLI) reads the frames back, decoded against the event schema.
  */
 import { Schema } from "effect"
@@ -8,9 +8,21 @@ import { type NumberedEvent, StreamedEvent } from "../domain/agentEvent.ts"
 /** How often the daemon sends a comment line on an open stream, so proxies keep it open. */
 export const heartbeatSeconds = 15
 
-/** One event as a server-sent event: `id:`, `event:` (its tag) and `data:` (its JSON, one line). */
+/**
+ * One event as a server-sent event: `id:`, `event:` (its tag) and `data:` (its JSON, one line; on
+ * the daemon-wide stream with its agent's id, `agentId`, first).
+ */
 export const sseFrame = (numbered: NumberedEvent): string =>
-  `id: ${numbered.id}\nevent: ${numbered.event._tag}\ndata: ${JSON.stringify(numbered.event)}\n\n`
+  `id: ${numbered.id}\nevent: ${numbered.event._tag}\ndata: ${
+    JSON.stringify(numbered.agentId === undefined ? numbered.event : { agentId: numbered.agentId, ...numbered.event })
+  }\n\n`
+
+/**
+ * A frame with only an id: where the stream begins (the id it reads after). A reader keeps it as its
+ * last id (browsers' EventSource do), so one that read no event before it reconnects still resumes
+ * from there rather than from the latest.
+ */
+export const ssePosition = (id: string): string => `id: ${id}\n\n`
 
 /** A comment line: ignored by readers, it keeps the connection from looking idle. */
 export const sseComment = (text: string): string => `: ${text}\n\n`
@@ -22,10 +34,12 @@ export const lastEventIdOf = (header: string | undefined): string | undefined =>
 }
 
 const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(StreamedEvent))
+const decodeAgentId = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Struct({ agentId: Schema.String })))
 
 /**
  * Reads server-sent event frames from text as it arrives: `push` a chunk, get the whole events it
- * completed (comments skipped; a frame whose data does not decode is skipped too, and counted).
+ * completed, each with its agent's id when the frame names one (comments skipped; a frame whose data
+ * does not decode is skipped too, and counted).
  */
 export const makeSseReader = () => {
   let buffer = ""
@@ -46,9 +60,15 @@ export const makeSseReader = () => {
           else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""))
         }
         if (id === undefined || data.length === 0) continue
-        const event = decodeEvent(data.join("\n"))
-        if (event._tag === "Some") out.push({ id, event: event.value })
-        else undecodable++
+        const json = data.join("\n")
+        const event = decodeEvent(json)
+        if (event._tag === "None") {
+          undecodable++
+          continue
+        }
+        // On the daemon-wide stream the event names its agent.
+        const named = decodeAgentId(json)
+        out.push(named._tag === "Some" ? { id, event: event.value, agentId: named.value.agentId } : { id, event: event.value })
       }
       return out
     },

@@ -52,6 +52,9 @@ export type Gap = typeof Gap.Type
 export const StreamedEvent = Schema.Union([AgentEvent, Gap])
 export type StreamedEvent = typeof StreamedEvent.Type
 
-/** An event as sent: its id (`<epoch>-<n>`, see the module's comment) and the event. */
-export const NumberedEvent = Schema.Struct({ id: Schema.String, event: StreamedEvent })
+/**
+ * An event as sent: its id (`<epoch>-<n>`, see the module's comment), the event, and on the
+ * daemon-wide stream (`GET /v1/events`) whose event it is (absent on one agent's stream and on a gap).
+ */
+export const NumberedEvent = Schema.Struct({ id: Schema.String, event: StreamedEvent, agentId: Schema.optionalKey(Schema.String) })
 export type NumberedEvent = typeof NumberedEvent.Type

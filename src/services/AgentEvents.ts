@@ -4,7 +4,7 @@ import type { ClusterUnavailable } from "../domain/errors.ts"
 
 /**
  * Each agent's live events (turns as they run, residency as it changes) in a bounded window, and
- * readers that follow them (`GET /v1/agents/{id}/events`). Publishing is cheap and never waits;
+ * readers that follow them (`GET /v1/agents/{id}/events`, or every agent's: `GET /v1/events`). Publishing is cheap and never waits;
  * reading never counts as the daemon's activity, and every reader's stream ends when the daemon
  * stops.
  */
@@ -21,11 +21,23 @@ export class AgentEvents extends Context.Service<AgentEvents, {
    */
   readonly follow: (agentId: string, after: string | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>, ClusterUnavailable>
   /**
-   * The id of the latest event issued here (for any agent): following after it misses nothing
-   * published from now on. What `follow` starts from without `after`, for a reader that must take
-   * its position before it starts reading (on a cluster, on the runner that hosts the agent).
+   * The id of the latest event this process issued (for any agent): following after it misses
+   * nothing published here from now on.
    */
   readonly latest: Effect.Effect<string>
+  /**
+   * `latest` where the agent's events are published: this process on a lone daemon, the runner
+   * that hosts the agent on a cluster. Where a reader of the agent that starts now begins, taken
+   * before it is answered (the stream's first frame names it).
+   */
+  readonly latestOf: (agentId: string) => Effect.Effect<string, ClusterUnavailable>
+  /**
+   * Follows every agent's events after `after` (`Last-Event-ID`), or after the latest issued when
+   * undefined, as `follow` does one agent's (`GET /v1/events`): each event names its agent
+   * (`agentId`), and the daemon-wide window has the same bounds as an agent's. On a cluster's
+   * runner: the agents it hosts.
+   */
+  readonly followEveryAgent: (after: string | undefined) => Effect.Effect<Stream.Stream<NumberedEvent>>
   /** The agent is deleted: its window is dropped. */
   readonly forget: (agentId: string) => Effect.Effect<void>
   /**

@@ -18,7 +18,7 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
-import { followEvents as follow, type SeenEvent as Seen } from "../support/eventReader.ts"
+import { followEvents as follow, followEventsAt as followPath, type SeenEvent as Seen } from "../support/eventReader.ts"
 
 afterEach(cleanUpDaemons)
 
@@ -74,6 +74,39 @@ describe("live events with real processes", () => {
     expect(unknown.status).toBe(404)
     expect(unknown.contentType).toContain("application/problem+json")
     expect(unknown.body._tag).toBe("AgentNotFound")
+  }, 60_000)
+
+  it("the daemon-wide stream has every agent's events, each naming its agent; it resumes with Last-Event-ID and does not keep the daemon", async () => {
+    const daemon = startDaemon(newHome(), await freePort(), ["--daemon-idle-timeout", "4s"])
+    await ready(daemon)
+    const first = await createShellAgent(daemon)
+    const second = await createShellAgent(daemon)
+    const reader = followPath(daemon, "/v1/events")
+    await reader.connected()
+    expect(reader.status()).toBe(200)
+    expect(reader.contentType()).toContain("text/event-stream")
+    const one = await prompt(daemon, first, { text: "echo one" })
+    const two = await prompt(daemon, second, { text: "echo two" })
+    await until(
+      () => endedTurn(reader.seen, one.body.turnId) !== undefined && endedTurn(reader.seen, two.body.turnId) !== undefined,
+      "both agents' turns end on the daemon-wide stream",
+      20_000
+    )
+    expect(endedTurn(reader.seen, one.body.turnId)!.agentId).toBe(first)
+    expect(endedTurn(reader.seen, two.body.turnId)!.agentId).toBe(second)
+    expect(reader.seen.every((e) => e.agentId === first || e.agentId === second)).toBe(true)
+    // Ids are `<epoch>-<n>`: one epoch, numbers increasing.
+    const numberOf = (id: string) => Number(id.slice(id.lastIndexOf("-") + 1))
+    for (let i = 1; i < reader.seen.length; i++) expect(numberOf(reader.seen[i]!.id)).toBeGreaterThan(numberOf(reader.seen[i - 1]!.id))
+
+    const again = followPath(daemon, "/v1/events", reader.seen[1]!.id)
+    await until(() => again.seen.length >= reader.seen.length - 2, "the reconnect reads the rest")
+    expect(again.seen.map((e) => e.id)).toEqual(reader.seen.slice(2).map((e) => e.id))
+    again.close()
+
+    // Reading is not activity: with the reader still connected, the daemon retires on its timer and the stream ends.
+    expect(await exited(daemon.process)).toBe(75)
+    await until(() => reader.ended(), "the reader's stream ends with the daemon")
   }, 60_000)
 
   it("100 concurrent readers of one agent cost bounded memory, and each reads the whole turn", async () => {

@@ -1,15 +1,15 @@
 /**
  * The web pages in a real browser (Debian's Chromium through playwright-core) against a real hub,
  * real daemons and real shell runtimes: the login through a one-time link, the hub's inventory and
- * its actions, a daemon's runtimes with a provider's veto, and a page that polls only while it is
- * visible. Screenshots of both pages are saved under the test's temporary folder, whose path is
+ * its actions, a daemon's runtimes with a provider's veto, the daemon page's prompt box and live
+ * turns over its event stream, and a page that polls (or streams) only while it is visible. Screenshots of both pages are saved under the test's temporary folder, whose path is
  * printed.
  */
 import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { BrowserContext, Page } from "playwright-core"
+import type { BrowserContext, Page, Request } from "playwright-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { problemStatus } from "../../src/api/errors.ts"
 import { defaultArgs as claudeArgs } from "../../src/layers/providers/claude/ClaudeProvider.ts"
@@ -314,14 +314,14 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => dialog.locator("[data-turn-output]").textContent()).toContain("hello from the page test")
     await dialog.getByRole("button", { name: "Close" }).click()
 
-    // However many actions ran, the page polls on one timer: a round of reads every 2 s.
+    // However many actions ran, the page reads on one timer; following the daemon's events, it
+    // does not read every 2 s (at most once, for an event).
     const reads: Array<string> = []
     page.on("request", (request) => {
       if (request.url().endsWith("/v1/runtimes")) reads.push(request.url())
     })
     await new Promise((resolve) => setTimeout(resolve, 4_500))
-    expect(reads.length).toBeGreaterThanOrEqual(2)
-    expect(reads.length).toBeLessThanOrEqual(3)
+    expect(reads.length).toBeLessThanOrEqual(1)
 
     // Close releases the quiet one; the agent stays, released.
     const quietPid = (await api(daemon, "GET", `/v1/agents/${quiet}`)).body.pid
@@ -481,6 +481,102 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(await row.locator(".outcome-ok").textContent()).toContain("sleep 301")
   }, 120_000)
 
+  it("the daemon page follows the daemon's events: its prompt box runs one turn per submit, output shows as it comes, no 2 s polling, no stream while hidden", async () => {
+    const daemon = startDaemon(newHome(), await freePort())
+    await ready(daemon)
+    const agentId = await createShellAgent(daemon)
+    const turnCount = async () => (await api(daemon, "GET", `/v1/agents/${agentId}/turns`)).body.length as number
+
+    const { page } = await newPage()
+    const requests: Array<{ readonly url: string; readonly request: Request }> = []
+    const failed: Array<string> = []
+    page.on("request", (request) => requests.push({ url: request.url(), request }))
+    page.on("requestfailed", (request) => failed.push(request.url()))
+    const streams = () => requests.filter((request) => request.url.endsWith("/v1/events"))
+    const agentLists = () => requests.filter((request) => request.url.endsWith("/v1/agents")).length
+    await signIn(page, loginUrl(runCli(daemon, "open")))
+    await expect.poll(() => page.locator(`tr[data-agent="${agentId}"]`).count()).toBe(1)
+    await expect.poll(() => streams().length).toBe(1)
+
+    // Following the stream, the page does not read the agents every 2 s.
+    const listsBefore = agentLists()
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    expect(agentLists() - listsBefore).toBeLessThanOrEqual(1)
+
+    // A double click on Send: one turn, whose lines show one by one while it runs.
+    const text = page.locator("[data-prompt-text]")
+    await page.locator("[data-prompt-agent]").selectOption(agentId)
+    await text.fill("for i in 1 2 3 4 5; do echo line $i; sleep 1; done")
+    await page.locator("[data-prompt-send]").dblclick()
+    await expect.poll(() => page.locator("[data-sent-turn]").count(), { timeout: 20_000 }).toBe(1)
+    const turnId = await page.locator("[data-sent-turn] [data-id]").getAttribute("data-id")
+    const liveTurn = page.locator(`[data-live-turn="${turnId}"]`)
+    await expect.poll(() => liveTurn.locator("[data-live-output]").textContent(), { timeout: 20_000 }).toContain("line 2")
+    // Seen before the turn ended.
+    expect(await liveTurn.getAttribute("data-turn-state")).toBe("running")
+    expect(await liveTurn.locator("[data-live-output]").textContent()).not.toContain("line 5")
+    await expect.poll(() => liveTurn.getAttribute("data-turn-state"), { timeout: 20_000 }).toBe("completed")
+    expect(await liveTurn.locator("[data-live-output]").textContent()).toBe("line 1\nline 2\nline 3\nline 4\nline 5\n")
+    expect(await turnCount()).toBe(1)
+
+    // Enter twice: one turn.
+    await text.fill("echo once")
+    await text.press("Enter")
+    await text.press("Enter")
+    await expect.poll(() => page.locator("[data-live-turn][data-turn-state=completed]").count(), { timeout: 20_000 }).toBe(2)
+    expect(await turnCount()).toBe(2)
+
+    // A failed turn's end is said in words.
+    await text.fill("echo partial; exit 3")
+    await text.press("Enter")
+    const failedTurn = page.locator("[data-live-turn][data-turn-state=failed]")
+    await expect.poll(() => failedTurn.count(), { timeout: 20_000 }).toBe(1)
+    const failedId = await failedTurn.getAttribute("data-live-turn")
+    const { error } = (await api(daemon, "GET", `/v1/agents/${agentId}/turns/${failedId}`)).body
+    const words = await failedTurn.locator(".outcome-error").textContent()
+    expect(words).toContain(error.message)
+    expect(words).not.toContain(error._tag)
+    expect(await failedTurn.locator("[data-live-output]").textContent()).toContain("partial")
+
+    // A reload after Send, once the daemon took the prompt but before the page saw its answer: the
+    // page sends it again with the same id, and it runs once.
+    const held: Array<unknown> = []
+    await page.route("**/prompts", async (route) => {
+      // The first: to the daemon, and its answer kept from the page, which reloads meanwhile.
+      if (held.length === 0) held.push(await route.fetch())
+      else await route.continue()
+    })
+    await text.fill("echo reloaded")
+    await page.locator("[data-prompt-send]").click()
+    await until(() => held.length === 1, "the daemon answered the prompt")
+    expect(await turnCount()).toBe(4)
+    await page.reload()
+    await expect.poll(() => page.locator("[data-sent-turn]").count(), { timeout: 20_000 }).toBe(1)
+    // Its turn, which ended meanwhile, with its reply.
+    const reloaded = page.locator(`[data-live-turn="${await page.locator("[data-sent-turn] [data-id]").getAttribute("data-id")}"]`)
+    await expect.poll(() => reloaded.getAttribute("data-turn-state"), { timeout: 10_000 }).toBe("completed")
+    expect(await reloaded.locator("[data-live-output]").textContent()).toBe("reloaded\n")
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(await turnCount()).toBe(4)
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
+
+    // Hidden: the stream is closed and nothing is asked; shown again, it resumes after the last id it read.
+    const streamsBefore = streams().length
+    await hideAndFreeze(page)
+    await expect.poll(() => failed.filter((url) => url.endsWith("/v1/events")).length).toBeGreaterThanOrEqual(1)
+    const whileHidden = requests.length
+    await prompt(daemon, agentId, { text: "echo while hidden", wait: true })
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(requests.length).toBe(whileHidden)
+    await showAgain(page)
+    await expect.poll(() => streams().length).toBe(streamsBefore + 1)
+    expect((await streams().at(-1)!.request.allHeaders())["last-event-id"]).toMatch(/^\d+$/)
+    // What ran while hidden shows: the stream resumed from its last id.
+    await expect.poll(() => page.locator("[data-live-turn] [data-live-output]").allTextContents(), { timeout: 10_000 })
+      .toContain("while hidden\n")
+    console.log(`daemon page, live: ${await screenshot(page, "daemon-page-live.png")}`)
+  }, 120_000)
+
   it("the daemon page shows memory against the budget", async () => {
     const home = newHome()
     writeFileSync(join(home, "config.json"), JSON.stringify({
@@ -544,6 +640,30 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     await expect.poll(() => row.locator("[data-probe]").textContent()).toContain("sleep 600")
     expect(await page.locator("#title").textContent()).toContain("busy")
     expect((await inventoryRow(hub, "busy")).state).toBe("running")
+
+    // The hub does not relay the live events yet: the page polls every 2 s, says nothing of it, and
+    // its prompt box still runs a prompt once, whose end it reads.
+    const streamAnswers: Array<number> = []
+    const agentReads: Array<string> = []
+    page.on("response", (response) => {
+      if (response.url().endsWith("/v1/homes/busy/events")) streamAnswers.push(response.status())
+    })
+    page.on("request", (request) => {
+      if (request.url().endsWith("/v1/homes/busy/agents")) agentReads.push(request.url())
+    })
+    await page.reload()
+    await expect.poll(() => streamAnswers).toEqual([404])
+    await new Promise((resolve) => setTimeout(resolve, 4_500))
+    expect(agentReads.length).toBeGreaterThanOrEqual(2)
+    expect(await page.locator("[data-problem]").count()).toBe(0)
+    const turnsBefore = (await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}/turns`)).body.length
+    await page.locator("[data-prompt-agent]").selectOption(busyAgent)
+    await page.locator("[data-prompt-text]").fill("echo through the hub")
+    await page.locator("[data-prompt-send]").dblclick()
+    const hubTurn = page.locator("[data-live-turn]")
+    await expect.poll(() => hubTurn.getAttribute("data-turn-state"), { timeout: 20_000 }).toBe("completed")
+    expect(await hubTurn.locator("[data-live-output]").textContent()).toBe("through the hub\n")
+    expect((await hubApi(hub, "GET", `/v1/homes/busy/agents/${busyAgent}/turns`)).body.length).toBe(turnsBefore + 1)
 
     // Signed in to the daemon itself too, in the same browser: each server keeps its own session.
     const direct = spawnSync(process.execPath, [cli, "--home", join(root, "busy"), "open"], { encoding: "utf8", timeout: 20_000 })

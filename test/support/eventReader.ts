@@ -9,7 +9,11 @@ export interface SeenEvent extends NumberedEvent {
 }
 
 /** Follows the agent's events on `daemon` (after `lastEventId`, sent as `Last-Event-ID`): what it saw, until closed or the daemon ends the stream. */
-export const followEvents = (daemon: Daemon, agentId: string, lastEventId?: string) => {
+export const followEvents = (daemon: Daemon, agentId: string, lastEventId?: string) =>
+  followEventsAt(daemon, `/v1/agents/${agentId}/events`, lastEventId)
+
+/** Follows a stream of events on `daemon` at `path` (one agent's, or the daemon-wide `/v1/events`), as `followEvents` does. */
+export const followEventsAt = (daemon: Daemon, path: string, lastEventId?: string) => {
   const controller = new AbortController()
   const seen: Array<SeenEvent> = []
   let status: number | undefined
@@ -17,7 +21,7 @@ export const followEvents = (daemon: Daemon, agentId: string, lastEventId?: stri
   let ended = false
   let failure: unknown
   const reading = (async () => {
-    const response = await fetch(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, {
+    const response = await fetch(`http://127.0.0.1:${daemon.port}${path}`, {
       headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }) },
       signal: controller.signal
     })

@@ -64,6 +64,9 @@ export const layer: Layer.Layer<AgentEvents, never, Sharding.Sharding | AgentEve
       publish: local.publish,
       forget: local.forget,
       latest: local.latest,
+      latestOf: (agentId) => routed(agentId, "LatestEvent")(clientFor(agentId).LatestEvent()),
+      // The daemon-wide stream is this runner's: the agents it hosts.
+      followEveryAgent: local.followEveryAgent,
       endStreams: Effect.andThen(local.endStreams, Deferred.succeed(stopped, undefined)),
       follow: (agentId, after) =>
         Effect.gen(function*() {

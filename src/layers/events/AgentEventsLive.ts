@@ -12,7 +12,7 @@
 import { Clock, Deferred, Effect, Layer, Option, Random, Stream } from "effect"
 import type { NumberedEvent } from "../../domain/agentEvent.ts"
 import { AgentEvents } from "../../services/AgentEvents.ts"
-import { defaultWindowLimits, EventWindows, type WindowLimits } from "./eventWindow.ts"
+import { defaultWindowLimits, EventWindows, type WindowLimits, type WindowRead } from "./eventWindow.ts"
 
 /** The most events a reader is handed at once. */
 const batch = 256
@@ -48,6 +48,8 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
       }
       /** Per agent, completed (and replaced) when it publishes: what its readers wait on. */
       const wakes = new Map<string, Deferred.Deferred<void>>()
+      /** Completed (and replaced) when any agent publishes: what readers of every agent wait on. */
+      let everyAgentWake = Deferred.makeUnsafe<void>()
       const stopped = Deferred.makeUnsafe<void>()
       const wakeOf = (agentId: string) => {
         let wake = wakes.get(agentId)
@@ -59,43 +61,65 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
         wakes.delete(agentId)
         if (wake !== undefined) Deferred.doneUnsafe(wake, Effect.void)
       }
+      const wakeEveryAgentReaders = () => {
+        const wake = everyAgentWake
+        everyAgentWake = Deferred.makeUnsafe<void>()
+        Deferred.doneUnsafe(wake, Effect.void)
+      }
       const endStreams = Effect.sync(() => {
         Deferred.doneUnsafe(stopped, Effect.void)
         for (const agentId of [...wakes.keys()]) wakeReaders(agentId)
+        wakeEveryAgentReaders()
       })
       yield* Effect.addFinalizer(() => endStreams)
 
-      /** The reader's next events from `position`, waiting until there are some; none once stopped. */
-      const next = (agentId: string, position: Position): Effect.Effect<readonly [ReadonlyArray<NumberedEvent>, Option.Option<Position>]> =>
+      /** A reader's next events from `position` (`read`, then `wake` when there are none yet); none once stopped. */
+      const next = (
+        read: (position: number) => WindowRead,
+        wake: () => Deferred.Deferred<void>,
+        position: Position
+      ): Effect.Effect<readonly [ReadonlyArray<NumberedEvent>, Option.Option<Position>]> =>
         Effect.suspend(() => {
           if (Deferred.isDoneUnsafe(stopped)) return Effect.succeed([[], Option.none()] as const)
-          const read = windows.read(agentId, position.number, batch)
+          const got = read(position.number)
           const out: Array<NumberedEvent> = []
-          if (read.gap !== undefined) {
+          if (got.gap !== undefined) {
             out.push({
-              id: idOf(read.gap.resumesAt - 1),
-              event: { _tag: "gap", after: position.foreign ?? idOf(read.gap.after), resumesAt: idOf(read.gap.resumesAt) }
+              id: idOf(got.gap.resumesAt - 1),
+              event: { _tag: "gap", after: position.foreign ?? idOf(got.gap.after), resumesAt: idOf(got.gap.resumesAt) }
             })
           }
-          for (const kept of read.events) out.push(kept.sent)
-          if (out.length > 0) return Effect.succeed([out, Option.some({ number: read.position })] as const)
-          return Effect.andThen(Deferred.await(wakeOf(agentId)), next(agentId, position))
+          for (const kept of got.events) out.push(kept.sent)
+          if (out.length > 0) return Effect.succeed([out, Option.some({ number: got.position })] as const)
+          return Effect.andThen(Deferred.await(wake()), next(read, wake, position))
         })
+
+      const latest = Effect.sync(() => idOf(windows.latest()))
 
       return AgentEvents.of({
         publish: (agentId, event, now) => {
           windows.append(agentId, event, now)
           wakeReaders(agentId)
+          wakeEveryAgentReaders()
         },
         follow: (agentId, after) =>
           Effect.sync(() => {
             const start = after === undefined ? { number: windows.latest() } : positionOf(after)
-            return Stream.paginate(start, (position) => next(agentId, position)).pipe(
+            const read = (position: number) => windows.read(agentId, position, batch)
+            return Stream.paginate(start, (position) => next(read, () => wakeOf(agentId), position)).pipe(
               Stream.onStart(Effect.sync(() => windows.addReader(agentId))),
               Stream.ensuring(Effect.sync(() => windows.removeReader(agentId)))
             )
           }),
-        latest: Effect.sync(() => idOf(windows.latest())),
+        followEveryAgent: (after) =>
+          Effect.sync(() =>
+            Stream.paginate(
+              after === undefined ? { number: windows.latest() } : positionOf(after),
+              (position) => next((from) => windows.readEveryAgent(from, batch), () => everyAgentWake, position)
+            )
+          ),
+        latest,
+        latestOf: () => latest,
         forget: (agentId) => Effect.sync(() => windows.forget(agentId)),
         endStreams
       })

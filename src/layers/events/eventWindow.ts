@@ -1,11 +1,12 @@
 /**
- * The bounded windows of recent events, one per agent, that readers of the live event stream read
+ * The bounded windows of recent events, one per agent and one of every agent's (the daemon-wide
+ * stream, `GET /v1/events`, under the same limits), that readers of the live event streams read
  * from. Events are numbered from one sequence for the whole process, so numbers increase per
- * agent; a number means something only to the process that issued it (the room's event ids carry
- * the process's epoch beside it, `AgentEventsLive.ts`). A reader keeps only its position: nothing
- * is queued per reader, so however many read, and however slowly, memory stays what the windows
- * hold. A reader whose position fell out of its agent's window (a reconnect too old, a reader too
- * slow) gets a `gap` and continues from the oldest kept.
+ * agent and on the daemon-wide window; a number means something only to the process that issued
+ * it (an event's id carries the process's epoch beside it, `<epoch>-<n>`). A reader keeps only its
+ * position: nothing is queued per reader, so however many read, and however slowly, memory stays
+ * what the windows hold. A reader whose position fell out of its window (a reconnect too old, a
+ * reader too slow) gets a `gap` and continues from the oldest kept.
  */
 import type { AgentEvent, NumberedEvent } from "../../domain/agentEvent.ts"
 
@@ -62,6 +63,8 @@ export class EventWindows {
   private forgottenThrough: number
   private lastSweepAt = 0
   private readonly limits: WindowLimits
+  /** Every agent's events, each with its agent's id: what the daemon-wide stream reads. */
+  private readonly everyAgent: AgentWindow
   private readonly epoch: string
 
   /** Numbers start after `startMillis` × 1000 (0: from 1); an event's id is `<epoch>-<n>`. */
@@ -70,6 +73,7 @@ export class EventWindows {
     this.epoch = epoch
     this.next = startMillis * 1000 + 1
     this.forgottenThrough = this.next - 1
+    this.everyAgent = this.emptyWindow()
   }
 
   /** The last id issued (for any agent): a new reader starts here and sees what comes next. */
@@ -80,27 +84,12 @@ export class EventWindows {
   /** Appends an agent's event at `now` (ms), dropping the oldest past the limits; returns its id. */
   append(agentId: string, event: AgentEvent, now: number): number {
     this.sweep(now)
-    const window = this.windowOf(agentId)
     const id = this.next++
-    const numbered: WindowEvent = { id, sent: { id: this.idOf(id), event } }
     const bytes = JSON.stringify(event).length
-    window.kept.push({ numbered, bytes })
-    window.bytes += bytes
-    window.lastAppendAt = now
-    while (
-      window.kept.length - window.head > 1 &&
-      (window.kept.length - window.head > this.limits.maxEvents || window.bytes > this.limits.maxBytes)
-    ) {
-      const dropped = window.kept[window.head++]!
-      window.bytes -= dropped.bytes
-      window.droppedThrough = dropped.numbered.id
-    }
-    // Compact now and then, so the array does not keep what it dropped.
-    if (window.head > 64 && window.head * 2 > window.kept.length) {
-      window.kept.splice(0, window.head)
-      window.head = 0
-    }
-    return numbered.id
+    this.keep(this.windowOf(agentId), { id, sent: { id: this.idOf(id), event } }, bytes, now)
+    // The daemon-wide copy names its agent (and counts the id's bytes too, so its bound holds).
+    this.keep(this.everyAgent, { id, sent: { id: this.idOf(id), event, agentId } }, bytes + agentId.length, now)
+    return id
   }
 
   /**
@@ -110,33 +99,12 @@ export class EventWindows {
    */
   read(agentId: string, position: number, max: number): WindowRead {
     const window = this.windows.get(agentId)
-    const droppedThrough = window?.droppedThrough ?? this.forgottenThrough
-    let from = position
-    let gap: WindowRead["gap"]
-    if (position < droppedThrough || position > this.latest()) {
-      from = droppedThrough
-      const oldest = window !== undefined && window.head < window.kept.length ? window.kept[window.head]!.numbered.id : this.next
-      gap = { after: position, resumesAt: oldest }
-    }
-    const events: Array<WindowEvent> = []
-    if (window !== undefined) {
-      // Ids are kept in increasing order: find the first after `from` by bisection, not by a scan.
-      let low = window.head
-      let high = window.kept.length
-      while (low < high) {
-        const middle = (low + high) >>> 1
-        if (window.kept[middle]!.numbered.id > from) high = middle
-        else low = middle + 1
-      }
-      for (let i = low; i < window.kept.length && events.length < max; i++) events.push(window.kept[i]!.numbered)
-    }
-    const last = events.at(-1)
-    return { gap, events, position: last !== undefined ? last.id : gap !== undefined ? gap.resumesAt - 1 : from }
+    return this.readWindow(window, window?.droppedThrough ?? this.forgottenThrough, position, max)
   }
 
-  /** The id of number `n`: `<epoch>-<n>`. */
-  idOf(n: number): string {
-    return `${this.epoch}-${n}`
+  /** What a reader of every agent's events at `position` reads now, as `read` does for one agent; each event names its agent. */
+  readEveryAgent(position: number, max: number): WindowRead {
+    return this.readWindow(this.everyAgent, this.everyAgent.droppedThrough, position, max)
   }
 
   /** A reader of the agent begins; its window is kept while anyone reads it. */
@@ -158,11 +126,11 @@ export class EventWindows {
     this.forgottenThrough = Math.max(this.forgottenThrough, this.latest())
   }
 
-  /** What the windows hold: agents, events and bytes (for tests and metrics). */
+  /** What the windows hold: agents, and the events and bytes of theirs and of the daemon-wide one (for tests and metrics). */
   size(): { readonly agents: number; readonly events: number; readonly bytes: number } {
     let events = 0
     let bytes = 0
-    for (const window of this.windows.values()) {
+    for (const window of [...this.windows.values(), this.everyAgent]) {
       events += window.kept.length - window.head
       bytes += window.bytes
     }
@@ -172,10 +140,64 @@ export class EventWindows {
   private windowOf(agentId: string): AgentWindow {
     let window = this.windows.get(agentId)
     if (window === undefined) {
-      window = { kept: [], head: 0, bytes: 0, droppedThrough: this.forgottenThrough, readers: 0, lastAppendAt: 0 }
+      window = this.emptyWindow()
       this.windows.set(agentId, window)
     }
     return window
+  }
+
+  /** The id of number `n`: `<epoch>-<n>`. */
+  idOf(n: number): string {
+    return `${this.epoch}-${n}`
+  }
+
+  private emptyWindow(): AgentWindow {
+    return { kept: [], head: 0, bytes: 0, droppedThrough: this.forgottenThrough, readers: 0, lastAppendAt: 0 }
+  }
+
+  /** Keeps an event in a window, dropping its oldest past the limits (the newest is always kept). */
+  private keep(window: AgentWindow, numbered: WindowEvent, bytes: number, now: number): void {
+    window.kept.push({ numbered, bytes })
+    window.bytes += bytes
+    window.lastAppendAt = now
+    while (
+      window.kept.length - window.head > 1 &&
+      (window.kept.length - window.head > this.limits.maxEvents || window.bytes > this.limits.maxBytes)
+    ) {
+      const dropped = window.kept[window.head++]!
+      window.bytes -= dropped.bytes
+      window.droppedThrough = dropped.numbered.id
+    }
+    // Compact now and then, so the array does not keep what it dropped.
+    if (window.head > 64 && window.head * 2 > window.kept.length) {
+      window.kept.splice(0, window.head)
+      window.head = 0
+    }
+  }
+
+  /** A gap when events after `position` left `window` (or `position` was never issued), then what is kept after it. */
+  private readWindow(window: AgentWindow | undefined, droppedThrough: number, position: number, max: number): WindowRead {
+    let from = position
+    let gap: WindowRead["gap"]
+    if (position < droppedThrough || position > this.latest()) {
+      from = droppedThrough
+      const oldest = window !== undefined && window.head < window.kept.length ? window.kept[window.head]!.numbered.id : this.next
+      gap = { after: position, resumesAt: oldest }
+    }
+    const events: Array<WindowEvent> = []
+    if (window !== undefined) {
+      // Ids are kept in increasing order: find the first after `from` by bisection, not by a scan.
+      let low = window.head
+      let high = window.kept.length
+      while (low < high) {
+        const middle = (low + high) >>> 1
+        if (window.kept[middle]!.numbered.id > from) high = middle
+        else low = middle + 1
+      }
+      for (let i = low; i < window.kept.length && events.length < max; i++) events.push(window.kept[i]!.numbered)
+    }
+    const last = events.at(-1)
+    return { gap, events, position: last !== undefined ? last.id : gap !== undefined ? gap.resumesAt - 1 : from }
   }
 
   /** Drops the windows no one reads whose last event is older than the retention (at most once a minute). */

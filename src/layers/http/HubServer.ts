@@ -77,8 +77,8 @@ const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
 const unreadableBody = InvalidRequest.of([{ path: ["payload"], message: "The body could not be read" }])
 
-/** A daemon's live event stream (`/agents/{id}/events`), which the hub does not relay yet. */
-const liveEventsPath = /^\/agents\/[^/]+\/events\/?$/
+/** A daemon's live event streams (`/agents/{id}/events`, `/events`), which the hub does not relay yet. */
+const liveEventsPath = /^(\/agents\/[^/]+)?\/events\/?$/
 
 /** The pattern of the forwarded routes. */
 const homesPath = "/v1/homes/*"

@@ -32,7 +32,18 @@ const contentTypes = {
 } as const
 
 /** Every file served under `/assets/`: nothing else in the folder, or outside it, can be asked for. */
-const assetNames = ["style.css", "common.js", "problems.js", "daemon.js", "hub.js", "login.js", "icon.svg"] as const
+const assetNames = [
+  "style.css",
+  "common.js",
+  "problems.js",
+  "eventStream.js",
+  "liveTurns.js",
+  "promptBox.js",
+  "daemon.js",
+  "hub.js",
+  "login.js",
+  "icon.svg"
+] as const
 
 /** A page may load and fetch only from its own server, run no inline script, and be framed by nobody. */
 const securityHeaders = {

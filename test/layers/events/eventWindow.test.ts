@@ -28,8 +28,9 @@ describe("EventWindows", () => {
       if ("append" in step) {
         appended[step.append]!.push(windows.append(`a${step.append}`, output("x".repeat(step.size)), now))
         const size = windows.size()
-        assert.isAtMost(size.events, 3 * limits.maxEvents)
-        assert.isAtMost(size.bytes, 3 * (limits.maxBytes + 200))
+        // Three agents' windows and the daemon-wide one.
+        assert.isAtMost(size.events, 4 * limits.maxEvents)
+        assert.isAtMost(size.bytes, 4 * (limits.maxBytes + 200))
       } else {
         const reader = readers[step.read]!
         const all = appended[reader.agent]!
@@ -55,6 +56,19 @@ describe("EventWindows", () => {
         assert.deepStrictEqual(reader.seen, all.slice(0, reader.seen.length))
       }
     }
+  })
+
+  it("the daemon-wide window has every agent's events in order, each naming its agent, within the same bounds", () => {
+    const windows = new EventWindows(1_000, limits)
+    const start = windows.latest()
+    const ids = ["a", "b", "a"].map((agentId, i) => windows.append(agentId, output(String(i)), 0))
+    const read = windows.readEveryAgent(start, 10)
+    assert.isUndefined(read.gap)
+    assert.deepStrictEqual(read.events.map((e) => [e.id, e.sent.agentId]), [[ids[0], "a"], [ids[1], "b"], [ids[2], "a"]])
+    for (let i = 0; i < 10; i++) windows.append(i % 2 === 0 ? "a" : "b", output("more"), 0)
+    const behind = windows.readEveryAgent(ids[2]!, 10)
+    assert.isDefined(behind.gap)
+    assert.strictEqual(behind.events.length, limits.maxEvents)
   })
 
   it("a position this daemon never issued reads a gap, then the oldest kept", () => {
@@ -94,6 +108,20 @@ describe("AgentEvents", () => {
       assert.deepStrictEqual(again.map((e) => e.id), read.slice(1).map((e) => e.id))
     }).pipe(Effect.provide(AgentEventsLive.layer)))
 
+  it.effect("a follower of every agent sees each agent's events as they are published, and resumes after its last id", () =>
+    Effect.gen(function*() {
+      const events = yield* AgentEvents
+      events.publish("a", output("before"), 0)
+      const reading = yield* Effect.forkChild(collectFor(yield* events.followEveryAgent(undefined), 3))
+      events.publish("a", output("1"), 0)
+      events.publish("b", output("2"), 0)
+      events.publish("a", output("3"), 0)
+      const read = yield* Fiber.join(reading)
+      assert.deepStrictEqual(read.map((e) => [e.agentId, e.event._tag === "output" ? e.event.text : e.event._tag]), [["a", "1"], ["b", "2"], ["a", "3"]])
+      const again = yield* collectFor(yield* events.followEveryAgent(read[0]!.id), 2)
+      assert.deepStrictEqual(again.map((e) => e.id), read.slice(1).map((e) => e.id))
+    }).pipe(Effect.provide(AgentEventsLive.layer)))
+
   it.effect("a reconnect older than the window reads a gap, then the oldest kept", () =>
     Effect.gen(function*() {
       const events = yield* AgentEvents
@@ -128,9 +156,11 @@ describe("AgentEvents", () => {
       const context = yield* Layer.buildWithScope(AgentEventsLive.layer, scope)
       const events = Context.get(context, AgentEvents)
       const reading = yield* Effect.forkChild(Stream.runCollect(yield* events.follow("a", undefined)))
+      const readingEvery = yield* Effect.forkChild(Stream.runCollect(yield* events.followEveryAgent(undefined)))
       yield* TestClock.adjust("1 second")
       yield* Scope.close(scope, Exit.void)
       const read = yield* Fiber.join(reading)
       assert.strictEqual(read.length, 0)
+      assert.strictEqual((yield* Fiber.join(readingEvery)).length, 0)
     }))
 })

@@ -3,10 +3,11 @@ import { Duration, Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as fs from "node:fs"
-import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame } from "../../../api/eventStream.ts"
+import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame, ssePosition } from "../../../api/eventStream.ts"
 import { QuiesceApi } from "../../../api/QuiesceApi.ts"
 import { defaultTurnsLimit } from "../../../api/turns.ts"
 import { agentSummary, promptResult, turnView } from "../../../api/views.ts"
+import type { NumberedEvent } from "../../../domain/agentEvent.ts"
 import { WorkingDirectoryNotFound } from "../../../domain/errors.ts"
 import { AgentClose } from "../../../services/AgentClose.ts"
 import { AgentEvents } from "../../../services/AgentEvents.ts"
@@ -23,6 +24,21 @@ const checkDirectory = (cwd: string) =>
       ? Effect.void
       : Effect.fail(WorkingDirectoryNotFound.of(cwd, "is not a directory"))
   })
+
+/**
+ * Events after `from` as server-sent events: first `from` itself (a frame with only its id), then
+ * each event, with a heartbeat comment every `heartbeatSeconds`; it ends when the events do (the
+ * daemon stops).
+ */
+const eventStreamResponse = (from: string, followed: Stream.Stream<NumberedEvent>) => {
+  const frames = Stream.concat(Stream.make(ssePosition(from)), followed.pipe(Stream.map(sseFrame)))
+  const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
+  const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
+  return HttpServerResponse.stream(body, {
+    contentType: "text/event-stream",
+    headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+  })
+}
 
 /** The agents group. */
 export const agentsHandlers = HttpApiBuilder.group(
@@ -55,14 +71,13 @@ export const agentsHandlers = HttpApiBuilder.group(
         Effect.gen(function*() {
           // Unknown agent: 404 before the stream starts.
           yield* agents.get(params.id)
-          const followed = yield* events.follow(params.id, lastEventIdOf(headers["last-event-id"]))
-          const frames = followed.pipe(Stream.map(sseFrame))
-          const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
-          const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
-          return HttpServerResponse.stream(body, {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-          })
+          const from = lastEventIdOf(headers["last-event-id"]) ?? (yield* events.latestOf(params.id))
+          return eventStreamResponse(from, yield* events.follow(params.id, from))
+        }))
+      .handle("everyAgentEvents", ({ headers }) =>
+        Effect.gen(function*() {
+          const from = lastEventIdOf(headers["last-event-id"]) ?? (yield* events.latest)
+          return eventStreamResponse(from, yield* events.followEveryAgent(from))
         }))
       .handle("close", ({ params, query }) => closes.close(params.id, { force: query.force === "true" }))
       .handle("delete", ({ params, query }) => closes.delete(params.id, { force: query.force === "true" }))
