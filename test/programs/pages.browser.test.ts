@@ -570,7 +570,7 @@ describe.skipIf(missing !== undefined)("the web pages in Chromium", () => {
     expect(requests.length).toBe(whileHidden)
     await showAgain(page)
     await expect.poll(() => streams().length).toBe(streamsBefore + 1)
-    expect((await streams().at(-1)!.request.allHeaders())["last-event-id"]).toMatch(/^\d+$/)
+    expect((await streams().at(-1)!.request.allHeaders())["last-event-id"]).toMatch(/^[a-z0-9]+-\d+$/)
     // What ran while hidden shows: the stream resumed from its last id.
     await expect.poll(() => page.locator("[data-live-turn] [data-live-output]").allTextContents(), { timeout: 10_000 })
       .toContain("while hidden\n")
