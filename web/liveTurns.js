@@ -117,7 +117,7 @@ export const makeLiveTurns = () => {
         turn.error = errorOf(event.data["error"])
         return { change: "agents" }
       }
-      if (["permission-asked", "resumed", "released", "vetoed"].includes(event.type)) return { change: "agents" }
+      if (["permission-asked", "permission-resolved", "resumed", "released", "vetoed"].includes(event.type)) return { change: "agents" }
       return null
     },
 

@@ -21,6 +21,8 @@ export const TurnRunning = Schema.TaggedStruct("turn-running", { turnId: Schema.
 export const TurnOutput = Schema.TaggedStruct("output", { turnId: Schema.NullOr(Schema.String), text: Schema.String })
 /** The provider asked for a permission (answer it with `POST /v1/agents/{id}/permissions/{permissionId}`). */
 export const PermissionAsked = Schema.TaggedStruct("permission-asked", { permissionId: Schema.String })
+/** A permission asked before is no longer open: answered (from any client), or cancelled with its turn. */
+export const PermissionResolved = Schema.TaggedStruct("permission-resolved", { permissionId: Schema.String })
 /** A turn ended: its final state, its reply, and its typed error when it failed. */
 export const TurnEnded = Schema.TaggedStruct("turn-ended", {
   turnId: Schema.String,
@@ -36,7 +38,7 @@ export const Released = Schema.TaggedStruct("released", { reason: ReleaseReason 
 export const Vetoed = Schema.TaggedStruct("vetoed", { reason: Schema.String })
 
 /** One event of an agent, as published. */
-export const AgentEvent = Schema.Union([TurnAccepted, TurnRunning, TurnOutput, PermissionAsked, TurnEnded, Resumed, Released, Vetoed])
+export const AgentEvent = Schema.Union([TurnAccepted, TurnRunning, TurnOutput, PermissionAsked, PermissionResolved, TurnEnded, Resumed, Released, Vetoed])
 export type AgentEvent = typeof AgentEvent.Type
 
 /**

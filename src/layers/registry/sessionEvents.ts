@@ -48,6 +48,7 @@ export const makeSessionEvents = Effect.fnUntraced(function*(
         break
       case "PermissionResolved":
         agent.permissions?.delete(event.id)
+        publish(agent.agentId, { _tag: "permission-resolved", permissionId: event.id }, now)
         break
       case "SubagentStarted":
         ;(agent.subagents ??= new Set()).add(event.id)

@@ -64,4 +64,34 @@ describe("the registry's live events", () => {
         { _tag: "released", reason: "close" }
       ])
     }))
+
+  it.effect("a permission asked, then answered, shows on the stream as asked and no longer open", () =>
+    Effect.gen(function*() {
+      const provider = new MemoryProvider("codex")
+      const registryLayer = AgentRegistryLive.layerWith({}).pipe(
+        Layer.provide([
+          AgentStoreMemory.layer,
+          TurnJournalMemory.layer,
+          RuntimeLedgerMemory.layer,
+          provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))
+        ])
+      )
+      const context = yield* Layer.build(registryLayer.pipe(Layer.provideMerge(AgentEventsLive.layer)))
+      const registry = Context.get(context, AgentRegistry)
+      const events = Context.get(context, AgentEvents)
+      const agent = yield* registry.create({ provider: provider.provider, cwd: "/work" })
+      const stream = yield* events.follow(agent.agentId, yield* events.latestOf(agent.agentId))
+      const collected: Array<AgentEvent | Gap> = []
+      const reading = yield* Effect.forkChild(Stream.runForEach(stream, (e) => Effect.sync(() => void collected.push(e.event))))
+      provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual((yield* registry.get(agent.agentId)).pendingPermissions, ["perm-1"])
+      yield* registry.respondToPermission(agent.agentId, "perm-1", true)
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      yield* Fiber.interrupt(reading)
+      assert.deepStrictEqual(collected, [
+        { _tag: "permission-asked", permissionId: "perm-1" },
+        { _tag: "permission-resolved", permissionId: "perm-1" }
+      ])
+    }))
 })

@@ -43,6 +43,8 @@ export const eventLine = ({ event }: NumberedEvent): string => {
       return event.text.replace(/\n$/, "")
     case "permission-asked":
       return `permission ${event.permissionId} asked (quiesce permit / deny)`
+    case "permission-resolved":
+      return `permission ${event.permissionId} no longer open`
     case "turn-ended":
       return `turn ${event.turnId} ${event.state}${event.error === null ? "" : `: ${event.error.message}`}`
     case "resumed":
