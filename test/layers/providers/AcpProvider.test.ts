@@ -5,7 +5,7 @@
  */
 import * as RuntimeCollectorLive from "../../../src/layers/collector/RuntimeCollectorLive.ts"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, type Scope, Tracer } from "effect"
+import { Context, Effect, Fiber, Layer, type Scope } from "effect"
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -23,6 +23,7 @@ import { AgentRegistry } from "../../../src/services/AgentRegistry.ts"
 import { ProviderRegistry } from "../../../src/services/ProviderRegistry.ts"
 import { RuntimeCollector } from "../../../src/services/RuntimeCollector.ts"
 import { recordingLogs } from "../../support/logs.ts"
+import { recordingTracer } from "../../support/recordingTracer.ts"
 import { freshMarker, markerOf } from "../../support/runtimeMarker.ts"
 
 const acpAgent = join(import.meta.dirname, "../../fixtures/acpAgent.mjs")
@@ -161,14 +162,7 @@ describe("ACP provider (P6)", () => {
     })), 30_000)
 
   it.live("each request to the agent is a Provider.request span, under what asked for it", () => {
-    const spans: Array<Tracer.NativeSpan> = []
-    const recording = Tracer.make({
-      span: (options) => {
-        const span = new Tracer.NativeSpan(options)
-        spans.push(span)
-        return span
-      }
-    })
+    const { tracer: recording, spans } = recordingTracer()
     const requests = () =>
       spans.filter((span) => span.name === "Provider.request").map((span) => ({
         peer: span.attributes.get("quiesce.peer"),

@@ -17,18 +17,22 @@ import { MemoryProvider } from "../../../src/testing/MemoryProvider.ts"
 import { FakeCallerProtection } from "../../../src/testing/FakeRuntimes.ts"
 import { minutes } from "./harness.ts"
 
+/** A registry over memory stores and `provider`. */
+const registryOf = (provider: MemoryProvider) =>
+  AgentRegistryLive.layerWith({}).pipe(
+    Layer.provide([
+      AgentStoreMemory.layer,
+      TurnJournalMemory.layer,
+      RuntimeLedgerMemory.layer,
+      provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))
+    ])
+  )
+
 describe("the registry's live events", () => {
   it.effect("an agent's stream shows its runtime resumed, its turn accepted, running and ended, a veto and its close", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
-      const registryLayer = AgentRegistryLive.layerWith({}).pipe(
-        Layer.provide([
-          AgentStoreMemory.layer,
-          TurnJournalMemory.layer,
-          RuntimeLedgerMemory.layer,
-          provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))
-        ])
-      )
+      const registryLayer = registryOf(provider)
       const collectorLayer = RuntimeCollectorLive.layer({ tickInterval: "3650 days" }).pipe(
         Layer.provide([AgentRegistryLive.candidatesLayer, new FakeCallerProtection().layer])
       )
@@ -68,14 +72,7 @@ describe("the registry's live events", () => {
   it.effect("a permission asked, then answered, shows on the stream as asked and no longer open", () =>
     Effect.gen(function*() {
       const provider = new MemoryProvider("codex")
-      const registryLayer = AgentRegistryLive.layerWith({}).pipe(
-        Layer.provide([
-          AgentStoreMemory.layer,
-          TurnJournalMemory.layer,
-          RuntimeLedgerMemory.layer,
-          provider.layer.pipe(Layer.provideMerge(ProviderRegistry.layer))
-        ])
-      )
+      const registryLayer = registryOf(provider)
       const context = yield* Layer.build(registryLayer.pipe(Layer.provideMerge(AgentEventsLive.layer)))
       const registry = Context.get(context, AgentRegistry)
       const events = Context.get(context, AgentEvents)

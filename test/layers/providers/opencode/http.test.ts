@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema, Tracer } from "effect"
+import { Effect, Schema } from "effect"
 import { createServer } from "node:http"
 import { requestJson } from "../../../../src/layers/providers/opencode/http.ts"
+import { recordingTracer } from "../../../support/recordingTracer.ts"
 
 /** A server on 127.0.0.1 answering every request with `{"ok":true}`, closed with the scope. */
 const jsonServer = Effect.acquireRelease(
@@ -21,14 +22,7 @@ describe("OpenCode's HTTP calls", () => {
       const server = yield* jsonServer
       const address = server.address()
       const port = typeof address === "object" && address !== null ? address.port : 0
-      const spans: Array<Tracer.NativeSpan> = []
-      const recording = Tracer.make({
-        span: (options) => {
-          const span = new Tracer.NativeSpan(options)
-          spans.push(span)
-          return span
-        }
-      })
+      const { tracer: recording, spans } = recordingTracer()
       const answer = yield* requestJson(
         { baseUrl: `http://127.0.0.1:${port}` },
         { method: "POST", path: "session/ses_1/message", query: { directory: "/w" }, body: {} },
