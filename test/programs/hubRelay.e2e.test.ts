@@ -1,0 +1,152 @@
+/**
+ * An agent's live events through the hub, as users meet them: a real `quiesce hub`, the daemons it
+ * launches, the reference shell agent, real HTTP (server-sent events read with fetch). Time is real, so every wait polls with a bound; every process is stopped by group.
+ */
+import { existsSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import { liveLockHolder } from "../../src/layers/host/Home.ts"
+import { exited, until } from "../support/daemonProcess.ts"
+import { endedTurn, readEvents, type Seen } from "../support/eventReader.ts"
+import {
+  cleanUpHubs,
+  daemonRecord,
+  type Hub,
+  hubApi,
+  newHubRoot,
+  processAlive,
+  startHub,
+  writeHubConfig
+} from "../support/hubProcess.ts"
+
+afterEach(cleanUpHubs)
+
+/** A hub home and one managed home named `work`, with the daemons' idle timeout. */
+const setUp = (idleTimeout?: string) => {
+  const root = newHubRoot()
+  const hubHome = join(root, "hub")
+  const dir = join(root, "work")
+  writeHubConfig(hubHome, [{ name: "work", dir }], idleTimeout)
+  return { root, hubHome, dir }
+}
+
+const createAgent = async (hub: Hub, cwd: string): Promise<string> => {
+  const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd })
+  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
+  return created.body.agentId
+}
+
+const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; readonly wait?: boolean }) =>
+  hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)
+
+/** A reader of the agent's events relayed by the hub. */
+const follow = (hub: Hub, agentId: string, lastEventId?: number) =>
+  readEvents(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, hub.token, lastEventId)
+
+/** How many daemons became ready for the home: each start appends to the hub's log of it. */
+const daemonStarts = (hubHome: string) => {
+  const log = join(hubHome, "logs", "work.log")
+  return existsSync(log) ? readFileSync(log, "utf8").split("\n").filter((l) => l.includes("Quiesce ready")).length : 0
+}
+
+const outputOf = (seen: ReadonlyArray<Seen>, turnId: string) =>
+  seen.flatMap((e) => e.event._tag === "output" && e.event.turnId === turnId ? [e.event.text] : []).join("")
+
+const increasing = (seen: ReadonlyArray<Seen>) => seen.every((e, i) => i === 0 || e.id > seen[i - 1]!.id)
+
+describe("live events through the hub", () => {
+  it("relays a turn's output line by line before it ends, resumes with Last-Event-ID, refuses as other routes, ends when the hub stops", async () => {
+    const { hubHome, root } = setUp()
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+    const reader = follow(hub, agentId)
+    await reader.connected()
+    expect(reader.status()).toBe(200)
+    expect(reader.contentType()).toContain("text/event-stream")
+
+    const sent = await promptVia(hub, agentId, { text: "for i in 1 2 3 4 5; do echo $i; sleep 1; done" })
+    const turnId: string = sent.body.turnId
+    await until(() => endedTurn(reader.seen, turnId) !== undefined, "the turn's end is relayed", 20_000)
+    const ended = endedTurn(reader.seen, turnId)!
+    expect(ended.event).toMatchObject({ state: "completed", reply: "1\n2\n3\n4\n5\n" })
+    expect(outputOf(reader.seen, turnId)).toBe("1\n2\n3\n4\n5\n")
+    const outputs = reader.seen.filter((e) => e.event._tag === "output")
+    // Line by line as it came: nothing held back until the turn ended.
+    expect(outputs.length).toBeGreaterThanOrEqual(4)
+    expect(ended.at - outputs[0]!.at).toBeGreaterThan(2_500)
+    expect(reader.seen.map((e) => e.event._tag)).not.toContain("gap")
+    expect(increasing(reader.seen)).toBe(true)
+
+    // A reconnect after the second event: the rest, exactly, without a gap.
+    const again = follow(hub, agentId, reader.seen[1]!.id)
+    await until(() => again.seen.length >= reader.seen.length - 2, "the reconnect reads the rest")
+    expect(again.seen.map((e) => e.id)).toEqual(reader.seen.slice(2).map((e) => e.id))
+    again.close()
+
+    // Refusals as the hub's other routes answer them: problems, not streams.
+    const unknownAgent = follow(hub, "agent-nope")
+    await until(() => unknownAgent.ended(), "the unknown agent is answered")
+    expect(unknownAgent.status()).toBe(404)
+    expect(unknownAgent.contentType()).toContain("application/problem+json")
+    expect(JSON.parse(unknownAgent.body())._tag).toBe("AgentNotFound")
+    const unknownHome = await hubApi(hub, "GET", `/v1/homes/nowhere/agents/${agentId}/events`)
+    expect(unknownHome.status).toBe(404)
+    expect(unknownHome.body._tag).toBe("HomeNotManaged")
+    const anonymous = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`)
+    expect(anonymous.status).toBe(401)
+    await anonymous.body?.cancel()
+
+    // The hub stopping ends its open relays at once (its daemons run on).
+    const stoppedAt = Date.now()
+    process.kill(-hub.process.pid!, "SIGTERM")
+    await until(() => reader.ended(), "the open relay ends with the hub", 10_000)
+    expect(Date.now() - stoppedAt).toBeLessThan(5_000)
+    await exited(hub.process)
+  }, 90_000)
+
+  it("a stream on a retired home starts nothing; it waits, follows the daemon a prompt starts (a gap marks the change), and does not keep it from retiring", async () => {
+    const { dir, hubHome, root } = setUp("3s")
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+    const first = daemonRecord(dir)!
+    await until(() => !processAlive(first.pid), "the idle daemon retires itself", 30_000)
+
+    const reader = follow(hub, agentId)
+    await reader.connected()
+    expect(reader.status()).toBe(200)
+    // Longer than the relay's look for a daemon, many times over: nothing is started.
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(daemonRecord(dir)).toBeUndefined()
+    expect(liveLockHolder(dir)).toBeUndefined()
+    expect(daemonStarts(hubHome)).toBe(1)
+    expect(reader.ended()).toBe(false)
+
+    // A prompt starts the daemon; the open stream follows it from its start, the change first.
+    const resumed = await promptVia(hub, agentId, { text: "echo again", wait: true })
+    expect(resumed.body).toMatchObject({ state: "completed", output: "again\n" })
+    const second = daemonRecord(dir)!
+    await until(() => endedTurn(reader.seen, resumed.body.turnId) !== undefined, "the new daemon's turn is relayed", 15_000)
+    expect(reader.seen[0]!.event).toEqual({ _tag: "gap", after: 0, resumesAt: expect.any(Number) })
+    const tags = reader.seen.map((e) => e.event._tag)
+    expect(tags).toContain("turn-accepted")
+    expect(outputOf(reader.seen, resumed.body.turnId)).toBe("again\n")
+
+    // An open relay is no activity: the daemon retires at its idle timeout all the same, and the relay goes on.
+    await until(() => !processAlive(second.pid), "the daemon retires with a relay open", 30_000)
+    expect(reader.ended()).toBe(false)
+    const before = reader.seen.length
+    const lastId = reader.seen.at(-1)!.id
+
+    // The next daemon: a gap after the last id read, then its events; ids never go backwards.
+    const third = await promptVia(hub, agentId, { text: "echo third", wait: true })
+    expect(third.body).toMatchObject({ state: "completed", output: "third\n" })
+    await until(() => endedTurn(reader.seen, third.body.turnId) !== undefined, "the third daemon's turn is relayed", 15_000)
+    const later = reader.seen.slice(before)
+    expect(later[0]!.event).toMatchObject({ _tag: "gap", after: lastId })
+    expect(later[0]!.id).toBeGreaterThan(lastId)
+    expect(outputOf(later, third.body.turnId)).toBe("third\n")
+    expect(increasing(reader.seen)).toBe(true)
+    expect(daemonStarts(hubHome)).toBe(3)
+    reader.close()
+  }, 120_000)
+})
