@@ -1,7 +1,9 @@
 /**
  * An agent's live events through the hub, as users meet them: a real `quiesce hub`, the daemons it
- * launches, the reference shell agent, real HTTP (server-sent events read with fetch). Time is real, so every wait polls with a bound; every process is stopped by group.
+ * launches, the reference shell agent, real HTTP (server-sent events read with fetch) and the CLI
+ * with `--hub`. Time is real, so every wait polls with a bound; every process is stopped by group.
  */
+import { spawn } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
@@ -15,11 +17,14 @@ import {
   hubApi,
   newHubRoot,
   processAlive,
+  runHubCli,
   startHub,
   writeHubConfig
 } from "../support/hubProcess.ts"
 
 afterEach(cleanUpHubs)
+
+const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
 /** A hub home and one managed home named `work`, with the daemons' idle timeout. */
 const setUp = (idleTimeout?: string) => {
@@ -149,4 +154,51 @@ describe("live events through the hub", () => {
     expect(daemonStarts(hubHome)).toBe(3)
     reader.close()
   }, 120_000)
+
+  it("the CLI follows through the hub: prompt --follow exits with the turn's outcome, watch prints each event and follows on across a hub restart", async () => {
+    const { hubHome, root } = setUp()
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+
+    const run = (...args: Array<string>) => {
+      const child = spawn(process.execPath, [cli, "--home", hubHome, "--hub", "work", ...args], {
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true
+      })
+      const chunks: Array<{ readonly text: string; readonly at: number }> = []
+      let stderr = ""
+      child.stdout.on("data", (chunk) => chunks.push({ text: String(chunk), at: Date.now() }))
+      child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+      return { child, chunks, stdout: () => chunks.map((c) => c.text).join(""), stderr: () => stderr }
+    }
+
+    const watcher = run("watch", agentId)
+    // Following once it sees a turn (the CLI takes a moment to start).
+    await until(async () => {
+      await promptVia(hub, agentId, { text: "true", wait: true })
+      return /turn \S+ completed/.test(watcher.stdout())
+    }, "watch follows the agent through the hub", 30_000)
+    const followed = run("prompt", agentId, "--follow", "for i in 1 2 3; do echo line $i; sleep 1; done")
+    expect(await exited(followed.child)).toBe(0)
+    expect(followed.stdout()).toBe("line 1\nline 2\nline 3\n")
+    expect(followed.chunks.at(-1)!.at - followed.chunks[0]!.at).toBeGreaterThan(1_500)
+
+    const failed = runHubCli(hubHome, "--hub", "work", "prompt", agentId, "--follow", "echo partial; exit 3")
+    expect(failed.status).toBe(1)
+    expect(failed.stdout).toBe("partial\n")
+    expect(failed.stderr).toContain("failed")
+
+    await until(() => watcher.stdout().includes("line 3") && /turn \S+ failed/.test(watcher.stdout()), "watch prints both turns")
+    expect(watcher.stdout()).toContain("partial")
+
+    // The hub restarts (on another port): watch opens the stream again, after the last event it read.
+    process.kill(-hub.process.pid!, "SIGTERM")
+    await exited(hub.process)
+    const restarted = await startHub(hubHome)
+    expect((await promptVia(restarted, agentId, { text: "echo after the restart", wait: true })).body.state).toBe("completed")
+    await until(() => watcher.stdout().includes("after the restart"), "watch follows on through the restarted hub", 30_000)
+    expect(watcher.child.exitCode).toBeNull()
+    process.kill(-watcher.child.pid!, "SIGINT")
+    await exited(watcher.child)
+  }, 90_000)
 })
