@@ -5,6 +5,7 @@
  */
 import { spawn } from "node:child_process"
 import { existsSync, readFileSync } from "node:fs"
+import { get, type IncomingMessage } from "node:http"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { liveLockHolder } from "../../src/layers/host/Home.ts"
@@ -57,13 +58,28 @@ const daemonStarts = (hubHome: string) => {
 const outputOf = (seen: ReadonlyArray<Seen>, turnId: string) =>
   seen.flatMap((e) => e.event._tag === "output" && e.event.turnId === turnId ? [e.event.text] : []).join("")
 
+/** How many connections to `port` on loopback are open (established), from /proc/net/tcp: the clients' ends. */
+const connectionsTo = (port: number) => {
+  const remote = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`
+  return readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1).filter((line) => {
+    const fields = line.trim().split(/\s+/)
+    return fields[2] === remote && fields[3] === "01"
+  }).length
+}
+
+const rssBytes = (pid: number): number => {
+  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+  return Number(match?.[1] ?? 0) * 1024
+}
+
 const increasing = (seen: ReadonlyArray<Seen>) => seen.every((e, i) => i === 0 || e.id > seen[i - 1]!.id)
 
 describe("live events through the hub", () => {
   it("relays a turn's output line by line before it ends, resumes with Last-Event-ID, refuses as other routes, ends when the hub stops", async () => {
-    const { hubHome, root } = setUp()
+    const { dir, hubHome, root } = setUp()
     const hub = await startHub(hubHome)
     const agentId = await createAgent(hub, root)
+    const daemonPort = daemonRecord(dir)!.port
     const reader = follow(hub, agentId)
     await reader.connected()
     expect(reader.status()).toBe(200)
@@ -87,6 +103,15 @@ describe("live events through the hub", () => {
     await until(() => again.seen.length >= reader.seen.length - 2, "the reconnect reads the rest")
     expect(again.seen.map((e) => e.id)).toEqual(reader.seen.slice(2).map((e) => e.id))
     again.close()
+
+    // Each reader holds one connection to the daemon, which closes when the reader goes away (the
+    // hub's kept-alive connections for other requests only ever close meanwhile).
+    const readers = Array.from({ length: 5 }, () => follow(hub, agentId))
+    await Promise.all(readers.map((r) => r.connected()))
+    await until(() => connectionsTo(daemonPort) >= 6, "a connection to the daemon for each reader")
+    const withReaders = connectionsTo(daemonPort)
+    for (const r of readers) r.close()
+    await until(() => connectionsTo(daemonPort) <= withReaders - 5, "the readers' connections to the daemon close with them")
 
     // Refusals as the hub's other routes answer them: problems, not streams.
     const unknownAgent = follow(hub, "agent-nope")
@@ -153,6 +178,61 @@ describe("live events through the hub", () => {
     expect(increasing(reader.seen)).toBe(true)
     expect(daemonStarts(hubHome)).toBe(3)
     reader.close()
+  }, 120_000)
+
+  it("a reader that stops reading slows its own connection to the daemon, the hub buffers nothing for it; reading again, it gets a gap", async () => {
+    const { dir, hubHome, root } = setUp()
+    const hub = await startHub(hubHome)
+    const agentId = await createAgent(hub, root)
+    // The turn's end, seen on the daemon itself (keeping nothing of what it read).
+    const watching = new AbortController()
+    const direct = await fetch(`http://127.0.0.1:${daemonRecord(dir)!.port}/v1/agents/${agentId}/events`, {
+      headers: { authorization: `Bearer ${readFileSync(join(dir, "token"), "utf8").trim()}` },
+      signal: watching.signal
+    })
+    const turnEnded = (async () => {
+      const chunks = direct.body!.getReader()
+      const decoder = new TextDecoder()
+      let tail = ""
+      for (;;) {
+        const { done, value } = await chunks.read()
+        if (done) return
+        const text = tail + decoder.decode(value, { stream: true })
+        if (text.includes("event: turn-ended")) return
+        tail = text.slice(-200)
+      }
+    })()
+    // A reader over node:http, paused: what the hub sends waits in the sockets, then in the hub's
+    // connection to the daemon, which the hub stops reading.
+    let received = ""
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      const request = get(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, {
+        headers: { authorization: `Bearer ${hub.token}` }
+      }, resolve)
+      request.on("error", reject)
+    })
+    expect(response.statusCode).toBe(200)
+    response.pause()
+    response.on("data", (chunk) => (received += String(chunk)))
+    const before = rssBytes(hub.process.pid!)
+
+    // 30 MB of output, in events of at most a few KiB: far more than the sockets and the window hold.
+    // (Not waiting for it through the hub, whose answer would be the whole 30 MB reply.)
+    const sent = await promptVia(hub, agentId, { text: "head -c 30000000 /dev/zero | tr '\\0' x | fold -w 100" })
+    expect(sent.status).toBe(200)
+    await turnEnded
+    watching.abort()
+    const after = rssBytes(hub.process.pid!)
+    // What passed through the hub is what the sockets took (some MB, and its garbage not yet
+    // collected); a hub that buffered would hold the 30 MB and more (over 100 MB measured).
+    expect(after - before).toBeLessThan(50 * 1024 * 1024)
+
+    // Reading again: what the sockets held, a gap where the daemon's window passed the reader, then the turn's end.
+    response.resume()
+    await until(() => received.includes("event: turn-ended"), "the paused reader reads the turn's end", 30_000)
+    expect(received).toContain("event: gap")
+    expect(received.length).toBeLessThan(20_000_000)
+    response.destroy()
   }, 120_000)
 
   it("the CLI follows through the hub: prompt --follow exits with the turn's outcome, watch prints each event and follows on across a hub restart", async () => {
