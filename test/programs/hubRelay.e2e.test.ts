@@ -113,6 +113,28 @@ describe("live events through the hub", () => {
     for (const r of readers) r.close()
     await until(() => connectionsTo(daemonPort) <= withReaders - 5, "the readers' connections to the daemon close with them")
 
+    // The home's page, served by the hub, reads it with its session (cookie and key), as it reads the rest.
+    const link = await hubApi(hub, "POST", "/v1/login-links")
+    const started = await fetch(`http://127.0.0.1:${hub.port}/v1/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: `http://127.0.0.1:${hub.port}` },
+      body: JSON.stringify({ code: link.body.path.split("#")[1] })
+    })
+    expect(started.status).toBe(201)
+    const cookie = started.headers.get("set-cookie")!.split(";")[0]!
+    const { key } = await started.json()
+    const pageRead = new AbortController()
+    const asPage = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, {
+      headers: { cookie, "quiesce-session-key": key, "sec-fetch-site": "same-origin" },
+      signal: pageRead.signal
+    })
+    expect(asPage.status).toBe(200)
+    expect(asPage.headers.get("content-type")).toContain("text/event-stream")
+    pageRead.abort()
+    const cookieOnly = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, { headers: { cookie } })
+    expect(cookieOnly.status).toBe(401)
+    await cookieOnly.body?.cancel()
+
     // Refusals as the hub's other routes answer them: problems, not streams.
     const unknownAgent = follow(hub, "agent-nope")
     await until(() => unknownAgent.ended(), "the unknown agent is answered")

@@ -361,11 +361,13 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           const { home, where } = yield* whereabouts(name, path)
           let first: { readonly instanceId: string; readonly body: Stream.Stream<Uint8Array, ForwardFailed> } | undefined
           if (where._tag === "running") {
-            // Opened before the reader is answered: a prompt it sends next is followed whole.
+            // Opened before the reader is answered: a prompt it sends next is followed whole. A
+            // refusal (an unknown agent) is the reader's answer; a daemon that cannot answer now
+            // (stopping, unreachable) is waited for as none.
             const opened = yield* Effect.result(where.open(lastEventId))
             if (opened._tag === "Success") {
-              if (opened.success._tag === "answer") return { _tag: "answer", response: opened.success.response } as const
-              first = { instanceId: where.instanceId, body: opened.success.body }
+              if (opened.success._tag === "stream") first = { instanceId: where.instanceId, body: opened.success.body }
+              else if (opened.success.response.status < 500) return { _tag: "answer", response: opened.success.response } as const
             }
           } else if (agentPath !== undefined) {
             // No daemon: an agent its saved store does not know is refused as the daemon would refuse it.
