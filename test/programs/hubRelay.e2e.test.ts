@@ -192,6 +192,7 @@ describe("live events through the hub", () => {
     // The next daemon: a gap after the last id read, then its events; ids never go backwards.
     const third = await promptVia(hub, agentId, { text: "echo third", wait: true })
     expect(third.body).toMatchObject({ state: "completed", output: "third\n" })
+    const thirdPid = daemonRecord(dir)!.pid
     await until(() => endedTurn(reader.seen, third.body.turnId) !== undefined, "the third daemon's turn is relayed", 15_000)
     const later = reader.seen.slice(before)
     expect(later[0]!.event).toMatchObject({ _tag: "gap", after: lastId })
@@ -200,6 +201,13 @@ describe("live events through the hub", () => {
     expect(increasing(reader.seen)).toBe(true)
     expect(daemonStarts(hubHome)).toBe(3)
     reader.close()
+
+    // The CLI on the retired home: its prompt starts the daemon, and --follow prints the turn as it runs.
+    await until(() => !processAlive(thirdPid), "the third daemon retires", 30_000)
+    const followed = runHubCli(hubHome, "--hub", "work", "prompt", agentId, "--follow", "echo fourth")
+    expect(followed).toMatchObject({ status: 0, stdout: "fourth\n" })
+    expect(followed.stderr).not.toContain("missed events")
+    expect(daemonStarts(hubHome)).toBe(4)
   }, 120_000)
 
   it("a reader that stops reading slows its own connection to the daemon, the hub buffers nothing for it; reading again, it gets a gap", async () => {

@@ -79,7 +79,10 @@ export const eventLine = ({ event, id }: NumberedEvent): string => {
     case "vetoed":
       return `kept resident: ${event.reason}`
     case "gap":
-      return `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${id + 1})`
+      // After 0: the hub's relay, which had passed nothing on yet, follows a daemon that started since.
+      return event.after === 0
+        ? `(following the home's new daemon from its first event kept, ${id + 1})`
+        : `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${id + 1})`
   }
 }
 
