@@ -6,6 +6,8 @@ import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
+import { makeSseReader } from "../../src/api/eventStream.ts"
+import type { NumberedEvent } from "../../src/domain/agentEvent.ts"
 import {
   api,
   cleanUpDaemons,
@@ -19,15 +21,52 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
-import { endedTurn, readEvents } from "../support/eventReader.ts"
 
 afterEach(cleanUpDaemons)
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
+interface Seen extends NumberedEvent {
+  readonly at: number
+}
+
 /** A reader of the agent's events over fetch: what it saw (with when), until closed or the daemon ends it. */
-const follow = (daemon: Daemon, agentId: string, lastEventId?: number) =>
-  readEvents(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, daemon.token(), lastEventId)
+const follow = (daemon: Daemon, agentId: string, lastEventId?: number) => {
+  const controller = new AbortController()
+  const seen: Array<Seen> = []
+  let status: number | undefined
+  let contentType: string | null = null
+  let ended = false
+  const reading = (async () => {
+    const response = await fetch(`http://127.0.0.1:${daemon.port}/v1/agents/${agentId}/events`, {
+      headers: { authorization: `Bearer ${daemon.token()}`, ...(lastEventId === undefined ? {} : { "last-event-id": String(lastEventId) }) },
+      signal: controller.signal
+    })
+    status = response.status
+    contentType = response.headers.get("content-type")
+    if (response.body === null || status !== 200) return
+    const reader = makeSseReader()
+    const decoder = new TextDecoder()
+    const body = response.body.getReader()
+    for (;;) {
+      const { done, value } = await body.read()
+      if (done) break
+      for (const event of reader.push(decoder.decode(value, { stream: true }))) seen.push({ ...event, at: Date.now() })
+    }
+  })().catch(() => {}).finally(() => (ended = true))
+  return {
+    seen,
+    connected: () => until(() => status !== undefined, "the event stream answers"),
+    status: () => status,
+    contentType: () => contentType,
+    ended: () => ended,
+    reading,
+    close: () => controller.abort()
+  }
+}
+
+const endedTurn = (seen: ReadonlyArray<Seen>, turnId: string) =>
+  seen.find((e) => e.event._tag === "turn-ended" && e.event.turnId === turnId)
 
 const rssBytes = (pid: number): number => {
   const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))

@@ -359,14 +359,14 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           const agentPath = agentId === undefined ? undefined : `/v1/agents/${encodeURIComponent(agentId)}`
           const path = agentPath === undefined ? "/v1/events" : `${agentPath}/events`
           const { home, where } = yield* whereabouts(name, path)
-          let first: { readonly instanceId: string; readonly body: Stream.Stream<Uint8Array, ForwardFailed> } | undefined
+          let first: Stream.Stream<Uint8Array, ForwardFailed> | undefined
           if (where._tag === "running") {
             // Opened before the reader is answered: a prompt it sends next is followed whole. A
             // refusal (an unknown agent) is the reader's answer; a daemon that cannot answer now
             // (stopping, unreachable) is waited for as none.
             const opened = yield* Effect.result(where.open(lastEventId))
             if (opened._tag === "Success") {
-              if (opened.success._tag === "stream") first = { instanceId: where.instanceId, body: opened.success.body }
+              if (opened.success._tag === "stream") first = opened.success.body
               else if (opened.success.response.status < 500) return { _tag: "answer", response: opened.success.response } as const
             }
           } else if (agentPath !== undefined) {
@@ -380,7 +380,11 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           }
           return {
             _tag: "stream",
-            body: relay({ whereabouts: Effect.map(whereabouts(name, path), ({ where }) => where), poll: relayPoll }, { lastEventId, first })
+            body: relay({ whereabouts: Effect.map(whereabouts(name, path), ({ where }) => where), poll: relayPoll }, {
+              lastEventId,
+              instanceId: where._tag === "running" ? where.instanceId : undefined,
+              first
+            })
           } as const
         }).pipe(Effect.withSpan("Hub.follow", {
           attributes: { "quiesce.home": name, ...(agentId === undefined ? {} : agentAttributes(agentId)) }

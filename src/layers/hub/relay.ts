@@ -39,10 +39,12 @@ export interface RelayOptions {
   readonly heartbeat?: Duration.Input | undefined
 }
 
-/** Where the relay starts: the reader's `Last-Event-ID`, and the daemon's stream opened already (if one ran). */
+/** Where the relay starts: the reader's `Last-Event-ID`, the daemon that ran when it came, and its stream if it opened. */
 export interface RelayStart {
   readonly lastEventId: string | undefined
-  readonly first: { readonly instanceId: string; readonly body: Stream.Stream<Uint8Array, ForwardFailed> } | undefined
+  /** The daemon running when the reader came (its events are followed from then, not from 0). */
+  readonly instanceId: string | undefined
+  readonly first: Stream.Stream<Uint8Array, ForwardFailed> | undefined
 }
 
 /**
@@ -60,7 +62,7 @@ const encoder = new TextEncoder()
 /** The relayed stream (see the module's comment); it ends only when the home or the agent is gone, or the reader goes. */
 export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<Uint8Array> => {
   let position = start.lastEventId
-  let instance = start.first?.instanceId
+  let instance = start.instanceId
   let ended = false
 
   /** The daemon's events passed on: its frames with an id, whole (its own heartbeats are not: the relay sends its own). */
@@ -113,7 +115,7 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
 
   const connections = Stream.fromEffectRepeat(Effect.suspend(() => ended ? Cause.done() : Effect.succeed(connection)))
   const events = Stream.concat(
-    start.first === undefined ? Stream.empty : passOn(start.first.body),
+    start.first === undefined ? Stream.empty : passOn(start.first),
     Stream.flatMap(connections, (each) => each)
   )
   const heartbeat = Stream.tick(options.heartbeat ?? Duration.seconds(heartbeatSeconds)).pipe(

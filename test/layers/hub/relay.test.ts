@@ -66,7 +66,7 @@ describe("the hub's relay of live events", () => {
         "none",
         { instanceId: "b", answers: [{ _tag: "stream", body: body(frame(9_000, "gap"), frame(9_001, "resumed")) }] }
       ])
-      const text = yield* runToEnd(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, { lastEventId: undefined, first: undefined }))
+      const text = yield* runToEnd(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, { lastEventId: undefined, instanceId: undefined, first: undefined }))
       // The first daemon from 0 (the reader had read nothing), the next after the last id passed on; then its 404 ends it.
       assert.deepStrictEqual(opened, [
         { instanceId: "a", lastEventId: "0" },
@@ -88,18 +88,26 @@ describe("the hub's relay of live events", () => {
       ])
       const text = yield* runToEnd(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, {
         lastEventId: undefined,
-        first: { instanceId: "a", body: body(": heartbeat\n\n") }
+        instanceId: "a",
+        first: body(": heartbeat\n\n")
       }))
       // Nothing read yet, the same daemon: from now, not from 0 (which would replay its window).
       assert.deepStrictEqual(opened, [{ instanceId: "a", lastEventId: undefined }])
       assert.strictEqual(text.replaceAll(": heartbeat\n\n", ""), "")
     }))
 
+  it.effect("a daemon whose first stream could not open is asked again from now, not from 0", () =>
+    Effect.gen(function*() {
+      const { opened, whereabouts } = home([{ instanceId: "a", answers: [{ _tag: "stream", body: body() }] }, "gone"])
+      yield* runToEnd(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, { lastEventId: undefined, instanceId: "a", first: undefined }))
+      assert.deepStrictEqual(opened, [{ instanceId: "a", lastEventId: undefined }])
+    }))
+
   it.effect("keeps the reader's connection alive with heartbeats while no daemon runs", () =>
     Effect.gen(function*() {
       const { whereabouts } = home(["none"])
       const reading = yield* Effect.forkChild(
-        Stream.runCollect(Stream.take(relay({ whereabouts, poll: "500 millis", heartbeat: "15 seconds" }, { lastEventId: "7", first: undefined }), 3))
+        Stream.runCollect(Stream.take(relay({ whereabouts, poll: "500 millis", heartbeat: "15 seconds" }, { lastEventId: "7", instanceId: undefined, first: undefined }), 3))
       )
       yield* TestClock.adjust("31 seconds")
       const chunks = yield* Fiber.join(reading)
