@@ -130,6 +130,19 @@ describe("live events through the hub", () => {
     })
     expect(asPage.status).toBe(200)
     expect(asPage.headers.get("content-type")).toContain("text/event-stream")
+    let pageStreamEnded = false
+    void (async () => {
+      const chunks = asPage.body!.getReader()
+      while (!(await chunks.read()).done);
+      pageStreamEnded = true
+    })().catch(() => {})
+    // Signed out: the page's open stream ends too, as its next read would be refused.
+    const signedOut = await fetch(`http://127.0.0.1:${hub.port}/v1/session`, {
+      method: "DELETE",
+      headers: { cookie, "quiesce-session-key": key, origin: `http://127.0.0.1:${hub.port}` }
+    })
+    expect(signedOut.status).toBe(204)
+    await until(() => pageStreamEnded, "the signed-out page's stream ends", 6_000)
     pageRead.abort()
     const cookieOnly = await fetch(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, { headers: { cookie } })
     expect(cookieOnly.status).toBe(401)

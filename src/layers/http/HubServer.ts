@@ -4,7 +4,7 @@
  * the daemon's own token, which the hub reads from the daemon's home, never leaves the hub.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { ByteSize, Effect, Layer, Schema } from "effect"
+import { ByteSize, Duration, Effect, Layer, Schema, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
@@ -90,8 +90,26 @@ const routedResponse = (answer: RoutedResponse, headers: Readonly<Record<string,
     }
   })
 
-/** Live events through the hub (`layers/hub/relay.ts`): the relayed stream, or the refusal as it came. */
-const relayedEvents = (name: string, agentId: string | undefined, lastEventId: string | undefined) =>
+/** How often a relayed stream's credentials are checked again. */
+const credentialsRecheck = Duration.seconds(2)
+
+/** Completes once the request's credentials no longer pass (its page session ended: signed out, expired). */
+const credentialsLapse = (stillAuthorized: Effect.Effect<boolean>) =>
+  Effect.gen(function*() {
+    do yield* Effect.sleep(credentialsRecheck)
+    while (yield* stillAuthorized)
+  })
+
+/**
+ * Live events through the hub (`layers/hub/relay.ts`): the relayed stream, or the refusal as it
+ * came. A stream ends once its credentials lapse, as a page's reads would then be refused.
+ */
+const relayedEvents = (
+  name: string,
+  agentId: string | undefined,
+  lastEventId: string | undefined,
+  stillAuthorized: Effect.Effect<boolean>
+) =>
   Effect.gen(function*() {
     const daemons = yield* HubDaemons
     return yield* daemons.follow(name, agentId, lastEventId)
@@ -99,7 +117,7 @@ const relayedEvents = (name: string, agentId: string | undefined, lastEventId: s
     Effect.map((relayed) =>
       relayed._tag === "answer"
         ? routedResponse(relayed.response, {})
-        : HttpServerResponse.stream(relayed.body, {
+        : HttpServerResponse.stream(Stream.interruptWhen(relayed.body, credentialsLapse(stillAuthorized)), {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
         })
@@ -133,7 +151,8 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
         if (request.method !== "GET") return routeNotFoundResponse(request)
         const agentId = events[2] === undefined ? undefined : safeDecode(events[2])
         if (events[2] !== undefined && agentId === undefined) return requestProblemResponse.invalid(invalidPath)
-        return yield* relayedEvents(name, agentId, request.headers["last-event-id"])
+        const stillAuthorized = Effect.map(authenticate(request), (again) => again === "authorized")
+        return yield* relayedEvents(name, agentId, request.headers["last-event-id"], stillAuthorized)
       }
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
