@@ -185,6 +185,9 @@ describe("live events through the hub", () => {
     expect(liveLockHolder(dir)).toBeUndefined()
     expect(daemonStarts(hubHome)).toBe(1)
     expect(reader.ended()).toBe(false)
+    // Told once that the home has no daemon (a notice without an id, which typed readers skip).
+    expect(reader.raw().split("event: no-daemon\n").length - 1).toBe(1)
+    expect(reader.seen).toEqual([])
 
     // A prompt starts the daemon; the open stream follows it from its start, the change first.
     const resumed = await promptVia(hub, agentId, { text: "echo again", wait: true })
@@ -198,6 +201,7 @@ describe("live events through the hub", () => {
 
     // An open relay is no activity: the daemon retires at its idle timeout all the same, and the relay goes on.
     await until(() => !processAlive(second.pid), "the daemon retires with a relay open", 30_000)
+    await until(() => reader.raw().split("event: no-daemon\n").length - 1 === 2, "the reader is told the home has no daemon again")
     expect(reader.ended()).toBe(false)
     const before = reader.seen.length
     const lastId = reader.seen.at(-1)!.id

@@ -19,6 +19,7 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
   let status: number | undefined
   let contentType: string | null = null
   let body = ""
+  let raw = ""
   let ended = false
   const reading = (async () => {
     const response = await fetch(url, {
@@ -38,7 +39,9 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
     for (;;) {
       const { done, value } = await chunks.read()
       if (done) break
-      for (const event of reader.push(decoder.decode(value, { stream: true }))) seen.push({ ...event, at: Date.now() })
+      const text = decoder.decode(value, { stream: true })
+      raw += text
+      for (const event of reader.push(text)) seen.push({ ...event, at: Date.now() })
     }
   })().catch(() => {}).finally(() => (ended = true))
   return {
@@ -48,6 +51,8 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
     contentType: () => contentType,
     /** The body of an answer that was not a stream (a problem). */
     body: () => body,
+    /** Everything the stream brought, as text (frames without an id and comments too). */
+    raw: () => raw,
     ended: () => ended,
     reading,
     close: () => controller.abort()

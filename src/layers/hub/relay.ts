@@ -12,11 +12,13 @@
  * when the daemon changed is asked for from `0`: its gap says `after: 0`, and it reads every event
  * the new daemon kept for the agent (the accepted turn of the prompt that started it).
  *
- * Nothing is buffered beyond a frame: the daemon's body is pulled as the reader's socket takes it.
+ * While the home has no daemon the reader is told so once (`no-daemon`, without an id). Nothing
+ * is buffered beyond a frame: the daemon's body is pulled as the reader's socket takes it.
  */
 import { Cause, Duration, Effect, type Scope, Stream } from "effect"
 import { heartbeatSeconds, makeSseFrames, sseComment, type SseFrame } from "../../api/eventStream.ts"
 import type { RoutingError } from "../../domain/hub.ts"
+import type { NoDaemon } from "../../domain/relayEvent.ts"
 import type { ForwardFailed, OpenedStream } from "./forward.ts"
 
 /** Where the home's daemon is for the relay now: one to open the stream at, or none yet. */
@@ -59,11 +61,18 @@ export const makeFrameReader = () => {
 
 const encoder = new TextEncoder()
 
+const noDaemon: NoDaemon = { _tag: "no-daemon" }
+
+/** The relay's notice that the home has no daemon now: a frame without an id. */
+const noDaemonFrame = encoder.encode(`event: ${noDaemon._tag}\ndata: ${JSON.stringify(noDaemon)}\n\n`)
+
 /** The relayed stream (see the module's comment); it ends only when the home or the agent is gone, or the reader goes. */
 export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<Uint8Array> => {
   let position = start.lastEventId
   let instance = start.instanceId
   let ended = false
+  /** Whether the reader was told that the home has no daemon, since the last connection. */
+  let toldNoDaemon = false
 
   /** The daemon's events passed on: its frames with an id, whole (its own heartbeats are not: the relay sends its own). */
   const passOn = (body: Stream.Stream<Uint8Array, ForwardFailed>): Stream.Stream<Uint8Array> => {
@@ -94,12 +103,17 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
         ended = true
         return Stream.empty
       }
+      if (where.success._tag === "none" && !toldNoDaemon) {
+        toldNoDaemon = true
+        return Stream.make(noDaemonFrame)
+      }
       if (where.success._tag === "running") {
         const { instanceId, open } = where.success
         const opened = yield* Effect.result(open(position ?? (instanceId === instance ? undefined : "0")))
         if (opened._tag === "Success") {
           if (opened.success._tag === "stream") {
             instance = instanceId
+            toldNoDaemon = false
             return passOn(opened.success.body)
           }
           // The agent is gone (deleted): its events are over.

@@ -17,6 +17,8 @@ const body = (...frames: ReadonlyArray<string>) => {
 
 const frame = (id: number, tag: string) => `id: ${id}\nevent: ${tag}\ndata: {"_tag":"${tag}"}\n\n`
 
+const noDaemon = `event: no-daemon\ndata: {"_tag":"no-daemon"}\n\n`
+
 const notFound: OpenedStream = {
   _tag: "answer",
   response: { status: 404, contentType: "application/problem+json", retryAfter: undefined, body: new Uint8Array() }
@@ -62,7 +64,7 @@ describe("the hub's relay of live events", () => {
       const { opened, whereabouts } = home([
         "none",
         "none",
-        { instanceId: "a", answers: [{ _tag: "stream", body: body(": heartbeat\n\n", frame(5, "turn-accepted"), frame(6, "turn-ended")) }] },
+        { instanceId: "a", answers: [{ _tag: "stream", body: body(": daemon heartbeat\n\n", frame(5, "turn-accepted"), frame(6, "turn-ended")) }] },
         "none",
         { instanceId: "b", answers: [{ _tag: "stream", body: body(frame(9_000, "gap"), frame(9_001, "resumed")) }] }
       ])
@@ -73,10 +75,11 @@ describe("the hub's relay of live events", () => {
         { instanceId: "b", lastEventId: "6" },
         { instanceId: "b", lastEventId: "9001" }
       ])
-      // Every frame with an id passed on whole and in order; the daemon's own heartbeats not.
+      // Every frame with an id passed on whole and in order, the daemon's own heartbeats not; told
+      // once each time it began to wait that the home has no daemon.
       assert.strictEqual(
-        text.replace(/^: heartbeat\n\n/, ""),
-        frame(5, "turn-accepted") + frame(6, "turn-ended") + frame(9_000, "gap") + frame(9_001, "resumed")
+        text.replaceAll(": heartbeat\n\n", ""),
+        noDaemon + frame(5, "turn-accepted") + frame(6, "turn-ended") + noDaemon + frame(9_000, "gap") + frame(9_001, "resumed")
       )
     }))
 
@@ -89,11 +92,12 @@ describe("the hub's relay of live events", () => {
       const text = yield* runToEnd(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, {
         lastEventId: undefined,
         instanceId: "a",
-        first: body(": heartbeat\n\n")
+        first: body(": daemon heartbeat\n\n")
       }))
       // Nothing read yet, the same daemon: from now, not from 0 (which would replay its window).
       assert.deepStrictEqual(opened, [{ instanceId: "a", lastEventId: undefined }])
       assert.strictEqual(text.replaceAll(": heartbeat\n\n", ""), "")
+      assert.notInclude(text, "daemon heartbeat")
     }))
 
   it.effect("a daemon whose first stream could not open is asked again from now, not from 0", () =>
@@ -103,14 +107,14 @@ describe("the hub's relay of live events", () => {
       assert.deepStrictEqual(opened, [{ instanceId: "a", lastEventId: undefined }])
     }))
 
-  it.effect("keeps the reader's connection alive with heartbeats while no daemon runs", () =>
+  it.effect("tells the reader once that no daemon runs, and keeps its connection alive with heartbeats meanwhile", () =>
     Effect.gen(function*() {
       const { whereabouts } = home(["none"])
       const reading = yield* Effect.forkChild(
-        Stream.runCollect(Stream.take(relay({ whereabouts, poll: "500 millis", heartbeat: "15 seconds" }, { lastEventId: "7", instanceId: undefined, first: undefined }), 3))
+        Stream.runCollect(Stream.take(relay({ whereabouts, poll: "500 millis", heartbeat: "15 seconds" }, { lastEventId: "7", instanceId: undefined, first: undefined }), 4))
       )
-      yield* TestClock.adjust("31 seconds")
-      const chunks = yield* Fiber.join(reading)
-      assert.deepStrictEqual(chunks.map((chunk) => decoder.decode(chunk)), [": heartbeat\n\n", ": heartbeat\n\n", ": heartbeat\n\n"])
+      for (let i = 0; i < 31; i++) yield* TestClock.adjust("1 second")
+      const chunks = (yield* Fiber.join(reading)).map((chunk) => decoder.decode(chunk))
+      assert.deepStrictEqual([...chunks].sort(), [": heartbeat\n\n", ": heartbeat\n\n", ": heartbeat\n\n", noDaemon])
     }))
 })
