@@ -8,7 +8,7 @@ import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { groupAlive, until } from "../support/daemonProcess.ts"
-import { readEvents } from "../support/eventReader.ts"
+import { readEvents } from "../support/sseReader.ts"
 import {
   cleanUpHubs,
   daemonRecord,

@@ -1,16 +1,16 @@
 /**
- * An agent's live events relayed by the hub (`GET /v1/homes/{name}/v1/agents/{id}/events`): the
+ * An agent's live events relayed by the hub (`GET /v1/homes/{name}/agents/{id}/events`): the
  * daemon's server-sent events passed on frame by frame as they come, across the daemon's changes.
  * Reads never wake: while the home has no daemon (retired, stopped, starting) the relay waits
  * with heartbeat comments, and once a daemon runs (a prompt started it, or a person did) it
  * connects to it and goes on; a daemon that retires mid-stream does not end the relay either.
  *
- * Each connection asks for the events after the last id passed on (`Last-Event-ID`). A daemon's
- * ids start past its start time × 1000, so a new daemon's ids are past the old one's and it
- * answers an old id with a `gap` (after that id, resuming at its own first kept): the reader
- * learns of the daemon change, and ids never go backwards. A reader that had read nothing yet
- * when the daemon changed is asked for from `0`: its gap says `after: 0`, and it reads every event
- * the new daemon kept for the agent (the accepted turn of the prompt that started it).
+ * Each connection asks for the events after the last id passed on (`Last-Event-ID`). A new
+ * daemon did not issue that id, so it answers with a `gap` (after that id, resuming at its own
+ * first kept): the reader learns of the daemon change before it reads the new daemon's ids. A
+ * reader that had read nothing yet when the daemon changed is asked for from `0`: its gap is after
+ * `0`, and it reads every event the new daemon kept for the agent (the accepted turn of the prompt
+ * that started it).
  *
  * While the home has no daemon the reader is told so once (`no-daemon`, without an id). Nothing
  * is buffered beyond a frame: the daemon's body is pulled as the reader's socket takes it.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Option, Schema } from "effect"
 import { isDeepStrictEqual } from "node:util"
-import { makeSseFrames, makeSseReader, sseComment, sseFrame } from "../../../src/api/eventStream.ts"
+import { makeSseFrames, makeSseReader, sseComment } from "../../../src/api/eventStream.ts"
 import { StreamedEvent } from "../../../src/domain/agentEvent.ts"
 import { makeFrameReader } from "../../../src/layers/hub/relay.ts"
 
@@ -20,7 +20,8 @@ const LineEnding = Arbitrary.schema(Schema.Literals(["\n", "\r\n", "\r"]))
 
 /** The daemon's bytes: each event a frame, a heartbeat comment after every third, lines ended as given. */
 const daemonText = (events: ReadonlyArray<StreamedEvent>, ending: string) =>
-  events.map((event, i) => sseFrame({ id: 1_000 + i, event }) + (i % 3 === 2 ? sseComment("heartbeat") : "")).join("")
+  events.map((event, i) => `id: ${1_000 + i}\nevent: ${event._tag}\ndata: ${JSON.stringify(event)}\n\n` + (i % 3 === 2 ? sseComment("heartbeat") : ""))
+    .join("")
     .replace(/\n/g, ending)
 
 /** `bytes` cut at the given offsets (any, repeated, past the end). */
@@ -38,7 +39,8 @@ describe("the relay's framing of a daemon's event stream", () => {
     expect(pieces).toEqual(whole)
     // Relayed as the relay passes them on (frames with an id, each ended by a blank line), read by a client.
     const relayed = pieces.filter((frame) => frame.id !== undefined).map((frame) => `${frame.text}\n\n`).join("")
-    expect(makeSseReader().push(relayed)).toEqual(events.map((event, i) => ({ id: 1_000 + i, event })))
+    const readBack = makeSseReader().push(relayed).map(({ event, id }) => ({ id: String(id), event }))
+    expect(readBack).toEqual(events.map((event, i) => ({ id: String(1_000 + i), event })))
     expect(pieces.filter((frame) => frame.id === undefined).length).toBe(Math.floor(events.length / 3))
   })
 

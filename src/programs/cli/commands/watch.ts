@@ -2,7 +2,7 @@
 import { Console, Effect, Schedule, Stream } from "effect"
 import { Command } from "effect/cli"
 import { makeSseReader } from "../../../api/eventStream.ts"
-import type { NumberedEvent } from "../../../domain/agentEvent.ts"
+import type { Gap, NumberedEvent } from "../../../domain/agentEvent.ts"
 import { agentArgument } from "../arguments.ts"
 import { client } from "../connection.ts"
 import { documented } from "../documented.ts"
@@ -25,7 +25,7 @@ const passing = (error: { readonly _tag: string }) => error._tag === "HttpClient
  */
 export const openEvents = (agent: string) =>
   Effect.gen(function*() {
-    let last: number | undefined
+    let last: NumberedEvent["id"] | undefined
     const services = yield* Effect.context<Effect.Services<typeof client>>()
     const open = Effect.suspend(() =>
       Effect.flatMap(client, (api) =>
@@ -59,8 +59,14 @@ export const openEvents = (agent: string) =>
     return following(yield* open, 0)
   })
 
+/**
+ * A gap after 0: the hub's relay, which had passed nothing on yet, follows a daemon that started
+ * since, from its first event kept (the reader missed nothing it asked for).
+ */
+export const afterNothing = (gap: Gap) => String(gap.after) === "0"
+
 /** One event for people, on one line (a turn's output as it came, without its last newline). */
-export const eventLine = ({ event, id }: NumberedEvent): string => {
+export const eventLine = ({ event }: NumberedEvent): string => {
   switch (event._tag) {
     case "turn-accepted":
       return `turn ${event.turnId} accepted: ${event.prompt.split("\n")[0]}`
@@ -79,10 +85,9 @@ export const eventLine = ({ event, id }: NumberedEvent): string => {
     case "vetoed":
       return `kept resident: ${event.reason}`
     case "gap":
-      // After 0: the hub's relay, which had passed nothing on yet, follows a daemon that started since.
-      return event.after === 0
-        ? `(following the home's new daemon from its first event kept, ${id + 1})`
-        : `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${id + 1})`
+      return afterNothing(event)
+        ? `(following the home's new daemon from its first event kept, ${event.resumesAt})`
+        : `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${event.resumesAt})`
   }
 }
 
