@@ -46,7 +46,7 @@ const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; rea
   hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)
 
 /** A reader of the agent's events relayed by the hub. */
-const follow = (hub: Hub, agentId: string, lastEventId?: number) =>
+const follow = (hub: Hub, agentId: string, lastEventId?: number | string) =>
   readEvents(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, hub.token, lastEventId)
 
 /** How many daemons became ready for the home: each start appends to the hub's log of it. */
