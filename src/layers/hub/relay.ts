@@ -73,6 +73,8 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
   let ended = false
   /** Whether the reader was told that the home has no daemon, since the last connection. */
   let toldNoDaemon = false
+  /** Whether a daemon's stream just ended: a pause before looking again, so a daemon that is going is not asked in a loop. */
+  let afterStream = start.first !== undefined
 
   /** The daemon's events passed on: its frames with an id, whole (its own heartbeats are not: the relay sends its own). */
   const passOn = (body: Stream.Stream<Uint8Array, ForwardFailed>): Stream.Stream<Uint8Array> => {
@@ -96,6 +98,10 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
 
   /** Waits for a daemon, then its events until its stream ends. */
   const connection: Stream.Stream<Uint8Array> = Stream.unwrap(Effect.gen(function*() {
+    if (afterStream) {
+      afterStream = false
+      yield* Effect.sleep(options.poll)
+    }
     while (true) {
       const where = yield* Effect.result(options.whereabouts)
       if (where._tag === "Failure") {
@@ -114,6 +120,7 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
           if (opened.success._tag === "stream") {
             instance = instanceId
             toldNoDaemon = false
+            afterStream = true
             return passOn(opened.success.body)
           }
           // The agent is gone (deleted): its events are over.

@@ -107,6 +107,20 @@ describe("the hub's relay of live events", () => {
       assert.deepStrictEqual(opened, [{ instanceId: "a", lastEventId: undefined }])
     }))
 
+  it.effect("a daemon whose streams end at once (it is going) is asked again at most once a poll", () =>
+    Effect.gen(function*() {
+      const { opened, whereabouts } = home([
+        { instanceId: "a", answers: Array.from({ length: 100 }, (): OpenedStream => ({ _tag: "stream", body: body() })) }
+      ])
+      const reading = yield* Effect.forkChild(
+        Stream.runDrain(relay({ whereabouts, poll: "500 millis", heartbeat: "1 hour" }, { lastEventId: "7", instanceId: "a", first: body() }))
+      )
+      for (let i = 0; i < 4; i++) yield* TestClock.adjust("500 millis")
+      yield* Fiber.interrupt(reading)
+      assert.isAtMost(opened.length, 5)
+      assert.isAtLeast(opened.length, 3)
+    }))
+
   it.effect("tells the reader once that no daemon runs, and keeps its connection alive with heartbeats meanwhile", () =>
     Effect.gen(function*() {
       const { whereabouts } = home(["none"])
