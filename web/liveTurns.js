@@ -85,6 +85,7 @@ export const makeLiveTurns = () => {
     apply: (event) => {
       const agentId = text(event.data, "agentId")
       const turnId = text(event.data, "turnId")
+      if (event.type === "no-daemon") return { change: "agents" }
       if (event.type === "gap") {
         // Events were missed: a turn's output may lack some, and the agents are read again.
         for (const turns of byAgent.values()) for (const turn of turns) if (!ended(turn.state)) turn.missed = true

@@ -76,3 +76,39 @@ export const makeSseReader = () => {
     undecodable: () => undecodable
   }
 }
+
+/** One frame of a server-sent event stream as it came: its lines (without the blank line ending it), and its `id:` if it has one. */
+export interface SseFrame {
+  readonly text: string
+  readonly id: string | undefined
+}
+
+/**
+ * Splits server-sent event text as it arrives into whole frames: `push` a chunk, get the frames it
+ * completed. Lines may end in `\n`, `\r\n` or `\r`; a `\r` ending a chunk ends its line, and a
+ * `\n` beginning the next is its pair. Whatever the chunks, the frames are the same.
+ */
+export const makeSseFrames = () => {
+  let buffer = ""
+  let afterCarriageReturn = false
+  return (chunk: string): ReadonlyArray<SseFrame> => {
+    const text = afterCarriageReturn && chunk.startsWith("\n") ? chunk.slice(1) : chunk
+    if (chunk !== "") afterCarriageReturn = chunk.endsWith("\r")
+    const lines = buffer + text.replace(/\r\n?/g, "\n")
+    const out: Array<SseFrame> = []
+    let start = 0
+    let end = lines.indexOf("\n\n")
+    while (end >= 0) {
+      const frame = lines.slice(start, end)
+      start = end + 2
+      end = lines.indexOf("\n\n", start)
+      let id: string | undefined
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("id:")) id = line.slice(3).replace(/^ /, "")
+      }
+      if (frame !== "") out.push({ text: frame, id })
+    }
+    buffer = lines.slice(start)
+    return out
+  }
+}

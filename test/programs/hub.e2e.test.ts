@@ -8,6 +8,7 @@ import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { groupAlive, until } from "../support/daemonProcess.ts"
+import { readEvents } from "../support/sseReader.ts"
 import {
   cleanUpHubs,
   daemonRecord,
@@ -145,10 +146,11 @@ describe("the hub with real daemons", () => {
         expect((await hubApi(hub, "POST", route)).body._tag, route).toBe("HomeRetired")
       }
       expect((await hubApi(hub, "GET", "/v1/daemons")).status).toBe(200)
-      // Live events are not relayed by the hub: refused at once, starting nothing.
-      const events = await hubApi(hub, "GET", `/v1/homes/work/agents/${agentId}/events`)
-      expect(events.status).toBe(404)
-      expect(events.body._tag).toBe("RouteNotFound")
+      // Live events: the relay answers and waits for a daemon, starting none.
+      const events = readEvents(`http://127.0.0.1:${hub.port}/v1/homes/work/agents/${agentId}/events`, hub.token)
+      await events.connected()
+      expect(events.status()).toBe(200)
+      events.close()
     }
     expect(daemonRecord(dir)).toBeUndefined()
     expect(daemonStarts(hubHome)).toBe(1)

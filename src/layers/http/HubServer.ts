@@ -4,12 +4,13 @@
  * the daemon's own token, which the hub reads from the daemon's home, never leaves the hub.
  */
 import { NodeHttpServer } from "@effect/platform-node"
-import { ByteSize, Effect, Layer, Schema } from "effect"
+import { ByteSize, Duration, Effect, Layer, Schema, Stream } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { createServer } from "node:http"
 import { defaultMaxRequestBytes } from "../../domain/config.ts"
 import { RoutingError } from "../../domain/hub.ts"
+import type { RoutedResponse } from "../../domain/hubDaemons.ts"
 import { CrossOriginRefused, problemStatus, RequestTooLarge, Unauthorized } from "../../api/errors.ts"
 import { HubApi, hubOpenapiPath, savedStoreHeader } from "../../api/HubApi.ts"
 import { QuiesceApi } from "../../api/QuiesceApi.ts"
@@ -77,8 +78,55 @@ const homePrefix = /^\/v1\/homes\/([^/?]+)(\/[^?]*)?(\?.*)?$/
 
 const unreadableBody = InvalidRequest.of([{ path: ["payload"], message: "The body could not be read" }])
 
-/** A daemon's live event streams (`/agents/{id}/events`, `/events`), which the hub does not relay yet. */
-const liveEventsPath = /^(\/agents\/[^/]+)?\/events\/?$/
+/** A daemon's live event streams (`/agents/{id}/events`, `/events`): relayed as they come, never buffered by the forwarder. */
+const liveEventsPath = /^(\/agents\/([^/]+))?\/events\/?$/
+
+/** A daemon's answer passed back as it answered, with the hub's own headers added. */
+const routedResponse = (answer: RoutedResponse, headers: Readonly<Record<string, string | undefined>>) =>
+  HttpServerResponse.uint8Array(answer.body, {
+    status: answer.status,
+    ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
+    headers: {
+      ...headers,
+      ...(answer.retryAfter === undefined ? {} : { "retry-after": answer.retryAfter }),
+      ...(answer.savedStore === undefined ? {} : { [savedStoreHeader]: answer.savedStore })
+    }
+  })
+
+/** How often a relayed stream's credentials are checked again. */
+const credentialsRecheck = Duration.seconds(2)
+
+/** Completes once the request's credentials no longer pass (its page session ended: signed out, expired). */
+const credentialsLapse = (stillAuthorized: Effect.Effect<boolean>) =>
+  Effect.gen(function*() {
+    do yield* Effect.sleep(credentialsRecheck)
+    while (yield* stillAuthorized)
+  })
+
+/**
+ * Live events through the hub (`layers/hub/relay.ts`): the relayed stream, or the refusal as it
+ * came. A stream ends once its credentials lapse, as a page's reads would then be refused.
+ */
+const relayedEvents = (
+  name: string,
+  agentId: string | undefined,
+  lastEventId: string | undefined,
+  stillAuthorized: Effect.Effect<boolean>
+) =>
+  Effect.gen(function*() {
+    const daemons = yield* HubDaemons
+    return yield* daemons.follow(name, agentId, lastEventId)
+  }).pipe(
+    Effect.map((relayed) =>
+      relayed._tag === "answer"
+        ? routedResponse(relayed.response, {})
+        : HttpServerResponse.stream(Stream.interruptWhen(relayed.body, credentialsLapse(stillAuthorized)), {
+          contentType: "text/event-stream",
+          headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+        })
+    ),
+    Effect.catch((error) => Effect.succeed(errorResponse(error)))
+  )
 
 /** The pattern of the forwarded routes. */
 const homesPath = "/v1/homes/*"
@@ -100,8 +148,15 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
       const rest = match[2] ?? "/"
       // A daemon's own logins are not handed out through the hub: its page here uses the hub's session.
       if (rest === "/login-links" || rest === "/session") return routeNotFoundResponse(request)
-      // Live events are not relayed yet: the forwarder reads whole answers, and a stream never ends.
-      if (liveEventsPath.test(rest)) return routeNotFoundResponse(request)
+      // Live events go beside the forwarder, which reads whole answers: a stream never ends.
+      const events = liveEventsPath.exec(rest)
+      if (events !== null) {
+        if (request.method !== "GET") return routeNotFoundResponse(request)
+        const agentId = events[2] === undefined ? undefined : safeDecode(events[2])
+        if (events[2] !== undefined && agentId === undefined) return requestProblemResponse.invalid(invalidPath)
+        const stillAuthorized = Effect.map(authenticate(request), (again) => again === "authorized")
+        return yield* relayedEvents(name, agentId, request.headers["last-event-id"], stillAuthorized)
+      }
       const declared = request.headers["content-length"]
       if (declared !== undefined && Number(declared) > maxRequestBytes) return errorResponse(RequestTooLarge.of(maxRequestBytes))
       const body = request.method === "GET" || request.method === "HEAD"
@@ -117,17 +172,7 @@ const forwardRoute = (authenticate: (request: HttpServerRequest.HttpServerReques
       // A prompt's client message id (maybe the hub's own), on every answer: a retry with it gets the same turn.
       const idHeader = prepared.prompt === undefined ? {} : { [clientMessageIdHeader]: prepared.prompt.clientMessageId }
       return yield* daemons.route(name, prepared).pipe(
-        Effect.map((answer) =>
-          HttpServerResponse.uint8Array(answer.body, {
-            status: answer.status,
-            ...(answer.contentType === undefined ? {} : { contentType: answer.contentType }),
-            headers: {
-              ...idHeader,
-              ...(answer.retryAfter === undefined ? {} : { "retry-after": answer.retryAfter }),
-              ...(answer.savedStore === undefined ? {} : { [savedStoreHeader]: answer.savedStore })
-            }
-          })
-        ),
+        Effect.map((answer) => routedResponse(answer, idHeader)),
         Effect.catch((error) => Effect.succeed(HttpServerResponse.setHeaders(errorResponse(error), idHeader)))
       )
     }).pipe(

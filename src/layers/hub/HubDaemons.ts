@@ -6,7 +6,7 @@
  * The daemon owns its idle timer: the hub only observes (passive status reads) and recovers. It
  * never signals a daemon to retire it, and never acts on a record it has not verified.
  */
-import { Clock, Deferred, Duration, Effect, Layer, Option, Semaphore } from "effect"
+import { Clock, Deferred, Duration, Effect, Layer, Option, Semaphore, type Stream } from "effect"
 import { HttpClient } from "effect/http"
 import {
   ConfirmationRequired,
@@ -23,6 +23,7 @@ import {
   StaleIdentity
 } from "../../domain/hub.ts"
 import { sumMemoryTotals } from "../../domain/memoryTotals.ts"
+import { agentAttributes } from "../../domain/spans.ts"
 import type { DaemonRow, PreparedRequest, RenderedIdentity, RoutedResponse } from "../../domain/hubDaemons.ts"
 import {
   daemonProtocolVersion,
@@ -41,9 +42,10 @@ import {
   locate as locateWithClient,
   type VerifiedDaemons
 } from "./discovery.ts"
-import { makeForwarder } from "./forward.ts"
+import { type ForwardFailed, makeForwarder, openStream } from "./forward.ts"
 import { clearStopped, daemonLogFile, findHome, hubDefault, isStopped, markStopped, readHubConfig } from "./hubFiles.ts"
 import { launchDaemon } from "./launch.ts"
+import { relay, type Whereabouts } from "./relay.ts"
 import { isRead, notAdmitted } from "./requests.ts"
 import { savedStoreAnswer } from "./savedAnswers.ts"
 import { makeSavedMemory } from "./savedMemory.ts"
@@ -75,6 +77,9 @@ const startsPerRequest = 3
 // ---- the service -------------------------------------------------------------------------------
 
 const poll = Duration.millis(100)
+
+/** How often a relay of live events looks for its home's daemon while there is none. */
+const relayPoll = Duration.millis(500)
 
 /** How long one discovery of every home serves the inventory. */
 const inventorySnapshotTtl = Duration.seconds(1)
@@ -327,6 +332,64 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
           attributes: { "quiesce.home": name, "http.request.method": prepared.request.method, "url.path": prepared.request.path }
         }))
 
+      /** Where the home's daemon is for a relay of `path` (an agent's events): the relay never starts one. */
+      const whereabouts = (name: string, path: string) =>
+        Effect.gen(function*() {
+          const home = yield* homeNamed(yield* readHubConfig(hubHome), name)
+          const found = yield* locate(home, verifiedDaemons)
+          if (found.state === "incompatible") {
+            return yield* incompatibleError(name, found.identity, "its events cannot be relayed: stop it explicitly, then resume the home")
+          }
+          const where: Whereabouts = found.state === "running" || found.state === "verified"
+            ? {
+              _tag: "running",
+              instanceId: found.daemon.identity.instanceId,
+              open: (lastEventId) =>
+                openStream(found.daemon, path, lastEventId === undefined ? {} : { "last-event-id": lastEventId }).pipe(
+                  // Verified afresh next time: a daemon that stopped answering is not opened on trust.
+                  Effect.tapError(() => Effect.sync(() => verifiedDaemons.delete(home.dir)))
+                )
+            }
+            : { _tag: "none" }
+          return { home, where }
+        })
+
+      const follow = (name: string, agentId: string | undefined, lastEventId: string | undefined) =>
+        Effect.gen(function*() {
+          const agentPath = agentId === undefined ? undefined : `/v1/agents/${encodeURIComponent(agentId)}`
+          const path = agentPath === undefined ? "/v1/events" : `${agentPath}/events`
+          const { home, where } = yield* whereabouts(name, path)
+          let first: Stream.Stream<Uint8Array, ForwardFailed> | undefined
+          if (where._tag === "running") {
+            // Opened before the reader is answered: a prompt it sends next is followed whole. A
+            // refusal (an unknown agent) is the reader's answer; a daemon that cannot answer now
+            // (stopping, unreachable) is waited for as none.
+            const opened = yield* Effect.result(where.open(lastEventId))
+            if (opened._tag === "Success") {
+              if (opened.success._tag === "stream") first = opened.success.body
+              else if (opened.success.response.status < 500) return { _tag: "answer", response: opened.success.response } as const
+            }
+          } else if (agentPath !== undefined) {
+            // No daemon: an agent its saved store does not know is refused as the daemon would refuse it.
+            const read = { method: "GET", path: agentPath, search: "", contentType: undefined, body: new Uint8Array() }
+            const saved = savedStoreAnswer(home.dir, read, isStopped(hubHome, name) ? "stopped" : "retired")
+            if (Option.isSome(saved)) {
+              const answer = yield* Effect.result(saved.value)
+              if (answer._tag === "Success" && answer.success.status === 404) return { _tag: "answer", response: answer.success } as const
+            }
+          }
+          return {
+            _tag: "stream",
+            body: relay({ whereabouts: Effect.map(whereabouts(name, path), ({ where }) => where), poll: relayPoll }, {
+              lastEventId,
+              instanceId: where._tag === "running" ? where.instanceId : undefined,
+              first
+            })
+          } as const
+        }).pipe(Effect.withSpan("Hub.follow", {
+          attributes: { "quiesce.home": name, ...(agentId === undefined ? {} : agentAttributes(agentId)) }
+        }))
+
       /** The home's daemon, if it is still the process the caller saw. */
       const verified = (home: ManagedHome, identity: RenderedIdentity) =>
         Effect.gen(function*() {
@@ -428,6 +491,7 @@ export const layer = (options: HubDaemonsOptions): Layer.Layer<HubDaemons, never
         inventory,
         // A change routed to a daemon (its own retire now, say) may change its row too.
         route: (name, prepared) => isRead(prepared.request.method) ? route(name, prepared) : thenForget(route(name, prepared)),
+        follow,
         retire: (name, identity) => thenForget(retire(name, identity)),
         stop: (name, identity, confirm) => thenForget(stop(name, identity, confirm)),
         resume: (name) => thenForget(resume(name))

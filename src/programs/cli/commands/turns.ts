@@ -7,7 +7,7 @@ import { defaultTurnsLimit, TurnsLimit, type TurnView } from "../../../api/turns
 import type { NumberedEvent } from "../../../domain/agentEvent.ts"
 import { isFinal } from "../../../domain/turn.ts"
 import { agentArgument } from "../arguments.ts"
-import { eventLine, openEvents } from "./watch.ts"
+import { afterNothing, eventLine, openEvents } from "./watch.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
 import { ago, printColumns, printedWith, printJson } from "../render.ts"
@@ -61,7 +61,8 @@ const followTurn = <E>(events: Stream.Stream<NumberedEvent, E>, result: PromptRe
           printed += event.text
           return Effect.sync(() => void process.stdout.write(event.text))
         }
-        if (event._tag === "gap") return Console.error(`quiesce: ${eventLine(numbered)}`)
+        // A gap after 0 missed nothing of this turn: a daemon started for it, followed from its start.
+        if (event._tag === "gap") return afterNothing(event) ? Effect.void : Console.error(`quiesce: ${eventLine(numbered)}`)
         // A provider that reports no output as it comes: its reply, at the end.
         if (event._tag === "turn-ended" && event.turnId === turnId && printed === "" && event.reply !== null) {
           return Console.log(event.reply.replace(/\n$/, ""))

@@ -1,36 +1,69 @@
 /** Following an agent's live events: `quiesce watch`, and the stream `prompt --follow` reads. */
-import { Console, Effect, Option, Stream } from "effect"
+import { Console, Effect, Schedule, Stream } from "effect"
 import { Command } from "effect/cli"
 import { makeSseReader } from "../../../api/eventStream.ts"
-import type { NumberedEvent } from "../../../domain/agentEvent.ts"
+import type { Gap, NumberedEvent } from "../../../domain/agentEvent.ts"
 import { agentArgument } from "../arguments.ts"
 import { client } from "../connection.ts"
 import { documented } from "../documented.ts"
 import { releaseReasonText } from "../render.ts"
-import { jsonFlag, viaHub } from "../root.ts"
-import { UsageError } from "../usageError.ts"
+import { jsonFlag } from "../root.ts"
+
+/** How many times in a row (a second apart) a dropped stream is opened again before following gives up. */
+const reconnects = 30
+
+/** The failures of opening a stream that may pass: the connection failed, or the hub (restarting) is not there. */
+const passing = (error: { readonly _tag: string }) => error._tag === "HttpClientError" || error._tag === "UsageError"
 
 /**
- * Opens the agent's event stream (`GET /v1/agents/{id}/events`) from now: once this succeeds the
- * daemon follows from this moment, so a prompt sent afterwards is seen whole. The stream ends when
- * the daemon closes it (it stopped or retired).
+ * Opens the agent's event stream (`GET /v1/agents/{id}/events`; with `--hub`, relayed by the hub)
+ * from now: once this succeeds the daemon follows from this moment, so a prompt sent afterwards is
+ * seen whole. A connection that drops is opened again with `Last-Event-ID` (the last event read),
+ * found afresh (a restarted hub listens on another port), so nothing inside the daemon's window is
+ * missed (a `gap` says what was). The stream ends when the daemon closes it (it stopped or
+ * retired); the hub's relay goes on across its home's daemons.
  */
 export const openEvents = (agent: string) =>
   Effect.gen(function*() {
-    // The hub relays whole answers only: a stream would arrive when it ended.
-    if (Option.isSome(yield* viaHub)) {
-      return yield* new UsageError({
-        message: "Live events do not go through the hub yet: run this on the home's host without --hub (or QUIESCE_HUB)"
-      })
-    }
-    const api = yield* client
-    const body = yield* api.agents.events({ params: { id: agent }, headers: {} })
-    const reader = makeSseReader()
-    return body.pipe(
-      Stream.decodeText,
-      Stream.flatMap((text) => Stream.fromIterable(reader.push(text)))
+    let last: NumberedEvent["id"] | undefined
+    const services = yield* Effect.context<Effect.Services<typeof client>>()
+    const open = Effect.suspend(() =>
+      Effect.flatMap(client, (api) =>
+        api.agents.events({ params: { id: agent }, headers: last === undefined ? {} : { "last-event-id": String(last) } }))
+    ).pipe(Effect.provideContext(services))
+    // A refusal (the agent is gone) is not tried again.
+    const reopen = open.pipe(
+      Effect.delay("1 second"),
+      Effect.retry({ while: passing, times: reconnects, schedule: Schedule.spaced("1 second") })
     )
+    type Body = Effect.Success<typeof open>
+    const following = (body: Body, drops: number): Stream.Stream<NumberedEvent, Stream.Error<Body> | Effect.Error<typeof open>> => {
+      const reader = makeSseReader()
+      let read = 0
+      return body.pipe(
+        Stream.decodeText,
+        Stream.flatMap((text) => Stream.fromIterable(reader.push(text))),
+        Stream.tap((numbered) =>
+          Effect.sync(() => {
+            last = numbered.id
+            read++
+          })
+        ),
+        Stream.catch((error) => {
+          // A stream that brought events before it dropped starts the count again.
+          const dropped = read > 0 ? 1 : drops + 1
+          return dropped > reconnects ? Stream.fail(error) : Stream.unwrap(Effect.map(reopen, (again) => following(again, dropped)))
+        })
+      )
+    }
+    return following(yield* open, 0)
   })
+
+/**
+ * A gap after 0: the hub's relay, which had passed nothing on yet, follows a daemon that started
+ * since, from its first event kept (the reader missed nothing it asked for).
+ */
+export const afterNothing = (gap: Gap) => String(gap.after) === "0"
 
 /** One event for people, on one line (a turn's output as it came, without its last newline). */
 export const eventLine = ({ event }: NumberedEvent): string => {
@@ -54,7 +87,9 @@ export const eventLine = ({ event }: NumberedEvent): string => {
     case "vetoed":
       return `kept resident: ${event.reason}`
     case "gap":
-      return `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${event.resumesAt})`
+      return afterNothing(event)
+        ? `(following the home's new daemon from its first event kept, ${event.resumesAt})`
+        : `(missed events: the daemon no longer keeps those after ${event.after}; continuing from ${event.resumesAt})`
   }
 }
 
@@ -74,7 +109,7 @@ export const watch = Command.make(
   documented(
     "Follow an agent's live events as they happen: its turns (accepted, running, output, ended), permissions asked, " +
       "and its runtime resumed, released or kept. Reading never counts as activity; Ctrl-C stops following, never a turn. " +
-      "Ends when the daemon stops.",
+      "Ends when the daemon stops; with --hub, follows the home's daemons as they retire and start, starting none.",
     [
       { command: "quiesce watch agent-1234", description: "One line per event" },
       { command: "quiesce watch agent-1234 --json", description: "Each event as JSON, one per line" }
