@@ -19,7 +19,9 @@ import {
   processAlive,
   runHubCli,
   startHub,
-  writeHubConfig
+  writeHubConfig,
+  setUpWorkHome,
+  createWorkAgent
 } from "../support/hubProcess.ts"
 import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
 import { pluginPath as shellPluginPath } from "../../src/layers/providers/shell/ShellProvider.ts"
@@ -28,20 +30,8 @@ const misbehavingPlugin = join(import.meta.dirname, "../fixtures/misbehavingPlug
 
 afterEach(cleanUpHubs)
 
-/** A hub home and one managed home named `work`, with the daemons' idle timeout. */
-const setUp = (idleTimeout?: string) => {
-  const root = newHubRoot()
-  const hubHome = join(root, "hub")
-  const dir = join(root, "work")
-  writeHubConfig(hubHome, [{ name: "work", dir }], idleTimeout)
-  return { root, hubHome, dir }
-}
-
-const createAgent = async (hub: Hub, cwd: string): Promise<string> => {
-  const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd })
-  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
-  return created.body.agentId
-}
+const setUp = setUpWorkHome
+const createAgent = createWorkAgent
 
 const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; readonly wait?: boolean; readonly clientMessageId?: string }) =>
   hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)

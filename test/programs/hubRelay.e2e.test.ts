@@ -16,31 +16,19 @@ import {
   daemonRecord,
   type Hub,
   hubApi,
-  newHubRoot,
   processAlive,
   runHubCli,
   startHub,
-  writeHubConfig
+  setUpWorkHome,
+  createWorkAgent
 } from "../support/hubProcess.ts"
 
 afterEach(cleanUpHubs)
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
-/** A hub home and one managed home named `work`, with the daemons' idle timeout. */
-const setUp = (idleTimeout?: string) => {
-  const root = newHubRoot()
-  const hubHome = join(root, "hub")
-  const dir = join(root, "work")
-  writeHubConfig(hubHome, [{ name: "work", dir }], idleTimeout)
-  return { root, hubHome, dir }
-}
-
-const createAgent = async (hub: Hub, cwd: string): Promise<string> => {
-  const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd })
-  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
-  return created.body.agentId
-}
+const setUp = setUpWorkHome
+const createAgent = createWorkAgent
 
 const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; readonly wait?: boolean }) =>
   hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)

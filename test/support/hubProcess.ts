@@ -52,6 +52,22 @@ export const writeHubConfig = (
  * Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default
  * the CLI from its sources; `env` is added to its environment (and so to its daemons').
  */
+/** A hub home and one managed home named `work`, with the daemons' idle timeout. */
+export const setUpWorkHome = (idleTimeout?: string) => {
+  const root = newHubRoot()
+  const hubHome = join(root, "hub")
+  const dir = join(root, "work")
+  writeHubConfig(hubHome, [{ name: "work", dir }], idleTimeout)
+  return { root, hubHome, dir }
+}
+
+/** A shell agent in `cwd`, created through the hub in the home `work`; its id. */
+export const createWorkAgent = async (hub: Hub, cwd: string): Promise<string> => {
+  const created = await hubApi(hub, "POST", "/v1/homes/work/agents", { provider: "shell", cwd })
+  if (created.status !== 201) throw new Error(`create answered ${created.status}: ${JSON.stringify(created.body)}`)
+  return created.body.agentId
+}
+
 export const startHub = async (
   hubHome: string,
   command: ReadonlyArray<string> = [process.execPath, cli, "hub"],

@@ -21,6 +21,7 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
   let body = ""
   let raw = ""
   let ended = false
+  let failure: unknown
   const reading = (async () => {
     const response = await fetch(url, {
       headers: { authorization: `Bearer ${token}`, ...(lastEventId === undefined ? {} : { "last-event-id": String(lastEventId) }) },
@@ -43,7 +44,7 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
       raw += text
       for (const event of reader.push(text)) seen.push({ ...event, at: Date.now() })
     }
-  })().catch(() => {}).finally(() => (ended = true))
+  })().catch((error: unknown) => (failure = error)).finally(() => (ended = true))
   return {
     seen,
     connected: () => until(() => status !== undefined, "the event stream answers"),
@@ -54,6 +55,8 @@ export const readEvents = (url: string, token: string, lastEventId?: number | st
     /** Everything the stream brought, as text (frames without an id and comments too). */
     raw: () => raw,
     ended: () => ended,
+    /** Why the stream broke (a reset connection, an abort), when it did not end in order. */
+    failure: () => failure,
     reading,
     close: () => controller.abort()
   }
