@@ -2,7 +2,7 @@
  * The wire form of `GET /v1/agents/{id}/events` and `GET /v1/events` (server-sent events): how the daemon frames each
  * event, and how a client (the CLI) reads the frames back, decoded against the event schema.
  */
-import { Schema } from "effect"
+import { Predicate, Schema } from "effect"
 import { type NumberedEvent, StreamedEvent } from "../domain/agentEvent.ts"
 
 /** How often the daemon sends a comment line on an open stream, so proxies keep it open. */
@@ -33,42 +33,37 @@ export const lastEventIdOf = (header: string | undefined): string | undefined =>
   return id === undefined || id === "" ? undefined : id
 }
 
-const decodeEvent = Schema.decodeUnknownOption(Schema.fromJsonString(StreamedEvent))
-const decodeAgentId = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Struct({ agentId: Schema.String })))
+const parseJson = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Unknown))
+const decodeEvent = Schema.decodeUnknownOption(StreamedEvent)
+
+/** The event a frame's `data:` lines carry, with its agent's id when it names one (the daemon-wide stream); none when it does not decode. */
+const eventOf = (id: string, data: string): NumberedEvent | undefined => {
+  const json = parseJson(data)
+  if (json._tag === "None") return undefined
+  const event = decodeEvent(json.value)
+  if (event._tag === "None") return undefined
+  const agentId = Predicate.hasProperty(json.value, "agentId") ? json.value.agentId : undefined
+  return typeof agentId === "string" ? { id, event: event.value, agentId } : { id, event: event.value }
+}
 
 /**
- * Reads server-sent event frames from text as it arrives: `push` a chunk, get the whole events it
- * completed, each with its agent's id when the frame names one (comments skipped; a frame whose data
- * does not decode is skipped too, and counted).
+ * Reads server-sent event frames from text as it arrives (`makeSseFrames`): `push` a chunk, get the
+ * whole events it completed, each with its agent's id when the frame names one (comments and
+ * frames without an id or data skipped; a frame whose data does not decode is skipped too, and
+ * counted).
  */
 export const makeSseReader = () => {
-  let buffer = ""
+  const frames = makeSseFrames()
   let undecodable = 0
   return {
     push: (chunk: string): ReadonlyArray<NumberedEvent> => {
-      buffer += chunk.replace(/\r\n/g, "\n")
       const out: Array<NumberedEvent> = []
-      let end = buffer.indexOf("\n\n")
-      while (end >= 0) {
-        const frame = buffer.slice(0, end)
-        buffer = buffer.slice(end + 2)
-        end = buffer.indexOf("\n\n")
-        let id: string | undefined
-        const data: Array<string> = []
-        for (const line of frame.split("\n")) {
-          if (line.startsWith("id:")) id = line.slice(3).trim()
-          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""))
-        }
-        if (id === undefined || data.length === 0) continue
-        const json = data.join("\n")
-        const event = decodeEvent(json)
-        if (event._tag === "None") {
-          undecodable++
-          continue
-        }
-        // On the daemon-wide stream the event names its agent.
-        const named = decodeAgentId(json)
-        out.push(named._tag === "Some" ? { id, event: event.value, agentId: named.value.agentId } : { id, event: event.value })
+      for (const frame of frames(chunk)) {
+        const data = frame.text.split("\n").filter((line) => line.startsWith("data:")).map((line) => line.slice(5).replace(/^ /, ""))
+        if (frame.id === undefined || data.length === 0) continue
+        const event = eventOf(frame.id, data.join("\n"))
+        if (event === undefined) undecodable++
+        else out.push(event)
       }
       return out
     },

@@ -36,7 +36,7 @@ export const layerWith = (limits: WindowLimits = defaultWindowLimits): Layer.Lay
     AgentEvents,
     Effect.gen(function*() {
       const epoch = yield* drawEpoch
-      const windows = new EventWindows(0, limits, epoch)
+      const windows = new EventWindows(limits, epoch)
       const idOf = (n: number) => windows.idOf(n)
       /** The position an id names: its number when this process issued it, otherwise before every number (so a gap). */
       const positionOf = (id: string): Position => {

@@ -67,12 +67,12 @@ export class EventWindows {
   private readonly everyAgent: AgentWindow
   private readonly epoch: string
 
-  /** Numbers start after `startMillis` × 1000 (0: from 1); an event's id is `<epoch>-<n>`. */
-  constructor(startMillis: number, limits: WindowLimits = defaultWindowLimits, epoch = "0") {
+  /** Numbers start from 1; an event's id is `<epoch>-<n>`, the epoch naming this process. */
+  constructor(limits: WindowLimits = defaultWindowLimits, epoch = "0") {
     this.limits = limits
     this.epoch = epoch
-    this.next = startMillis * 1000 + 1
-    this.forgottenThrough = this.next - 1
+    this.next = 1
+    this.forgottenThrough = 0
     this.everyAgent = this.emptyWindow()
   }
 
@@ -86,9 +86,10 @@ export class EventWindows {
     this.sweep(now)
     const id = this.next++
     const bytes = JSON.stringify(event).length
-    this.keep(this.windowOf(agentId), { id, sent: { id: this.idOf(id), event } }, bytes, now)
+    const sentId = this.idOf(id)
+    this.keep(this.windowOf(agentId), { id, sent: { id: sentId, event } }, bytes, now)
     // The daemon-wide copy names its agent (and counts the id's bytes too, so its bound holds).
-    this.keep(this.everyAgent, { id, sent: { id: this.idOf(id), event, agentId } }, bytes + agentId.length, now)
+    this.keep(this.everyAgent, { id, sent: { id: sentId, event, agentId } }, bytes + agentId.length, now)
     return id
   }
 

@@ -18,7 +18,7 @@ const Steps = Arbitrary.array(Arbitrary.schema(Step), { maxLength: 200 })
 
 describe("EventWindows", () => {
   it.prop("stays bounded, and a reader reads every event in order or a gap", [Steps], ([steps]) => {
-    const windows = new EventWindows(1_000, limits)
+    const windows = new EventWindows(limits)
     const appended: Array<Array<number>> = [[], [], []]
     // Reader r follows agent r % 3 from the start.
     const readers = [0, 1, 2, 3].map((r) => ({ agent: r % 3, position: windows.latest(), seen: [] as Array<number>, gaps: 0 }))
@@ -59,7 +59,7 @@ describe("EventWindows", () => {
   })
 
   it("the daemon-wide window has every agent's events in order, each naming its agent, within the same bounds", () => {
-    const windows = new EventWindows(1_000, limits)
+    const windows = new EventWindows(limits)
     const start = windows.latest()
     const ids = ["a", "b", "a"].map((agentId, i) => windows.append(agentId, output(String(i)), 0))
     const read = windows.readEveryAgent(start, 10)
@@ -72,7 +72,7 @@ describe("EventWindows", () => {
   })
 
   it("a position this daemon never issued reads a gap, then the oldest kept", () => {
-    const windows = new EventWindows(1_000, limits)
+    const windows = new EventWindows(limits)
     const first = windows.append("a", output("one"), 0)
     const read = windows.read("a", first + 50, 10)
     assert.deepStrictEqual(read.gap, { after: first + 50, resumesAt: first })
@@ -80,13 +80,14 @@ describe("EventWindows", () => {
   })
 
   it("drops a window no one reads once its events are older than the retention, not one being read", () => {
-    const windows = new EventWindows(1_000, limits)
+    const windows = new EventWindows(limits)
+    const start = windows.latest()
     windows.append("idle", output("a"), 0)
     windows.append("read", output("b"), 0)
     windows.addReader("read")
     windows.append("other", output("c"), 120_000)
     assert.strictEqual(windows.size().agents, 2)
-    const read = windows.read("idle", 1_000_000, 10)
+    const read = windows.read("idle", start, 10)
     assert.isDefined(read.gap)
   })
 })

@@ -36,6 +36,15 @@ describe("sampledTracer", () => {
       ])
     }))
 
+  it.effect("not parent-based, it still decides once per trace: a sampled trace keeps every span", () =>
+    Effect.gen(function*() {
+      // The first draw lets the trace in; any later draw would keep it out.
+      let draw = 0
+      const sampler = sampledTracer(base, { ratio: 0.5, parentBased: false }, () => (draw++ === 0 ? 0.1 : 0.9))
+      const made = yield* run(sampler, trace("only"))
+      assert.deepStrictEqual(made, [{ name: "only", sampled: true }, { name: "only.child", sampled: true }])
+    }))
+
   it.effect("parent-based, it follows a caller's traceparent; otherwise it decides anew", () =>
     Effect.gen(function*() {
       const remote = (sampled: boolean) => Tracer.externalSpan({ traceId: "a".repeat(32), spanId: "b".repeat(16), sampled })
@@ -46,6 +55,8 @@ describe("sampledTracer", () => {
       assert.isTrue((yield* run(parentBased, under(false))).every((span) => !span.sampled))
       const own = sampledTracer(base, { ratio: 0.5, parentBased: false }, never)
       assert.isTrue((yield* run(own, under(true))).every((span) => !span.sampled))
+      const always = sampledTracer(base, { ratio: 1, parentBased: false }, never)
+      assert.isTrue((yield* run(always, under(false))).every((span) => span.sampled))
     }))
 
   it.effect("always_off samples nothing; ratio 1 samples everything", () =>
