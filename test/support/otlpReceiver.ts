@@ -61,7 +61,7 @@ export interface OtlpReceiver {
 }
 
 /** Starts a receiver on a free loopback port. */
-export const startOtlpReceiver = async (): Promise<OtlpReceiver> => {
+export const startOtlpReceiver = async (port = 0): Promise<OtlpReceiver> => {
   const received: Array<{ readonly path: string; readonly body: unknown }> = []
   const server: Server = createServer((request, response) => {
     const chunks: Array<Buffer> = []
@@ -79,12 +79,15 @@ export const startOtlpReceiver = async (): Promise<OtlpReceiver> => {
       response.end("{}")
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(port, "127.0.0.1", resolve)
+  })
   const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
+  const listening = typeof address === "object" && address !== null ? address.port : 0
   const bodies = (path: string) => received.filter((entry) => entry.path === path).map((entry) => entry.body)
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://127.0.0.1:${listening}`,
     bodies,
     requests: () => received.map((entry) => entry.path),
     spans: () =>
