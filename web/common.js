@@ -50,7 +50,7 @@ export class ApiError extends Error {
  * @param {unknown} value
  * @returns {value is Record<string, unknown>}
  */
-const isRecord = (value) => typeof value === "object" && value !== null && !Array.isArray(value)
+export const isRecord = (value) => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Where the page keeps its session's key: this origin's storage, which no other port of the host can read. */
 const keyStorage = "quiesce.sessionKey"

@@ -3,7 +3,7 @@
 // is visible. It reads them with fetch rather than EventSource, which cannot send the session's key
 // header (the cookie alone is refused). A hidden page closes its stream; shown again, it reconnects
 // with `Last-Event-ID` set to the last id it read, so it misses nothing inside the daemon's window.
-import { isSignedOut, sessionHeaders, showSignedOut } from "./common.js"
+import { isRecord, isSignedOut, sessionHeaders, showSignedOut } from "./common.js"
 
 /**
  * One event: its id, its type (the `event:` line, the event's tag) and its data as JSON.
@@ -31,17 +31,11 @@ const unavailableRetryMillis = 30_000
 const lostRetryMillis = { first: 1_000, most: 30_000 }
 
 /**
- * @param {unknown} value
- * @returns {value is Record<string, unknown>}
- */
-const isRecord = (value) => typeof value === "object" && value !== null && !Array.isArray(value)
-
-/**
  * Splits server-sent event text into frames as it arrives: `push` a chunk, get the frames it
  * completed, each with its id and its event (null for a frame with only an id: the daemon's
  * position at the start of a stream; comment lines are skipped, and data that are not JSON).
  */
-export const sseParser = () => {
+const sseParser = () => {
   let buffer = ""
   return {
     /**

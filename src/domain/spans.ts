@@ -4,10 +4,10 @@
  */
 
 /** The agent a span is about. */
-export const agentIdAttribute = "quiesce.agent.id"
+const agentIdAttribute = "quiesce.agent.id"
 
 /** The provider of the agent a span is about (`shell`, `claude`, …). */
-export const providerAttribute = "quiesce.provider"
+const providerAttribute = "quiesce.provider"
 
 /** The attributes of a span about one agent; the provider when it is known. */
 export const agentAttributes = (agentId: string, provider?: string | undefined): Record<string, string> =>

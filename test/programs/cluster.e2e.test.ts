@@ -24,7 +24,7 @@ import {
 } from "../support/daemonProcess.ts"
 import { killAndPrompt } from "../support/clusterFailover.ts"
 import { usePostgres } from "../support/usePostgres.ts"
-import { followEvents, type SeenEvent } from "../support/eventReader.ts"
+import { endedTurn, followEvents } from "../support/eventReader.ts"
 
 const postgres = usePostgres()
 afterEach(cleanUpDaemons)
@@ -94,9 +94,6 @@ const spreadAgents = async (runners: ReadonlyArray<Runner>, cwd: string, atLeast
   }, `agents are hosted by all ${runners.length} runners`, 60_000)
   return agents
 }
-
-const endedTurn = (seen: ReadonlyArray<SeenEvent>, turnId: string) =>
-  seen.find((e) => e.event._tag === "turn-ended" && e.event.turnId === turnId)
 
 /** The epoch of an event id (`<epoch>-<n>`): the daemon process that issued it. */
 const epochOf = (id: string) => id.slice(0, id.lastIndexOf("-"))

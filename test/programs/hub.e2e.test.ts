@@ -20,8 +20,8 @@ import {
   runHubCli,
   startHub,
   writeHubConfig,
-  setUpWorkHome,
-  createWorkAgent
+  setUpWorkHome as setUp,
+  createWorkAgent as createAgent
 } from "../support/hubProcess.ts"
 import { daemonProtocolVersion } from "../../src/domain/retirement.ts"
 import { pluginPath as shellPluginPath } from "../../src/layers/providers/shell/ShellProvider.ts"
@@ -30,8 +30,6 @@ const misbehavingPlugin = join(import.meta.dirname, "../fixtures/misbehavingPlug
 
 afterEach(cleanUpHubs)
 
-const setUp = setUpWorkHome
-const createAgent = createWorkAgent
 
 const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; readonly wait?: boolean; readonly clientMessageId?: string }) =>
   hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)

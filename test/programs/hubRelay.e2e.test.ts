@@ -19,16 +19,14 @@ import {
   processAlive,
   runHubCli,
   startHub,
-  setUpWorkHome,
-  createWorkAgent
+  setUpWorkHome as setUp,
+  createWorkAgent as createAgent
 } from "../support/hubProcess.ts"
 
 afterEach(cleanUpHubs)
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
 
-const setUp = setUpWorkHome
-const createAgent = createWorkAgent
 
 const promptVia = (hub: Hub, agentId: string, body: { readonly text: string; readonly wait?: boolean }) =>
   hubApi(hub, "POST", `/v1/homes/work/agents/${agentId}/prompts`, body)

@@ -18,14 +18,11 @@ import {
   startDaemon,
   until
 } from "../support/daemonProcess.ts"
-import { followEvents as follow, followEventsAt as followPath, type SeenEvent as Seen } from "../support/eventReader.ts"
+import { endedTurn, followEvents as follow, followEventsAt as followPath } from "../support/eventReader.ts"
 
 afterEach(cleanUpDaemons)
 
 const cli = join(import.meta.dirname, "../../src/programs/cli/main.ts")
-
-const endedTurn = (seen: ReadonlyArray<Seen>, turnId: string) =>
-  seen.find((e) => e.event._tag === "turn-ended" && e.event.turnId === turnId)
 
 const rssBytes = (pid: number): number => {
   const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))

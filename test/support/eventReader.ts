@@ -1,9 +1,8 @@
 /** A reader of a daemon's live events (`GET /v1/agents/{id}/events`, `GET /v1/events`) over fetch, as a browser or the CLI reads them. */
 import type { Daemon } from "./daemonProcess.ts"
-import { readEvents, type Seen } from "./sseReader.ts"
+import { readEvents } from "./sseReader.ts"
 
-/** An event as the reader saw it, with when (epoch ms). */
-export type SeenEvent = Seen
+export { endedTurn, type Seen } from "./sseReader.ts"
 
 /** Follows the agent's events on `daemon` (after `lastEventId`, sent as `Last-Event-ID`): what it saw, until closed or the daemon ends the stream. */
 export const followEvents = (daemon: Daemon, agentId: string, lastEventId?: string) =>

@@ -48,10 +48,6 @@ export const writeHubConfig = (
   )
 }
 
-/**
- * Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default
- * the CLI from its sources; `env` is added to its environment (and so to its daemons').
- */
 /** A hub home and one managed home named `work`, with the daemons' idle timeout. */
 export const setUpWorkHome = (idleTimeout?: string) => {
   const root = newHubRoot()
@@ -68,6 +64,10 @@ export const createWorkAgent = async (hub: Hub, cwd: string): Promise<string> =>
   return created.body.agentId
 }
 
+/**
+ * Starts a hub over `hubHome`; `command` stands for `quiesce hub` (e.g. `npm run hub --`), by default
+ * the CLI from its sources; `env` is added to its environment (and so to its daemons').
+ */
 export const startHub = async (
   hubHome: string,
   command: ReadonlyArray<string> = [process.execPath, cli, "hub"],

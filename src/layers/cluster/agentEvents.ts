@@ -60,18 +60,20 @@ export const layer: Layer.Layer<AgentEvents, never, Sharding.Sharding | AgentEve
         )
       })
 
+    const latestOf = (agentId: string) => routed(agentId, "LatestEvent")(clientFor(agentId).LatestEvent())
+
     return AgentEvents.of({
       publish: local.publish,
       forget: local.forget,
       latest: local.latest,
-      latestOf: (agentId) => routed(agentId, "LatestEvent")(clientFor(agentId).LatestEvent()),
+      latestOf,
       // The daemon-wide stream is this runner's: the agents it hosts.
       followEveryAgent: local.followEveryAgent,
       endStreams: Effect.andThen(local.endStreams, Deferred.succeed(stopped, undefined)),
       follow: (agentId, after) =>
         Effect.gen(function*() {
           // The host's position now, before the reader is answered: nothing it publishes after this is missed.
-          const start = after ?? (yield* routed(agentId, "LatestEvent")(clientFor(agentId).LatestEvent()))
+          const start = after ?? (yield* latestOf(agentId))
           return followFrom(agentId, start).pipe(Stream.interruptWhen(Deferred.await(stopped)))
         })
     })

@@ -38,10 +38,10 @@ import { pageRoutes, servedPages } from "./pages.ts"
 import { apiRoutes, requestProblemsLayer, type ServedRoute, unmatchedRequests } from "./requestProblems.ts"
 import { spanNamesLayer } from "./spanNames.ts"
 
-/** Requests no route takes: typed problems, once authenticated like the API's own routes. */
 /** Every route the daemon serves. */
 const servedRoutes: ReadonlyArray<ServedRoute> = [...apiRoutes(QuiesceApi), { method: "GET", path: openapiPath }, ...servedPages("daemon")]
 
+/** Requests no route takes: typed problems, once authenticated like the API's own routes. */
 const unmatchedLayer = (token: string) =>
   Layer.unwrap(Effect.map(PageSessions, (sessions) =>
     unmatchedRequests({

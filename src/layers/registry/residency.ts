@@ -137,16 +137,17 @@ export const makeResidency = Effect.fnUntraced(function*(deps: ResidencyDeps) {
           unregister(agent)
           yield* runtimeRecords.forget(agent)
           const previous = records.get(agent.agentId)!
+          const now = yield* Clock.currentTimeMillis
           const record: AgentRecord = {
             ...previous,
             lifecycle: "closed",
             lastActivityAt: Math.max(previous.lastActivityAt, agent.lastActivityAt),
-            closedAt: yield* Clock.currentTimeMillis,
+            closedAt: now,
             // Its memory went with its process, unmeasured.
             release: { reason: "exited", rssBytes: null }
           }
           records.set(agent.agentId, record)
-          deps.publish(agent.agentId, { _tag: "released", reason: "exited" }, record.closedAt ?? 0)
+          deps.publish(agent.agentId, { _tag: "released", reason: "exited" }, now)
           yield* Effect.logWarning("Agent runtime ended on its own; the next prompt resumes it").pipe(
             Effect.annotateLogs({ agentId: agent.agentId, sessionId: agent.sessionId })
           )

@@ -55,7 +55,7 @@ const httpUrl = (name: string, value: string) =>
   })
 
 /** `key1=value1,key2=value2` with percent-encoded keys and values (resource attributes, headers). */
-export const parseKeyValues = (name: string, value: string): Effect.Effect<Record<string, string>, TelemetrySettingInvalid> =>
+const parseKeyValues = (name: string, value: string): Effect.Effect<Record<string, string>, TelemetrySettingInvalid> =>
   Effect.suspend(() => {
     const pairs: Record<string, string> = {}
     for (const entry of value.split(",")) {

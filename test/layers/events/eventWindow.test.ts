@@ -21,7 +21,10 @@ describe("EventWindows", () => {
     const windows = new EventWindows(limits)
     const appended: Array<Array<number>> = [[], [], []]
     // Reader r follows agent r % 3 from the start.
-    const readers = [0, 1, 2, 3].map((r) => ({ agent: r % 3, position: windows.latest(), seen: [] as Array<number>, gaps: 0 }))
+    const readers = [0, 1, 2, 3].map((r) => {
+      const seen: Array<number> = []
+      return { agent: r % 3, position: windows.latest(), seen, gaps: 0 }
+    })
     let now = 0
     for (const step of steps) {
       now += 1_000

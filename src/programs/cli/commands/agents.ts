@@ -10,7 +10,7 @@ import { client } from "../connection.ts"
 import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
 import { ago, printColumns, printedWith, printJson, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
-import { daemonOrSavedStore } from "../savedReads.ts"
+import { type DaemonApi, daemonOrSavedStore } from "../savedReads.ts"
 
 /** A close refused because it would end work, told to the user: what, and how to force it; exit code 1. */
 class CloseRefused extends Schema.TaggedError<CloseRefused>()("CloseRefused", { message: Schema.String }) {}
@@ -41,7 +41,7 @@ type LabelledClose =
  * Closes one agent of a close by label, as `agents close AGENT` does (the same request, so the
  * daemon logs it as it logs that one): refused with what it would end unless forced.
  */
-const closeLabelled = (api: Effect.Success<typeof client>, agent: AgentSummary, force: boolean) =>
+const closeLabelled = (api: DaemonApi, agent: AgentSummary, force: boolean) =>
   agent.resident
     ? api.agents.close({ params: { id: agent.agentId }, query: force ? { force: "true" } : {} }).pipe(
       Effect.map((closed): LabelledClose => ({ agentId: agent.agentId, outcome: "closed", ended: closed.ended })),
