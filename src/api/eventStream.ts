@@ -24,6 +24,13 @@ export const sseFrame = (numbered: NumberedEvent): string =>
  */
 export const ssePosition = (id: string): string => `id: ${id}\n\n`
 
+/**
+ * A `Last-Event-ID` no daemon issues (ids are `<epoch>-<n>`): it asks for every event the daemon
+ * kept, after a `gap` naming it. The hub sends it to a new daemon for a reader that had read nothing
+ * yet, and a client seeing a gap after it knows it missed nothing it asked for.
+ */
+export const fromFirstKept = "0"
+
 /** A comment line: ignored by readers, it keeps the connection from looking idle. */
 export const sseComment = (text: string): string => `: ${text}\n\n`
 

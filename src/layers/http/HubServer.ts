@@ -33,6 +33,7 @@ import {
   unmatchedRequests
 } from "./requestProblems.ts"
 import { routedThroughHub, spanNamesLayer } from "./spanNames.ts"
+import { sseResponse } from "./sseResponse.ts"
 
 const handlers = HttpApiBuilder.group(
   HubApi,
@@ -120,10 +121,7 @@ const relayedEvents = (
     Effect.map((relayed) =>
       relayed._tag === "answer"
         ? routedResponse(relayed.response, {})
-        : HttpServerResponse.stream(Stream.interruptWhen(relayed.body, credentialsLapse(stillAuthorized)), {
-          contentType: "text/event-stream",
-          headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-        })
+        : sseResponse(Stream.interruptWhen(relayed.body, credentialsLapse(stillAuthorized)))
     ),
     Effect.catch((error) => Effect.succeed(errorResponse(error)))
   )

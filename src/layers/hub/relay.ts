@@ -16,7 +16,7 @@
  * is buffered beyond a frame: the daemon's body is pulled as the reader's socket takes it.
  */
 import { Cause, Duration, Effect, type Scope, Stream } from "effect"
-import { heartbeatSeconds, makeSseFrames, sseComment, type SseFrame } from "../../api/eventStream.ts"
+import { fromFirstKept, heartbeatSeconds, makeSseFrames, sseComment, type SseFrame } from "../../api/eventStream.ts"
 import type { RoutingError } from "../../domain/hub.ts"
 import type { NoDaemon } from "../../domain/relayEvent.ts"
 import type { ForwardFailed, OpenedStream } from "./forward.ts"
@@ -115,7 +115,7 @@ export const relay = (options: RelayOptions, start: RelayStart): Stream.Stream<U
       }
       if (where.success._tag === "running") {
         const { instanceId, open } = where.success
-        const opened = yield* Effect.result(open(position ?? (instanceId === instance ? undefined : "0")))
+        const opened = yield* Effect.result(open(position ?? (instanceId === instance ? undefined : fromFirstKept)))
         if (opened._tag === "Success") {
           if (opened.success._tag === "stream") {
             instance = instanceId

@@ -1,6 +1,5 @@
 /** The agents group's handlers: over `AgentOperations` (on a cluster's runner, the runner hosting the agent), closes and the registry. */
 import { Duration, Effect, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as fs from "node:fs"
 import { heartbeatSeconds, lastEventIdOf, sseComment, sseFrame, ssePosition } from "../../../api/eventStream.ts"
@@ -13,6 +12,7 @@ import { AgentClose } from "../../../services/AgentClose.ts"
 import { AgentEvents } from "../../../services/AgentEvents.ts"
 import { AgentOperations } from "../../../services/AgentOperations.ts"
 import { type AgentDirectory, AgentRegistry } from "../../../services/AgentRegistry.ts"
+import { sseResponse } from "../sseResponse.ts"
 
 /** An agent's working directory must exist before its provider is asked to start there. */
 const checkDirectory = (cwd: string) =>
@@ -33,11 +33,7 @@ const checkDirectory = (cwd: string) =>
 const eventStreamResponse = (from: string, followed: Stream.Stream<NumberedEvent>) => {
   const frames = Stream.concat(Stream.make(ssePosition(from)), followed.pipe(Stream.map(sseFrame)))
   const heartbeat = Stream.tick(Duration.seconds(heartbeatSeconds)).pipe(Stream.map(() => sseComment("heartbeat")))
-  const body = Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText)
-  return HttpServerResponse.stream(body, {
-    contentType: "text/event-stream",
-    headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-  })
+  return sseResponse(Stream.merge(frames, heartbeat, { haltStrategy: "left" }).pipe(Stream.encodeText))
 }
 
 /** The agents group. */

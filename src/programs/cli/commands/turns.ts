@@ -15,7 +15,12 @@ import { jsonFlag } from "../root.ts"
 import { daemonOrSavedStore } from "../savedReads.ts"
 
 /** A turn that failed or was interrupted, told to the user: the message, exit code 1. */
-class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {}
+class TurnUnsuccessful extends Schema.TaggedError<TurnUnsuccessful>()("TurnUnsuccessful", { message: Schema.String }) {
+  /** A turn that ended failed or interrupted, with its error's message. */
+  static ended(turnId: string, state: string, error: { readonly message: string } | null) {
+    return new TurnUnsuccessful({ message: `turn ${turnId} ${state}: ${error?.message ?? "no reason given"}` })
+  }
+}
 
 /**
  * A prompt's answer: with `--json`, the receipt as JSON; else with `--wait`, the reply of a completed
@@ -26,9 +31,7 @@ const reportTurn = (result: PromptResult, wait: boolean, json: boolean) =>
   Effect.gen(function*() {
     if (json) yield* printJson(result)
     if (result.state === "failed" || result.state === "interrupted") {
-      return yield* new TurnUnsuccessful({
-        message: `turn ${result.turnId} ${result.state}: ${result.error?.message ?? "no reason given"}`
-      })
+      return yield* TurnUnsuccessful.ended(result.turnId, result.state, result.error)
     }
     if (json) return
     // The reply as the agent gave it, without doubling its last newline.
@@ -77,7 +80,7 @@ const followTurn = <E>(events: Stream.Stream<NumberedEvent, E>, result: PromptRe
       })
     }
     if (ended.state === "failed" || ended.state === "interrupted") {
-      return yield* new TurnUnsuccessful({ message: `turn ${turnId} ${ended.state}: ${ended.error?.message ?? "no reason given"}` })
+      return yield* TurnUnsuccessful.ended(turnId, ended.state, ended.error)
     }
   })
 

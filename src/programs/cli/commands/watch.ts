@@ -1,7 +1,7 @@
 /** Following an agent's live events: `quiesce watch`, and the stream `prompt --follow` reads. */
 import { Console, Effect, Schedule, Stream } from "effect"
 import { Command } from "effect/cli"
-import { makeSseReader } from "../../../api/eventStream.ts"
+import { fromFirstKept, makeSseReader } from "../../../api/eventStream.ts"
 import type { Gap, NumberedEvent } from "../../../domain/agentEvent.ts"
 import { agentArgument } from "../arguments.ts"
 import { client } from "../connection.ts"
@@ -29,7 +29,7 @@ export const openEvents = (agent: string) =>
     const services = yield* Effect.context<Effect.Services<typeof client>>()
     const open = Effect.suspend(() =>
       Effect.flatMap(client, (api) =>
-        api.agents.events({ params: { id: agent }, headers: last === undefined ? {} : { "last-event-id": String(last) } }))
+        api.agents.events({ params: { id: agent }, headers: last === undefined ? {} : { "last-event-id": last } }))
     ).pipe(Effect.provideContext(services))
     // A refusal (the agent is gone) is not tried again.
     const reopen = open.pipe(
@@ -63,7 +63,7 @@ export const openEvents = (agent: string) =>
  * A gap after 0: the hub's relay, which had passed nothing on yet, follows a daemon that started
  * since, from its first event kept (the reader missed nothing it asked for).
  */
-export const afterNothing = (gap: Gap) => String(gap.after) === "0"
+export const afterNothing = (gap: Gap) => gap.after === fromFirstKept
 
 /** One event for people, on one line (a turn's output as it came, without its last newline). */
 export const eventLine = ({ event }: NumberedEvent): string => {
