@@ -29,11 +29,23 @@ export interface ForwardOptions {
 /** How long connecting to a daemon may take (loopback: a daemon that does not accept is wedged or stopped). */
 const connectTimeoutMillis = 5_000
 
+const failedWith = (error: Error) => new ForwardFailed({ message: error.message, code: codeOf(error) })
+
+/** The hub's span as W3C trace headers (`traceparent`), so the daemon's spans join the hub's trace; none outside a span. */
+const traceHeaders = Effect.map(Effect.option(Effect.currentSpan), (span) => Option.isSome(span) ? HttpTraceContext.toHeaders(span.value) : {})
+
+/** A daemon's answer passed back: its status, the headers the hub keeps, and its body. */
+const answerOf = (response: http.IncomingMessage, body: Uint8Array): RoutedResponse => ({
+  status: response.statusCode ?? 502,
+  contentType: header(response.headers["content-type"]),
+  retryAfter: header(response.headers["retry-after"]),
+  body
+})
+
 export const makeForwarder = () => {
   const agent = new http.Agent({ keepAlive: true })
   return (target: { readonly baseUrl: string; readonly token: string }, request: RoutedRequest, options: ForwardOptions) =>
-    // The hub's span goes along (W3C traceparent), so the daemon's spans join the hub's trace.
-    Effect.flatMap(Effect.option(Effect.currentSpan), (span) => Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
+    Effect.flatMap(traceHeaders, (trace) => Effect.callback<RoutedResponse, ForwardFailed>((resume) => {
       const hasBody = request.method !== "GET" && request.method !== "HEAD"
       const timeout = (what: string, millis: number) =>
         setTimeout(() => {
@@ -45,24 +57,13 @@ export const makeForwarder = () => {
         agent,
         headers: {
           authorization: `Bearer ${target.token}`,
-          ...(Option.isSome(span) ? HttpTraceContext.toHeaders(span.value) : {}),
+          ...trace,
           ...(hasBody
             ? { "content-type": request.contentType ?? "application/json", "content-length": String(request.body.byteLength) }
             : {})
         }
-      }, (response) => {
-        const chunks: Array<Buffer> = []
-        response.on("data", (chunk: Buffer) => chunks.push(chunk))
-        response.on("error", (error) => resume(Effect.fail(new ForwardFailed({ message: error.message, code: codeOf(error) }))))
-        response.on("end", () =>
-          resume(Effect.succeed({
-            status: response.statusCode ?? 502,
-            contentType: header(response.headers["content-type"]),
-            retryAfter: header(response.headers["retry-after"]),
-            body: Buffer.concat(chunks)
-          })))
-      })
-      outgoing.on("error", (error) => resume(Effect.fail(new ForwardFailed({ message: error.message, code: codeOf(error) }))))
+      }, (response) => resume(Effect.map(wholeBody(response), (body) => answerOf(response, body))))
+      outgoing.on("error", (error) => resume(Effect.fail(failedWith(error))))
       const timers = [
         ...(options.responseTimeoutMillis === undefined ? [] : [timeout("answer", options.responseTimeoutMillis)])
       ]
@@ -88,8 +89,6 @@ export type OpenedStream =
 /** How long a daemon may take to answer a streaming request's headers. */
 const streamHeadersTimeoutMillis = 30_000
 
-const failedWith = (error: Error) => new ForwardFailed({ message: error.message, code: codeOf(error) })
-
 /**
  * Opens a `GET` at the daemon whose answer is a stream (`GET /v1/agents/{id}/events`), with
  * `headers` added (`Last-Event-ID`) and the hub's span (W3C traceparent). Nothing is buffered: the
@@ -102,7 +101,7 @@ export const openStream = (
   path: string,
   headers: Readonly<Record<string, string>>
 ): Effect.Effect<OpenedStream, ForwardFailed, Scope.Scope> =>
-  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+  Effect.flatMap(traceHeaders, (trace) =>
     Effect.acquireRelease(
       Effect.callback<{ readonly outgoing: http.ClientRequest; readonly response: http.IncomingMessage }, ForwardFailed>((resume) => {
         const outgoing = http.request(`${target.baseUrl}${path}`, {
@@ -111,7 +110,7 @@ export const openStream = (
           headers: {
             ...headers,
             authorization: `Bearer ${target.token}`,
-            ...(Option.isSome(span) ? HttpTraceContext.toHeaders(span.value) : {})
+            ...trace
           }
         })
         const timer = setTimeout(() => {
@@ -145,23 +144,16 @@ export const openStream = (
               onError: (error) => error instanceof Error ? failedWith(error) : new ForwardFailed({ message: String(error), code: null })
             })
           })
-          : Effect.map(wholeBody(response), (body) => ({
-            _tag: "answer",
-            response: {
-              status: response.statusCode ?? 502,
-              contentType: header(response.headers["content-type"]),
-              retryAfter: header(response.headers["retry-after"]),
-              body
-            }
-          }))
+          : Effect.map(wholeBody(response), (body) => ({ _tag: "answer", response: answerOf(response, body) }))
       )
     )
 
-/** The rest of an answer, whole (a refusal: small). */
+/** The rest of an answer, whole; interrupted (the caller went away), the answer is dropped. */
 const wholeBody = (response: http.IncomingMessage) =>
   Effect.callback<Uint8Array, ForwardFailed>((resume) => {
     const chunks: Array<Buffer> = []
     response.on("data", (chunk: Buffer) => chunks.push(chunk))
     response.on("error", (error) => resume(Effect.fail(failedWith(error))))
     response.on("end", () => resume(Effect.succeed(Buffer.concat(chunks))))
+    return Effect.sync(() => response.destroy())
   })
