@@ -2,8 +2,10 @@
  * Daemons the benchmarks start: what one is once ready, asking its API, its resident memory, and
  * stopping it (its whole process group) with its home removed.
  */
-import type { ChildProcess } from "node:child_process"
-import { readFileSync, rmSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 
 /** A daemon started over a new home, ready on `port`. */
 export interface BenchDaemon {
@@ -12,6 +14,47 @@ export interface BenchDaemon {
   readonly home: string
   readonly token: string
 }
+
+/** A daemon started by `startDaemon`, and how long it took to be ready. */
+export interface StartedDaemon extends BenchDaemon {
+  readonly readyMs: number
+}
+
+/**
+ * Starts a daemon over a new home (named after `label`) and waits for its ready line.
+ * `commandFor(home)` is its command line; `env` is added to this process's environment, with no
+ * OTLP endpoint unless `env` names one.
+ */
+export const startDaemon = (
+  label: string,
+  commandFor: (home: string) => readonly [string, ...Array<string>],
+  env: Readonly<Record<string, string>> = {}
+) =>
+  new Promise<StartedDaemon>((resolve, reject) => {
+    const home = mkdtempSync(join(tmpdir(), `quiesce-bench-${label}-`))
+    const start = performance.now()
+    const [command, ...args] = commandFor(home)
+    const child = spawn(command, args, {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: "", ...env }
+    })
+    let output = ""
+    const onData = (chunk: Buffer) => {
+      output += String(chunk)
+      const ready = /Quiesce ready on http:\/\/127\.0\.0\.1:(\d+)/.exec(output)
+      if (ready === null) return
+      const readyMs = performance.now() - start
+      child.stdout?.off("data", onData)
+      child.stderr?.off("data", onData)
+      child.stdout?.resume()
+      child.stderr?.resume()
+      resolve({ child, readyMs, port: Number(ready[1]), home, token: readFileSync(join(home, "token"), "utf8").trim() })
+    }
+    child.stdout?.on("data", onData)
+    child.stderr?.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`${command} ${args.join(" ")} exited ${code} before it was ready:\n${output}`)))
+  })
 
 /** Resident set size of one process in MiB, from procfs; NaN once it is gone. */
 export const rssMiB = (pid: number): number => {

@@ -10,15 +10,14 @@
  * - `quiesce --version` and `quiesce agents list`, and `quiesce` on PATH where an older `node` comes first.
  */
 import { spawn, spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { longRunningNodeFlags } from "../src/domain/version.ts"
 import { liveProcesses } from "../src/platform/detachedGroups.ts"
 import { until } from "../test/support/daemonProcess.ts"
 import { cleanUpHubs, hubApi, inventoryRow, newHubRoot, processAlive, startHub, writeHubConfig } from "../test/support/hubProcess.ts"
 import { measureCommand } from "./cli.ts"
-import { type BenchDaemon, call, rssMiB, stopDaemon } from "./daemonProcess.ts"
+import { call, rssMiB, type StartedDaemon, startDaemon, stopDaemon } from "./daemonProcess.ts"
 import { type BenchRow, median } from "./table.ts"
 
 const root = join(import.meta.dirname, "..")
@@ -37,45 +36,18 @@ const clientBareFactor = 3
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-interface Started extends BenchDaemon {
-  readonly readyMs: number
-}
-
 /**
  * Starts a daemon over a new home with `cli` and waits for its ready line: the time from spawn to it.
  * The build runs with the flags the package starts it with (`npm start`, a hub, the systemd unit).
  */
-const startDaemon = (cli: string | "npm start", flags: ReadonlyArray<string> = []) =>
-  new Promise<Started>((resolve, reject) => {
-    const home = mkdtempSync(join(tmpdir(), "quiesce-bench-lean-"))
-    const start = performance.now()
-    const nodeFlags = cli === built ? longRunningNodeFlags : []
-    const [command, ...args] = cli === "npm start"
+const startLeanDaemon = (cli: string | "npm start", flags: ReadonlyArray<string> = []) =>
+  startDaemon("lean", (home) =>
+    cli === "npm start"
       ? ["npm", "start", "--silent", "--", "--home", home, "--port", "0", ...flags]
-      : [process.execPath, ...nodeFlags, cli, "--home", home, "daemon", "--port", "0", ...flags]
-    const child = spawn(command, args, {
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let output = ""
-    const onData = (chunk: Buffer) => {
-      output += String(chunk)
-      const ready = /Quiesce ready on http:\/\/127\.0\.0\.1:(\d+)/.exec(output)
-      if (ready === null) return
-      const readyMs = performance.now() - start
-      child.stdout?.off("data", onData)
-      child.stderr?.off("data", onData)
-      child.stdout?.resume()
-      child.stderr?.resume()
-      resolve({ child, readyMs, port: Number(ready[1]), home, token: readFileSync(join(home, "token"), "utf8").trim() })
-    }
-    child.stdout?.on("data", onData)
-    child.stderr?.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`${cli} daemon exited ${code} before it was ready:\n${output}`)))
-  })
+      : [process.execPath, ...(cli === built ? longRunningNodeFlags : []), cli, "--home", home, "daemon", "--port", "0", ...flags])
 
 /** One shell agent created, prompted and released (its runtime closed); the runtime's pid while it lived. */
-const cycleAgent = async (daemon: Started) => {
+const cycleAgent = async (daemon: StartedDaemon) => {
   const created = await call(daemon, "POST", "/v1/agents", { provider: "shell", cwd: daemon.home })
   const agentId: string = created.agentId
   await call(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "true", wait: true })
@@ -111,7 +83,7 @@ export const leanBench = async (samples: number, released: number, wakes: number
   for (let i = 0; i < samples; i++) {
     bare.push(bareStart(3))
     for (const [variant, cli] of [["built", built], ["sources", sources], ["npm", "npm start"]] as const) {
-      const daemon = await startDaemon(cli)
+      const daemon = await startLeanDaemon(cli)
       figures[variant].ready.push(daemon.readyMs)
       // Idle: what it holds once its start-up garbage had a moment to be collected.
       await sleep(2000)
@@ -146,7 +118,7 @@ export const leanBench = async (samples: number, released: number, wakes: number
   })
 
   // A daemon after `released` agents were created, prompted and released, ten at a time.
-  const daemon = await startDaemon(built)
+  const daemon = await startLeanDaemon(built)
   try {
     const runtimeRss: Array<number> = []
     for (let done = 0; done < released; done += 10) {

@@ -4,12 +4,10 @@
  * the prompts (utime + stime from procfs) and its resident memory after them, with the export on
  * (to an OTLP receiver in this process) against off, interleaved, as medians of `rounds`.
  */
-import { spawn } from "node:child_process"
-import { mkdtempSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { startOtlpReceiver } from "../test/support/otlpReceiver.ts"
-import { type BenchDaemon, call, rssMiB, stopDaemon } from "./daemonProcess.ts"
+import { call, rssMiB, startDaemon, stopDaemon } from "./daemonProcess.ts"
 import { type BenchRow, median } from "./table.ts"
 
 const cli = join(import.meta.dirname, "../src/programs/cli/main.ts")
@@ -30,48 +28,22 @@ const cpuMs = (pid: number): number => {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond
 }
 
-interface Started extends BenchDaemon {
-  readonly pid: number
-}
-
-const startDaemon = (env: Readonly<Record<string, string>>) =>
-  new Promise<Started>((resolve, reject) => {
-    const home = mkdtempSync(join(tmpdir(), "quiesce-bench-tracing-"))
-    const child = spawn(process.execPath, [cli, "--home", home, "daemon", "--port", "0"], {
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: "", ...env }
-    })
-    let output = ""
-    const onData = (chunk: Buffer) => {
-      output += String(chunk)
-      const ready = /Quiesce ready on http:\/\/127\.0\.0\.1:(\d+)/.exec(output)
-      if (ready === null || child.pid === undefined) return
-      child.stdout?.off("data", onData)
-      child.stderr?.off("data", onData)
-      child.stdout?.resume()
-      child.stderr?.resume()
-      resolve({ child, pid: child.pid, port: Number(ready[1]), home, token: readFileSync(join(home, "token"), "utf8").trim() })
-    }
-    child.stdout?.on("data", onData)
-    child.stderr?.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`the daemon exited ${code} before it was ready:\n${output}`)))
-  })
-
 /** One daemon's CPU over `prompts` prompts to one shell agent, and its memory after them. */
 const measure = async (env: Readonly<Record<string, string>>, prompts: number) => {
-  const daemon = await startDaemon(env)
+  const daemon = await startDaemon("tracing", (home) => [process.execPath, cli, "--home", home, "daemon", "--port", "0"], env)
+  const pid = daemon.child.pid
+  if (pid === undefined) throw new Error("the daemon has no pid")
   try {
     const { agentId } = await call(daemon, "POST", "/v1/agents", { provider: "shell", cwd: daemon.home })
     // Warm: the runtime started, the code paths compiled.
     for (let i = 0; i < warmPrompts; i++) await call(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "true", wait: true })
-    const before = cpuMs(daemon.pid)
+    const before = cpuMs(pid)
     const started = performance.now()
     for (let i = 0; i < prompts; i++) await call(daemon, "POST", `/v1/agents/${agentId}/prompts`, { text: "true", wait: true })
     const wallMs = performance.now() - started
     // The exports of the last prompts are billed too: one span export interval (5 s by default).
     await new Promise((resolve) => setTimeout(resolve, 5_500))
-    return { cpuMs: cpuMs(daemon.pid) - before, rssMiB: rssMiB(daemon.pid), wallMs }
+    return { cpuMs: cpuMs(pid) - before, rssMiB: rssMiB(pid), wallMs }
   } finally {
     await stopDaemon(daemon)
   }
