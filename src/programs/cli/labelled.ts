@@ -17,13 +17,15 @@ export const labelFlag = (what: string) =>
     Flag.withDefault({})
   )
 
+/** Each label as `key=value`, in order. */
+export const labelPairs = (labels: Readonly<Record<string, string>>) =>
+  Object.entries(labels).map(([key, value]) => `${key}=${value}`)
+
 /** Labels as a person writes them: `team=web --label tier=1` reads `team=web and tier=1`. */
-export const labelsText = (labels: Readonly<Record<string, string>>) =>
-  Object.entries(labels).map(([key, value]) => `${key}=${value}`).join(" and ")
+export const labelsText = (labels: Readonly<Record<string, string>>) => labelPairs(labels).join(" and ")
 
 /** The `--label` flags again, to repeat a command line in a hint. */
-export const labelArgs = (labels: Readonly<Record<string, string>>) =>
-  Object.entries(labels).map(([key, value]) => `--label ${key}=${value}`).join(" ")
+export const labelArgs = (labels: Readonly<Record<string, string>>) => labelPairs(labels).map((pair) => `--label ${pair}`).join(" ")
 
 /** What a command that acts on one agent or by label was asked: one agent, or every agent with these labels. */
 export type Target =

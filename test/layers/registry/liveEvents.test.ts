@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Queue, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import type { AgentEvent, Gap } from "../../../src/domain/agentEvent.ts"
 import { stopVetoed } from "../../../src/domain/provider.ts"
@@ -78,17 +78,13 @@ describe("the registry's live events", () => {
       const events = Context.get(context, AgentEvents)
       const agent = yield* registry.create({ provider: provider.provider, cwd: "/work" })
       const stream = yield* events.follow(agent.agentId, yield* events.latestOf(agent.agentId))
-      const collected: Array<AgentEvent | Gap> = []
-      const reading = yield* Effect.forkChild(Stream.runForEach(stream, (e) => Effect.sync(() => void collected.push(e.event))))
+      // Each event as it comes: the next is taken once it is there, however long that takes.
+      const seen = yield* Queue.unbounded<AgentEvent | Gap>()
+      yield* Effect.forkChild(Stream.runForEach(stream, (e) => Queue.offer(seen, e.event)))
       provider.emit(agent.agentId, { _tag: "PermissionRequested", id: "perm-1" })
-      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* Queue.take(seen), { _tag: "permission-asked", permissionId: "perm-1" })
       assert.deepStrictEqual((yield* registry.get(agent.agentId)).pendingPermissions, ["perm-1"])
       yield* registry.respondToPermission(agent.agentId, "perm-1", true)
-      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
-      yield* Fiber.interrupt(reading)
-      assert.deepStrictEqual(collected, [
-        { _tag: "permission-asked", permissionId: "perm-1" },
-        { _tag: "permission-resolved", permissionId: "perm-1" }
-      ])
+      assert.deepStrictEqual(yield* Queue.take(seen), { _tag: "permission-resolved", permissionId: "perm-1" })
     }))
 })

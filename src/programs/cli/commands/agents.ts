@@ -7,7 +7,7 @@ import { type CloseStakes, stakesLines } from "../../../domain/close.ts"
 import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
+import { agentsLabelled, labelArgs, labelFlag, labelPairs, labelsText, targetOf } from "../labelled.ts"
 import { ago, printColumns, printedWith, printJson, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { type DaemonApi, daemonOrSavedStore } from "../savedReads.ts"
@@ -112,7 +112,7 @@ const agentLines = (agent: AgentSummary) =>
     `session      ${agent.sessionId ?? "none yet"}`,
     `last active  ${agent.lastActivityAt} (${ago(agent.lastActivityAt)})`,
     `parent       ${agent.parentAgentId ?? "-"}`,
-    `labels       ${Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(", ") || "-"}`,
+    `labels       ${labelPairs(agent.labels).join(", ") || "-"}`,
     `permissions  ${
       agent.pendingPermissions.length === 0
         ? "none pending"
@@ -175,7 +175,7 @@ export const agents = commandGroup("agents", "Create and inspect agents", [
             ? `resident${agent.pid === null ? "" : ` (pid ${agent.pid})`}`
             : agent.sessionId === null ? "released (no session to resume)" : "released",
           ago(agent.lastActivityAt),
-          Object.entries(agent.labels).map(([key, value]) => `${key}=${value}`).join(",") || "-",
+          labelPairs(agent.labels).join(",") || "-",
           agent.cwd
         ])
       ]))
