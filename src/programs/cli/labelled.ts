@@ -6,6 +6,8 @@ import { Effect, Option } from "effect"
 import { Flag } from "effect/cli"
 import type { AgentSummary } from "../../api/agents.ts"
 import { client } from "./connection.ts"
+import { printColumns, printJson } from "./render.ts"
+import type { DaemonApi } from "./savedReads.ts"
 import { UsageError } from "./usageError.ts"
 
 /** The repeatable `--label key=value` of a command that acts on every agent with the labels (`what` it does to each). */
@@ -56,4 +58,36 @@ export const agentsLabelled = (labels: Readonly<Record<string, string>>) =>
       return yield* new UsageError({ message: `No agent has the label ${labelsText(labels)} (see quiesce agents list): nothing was done` })
     }
     return matching
+  })
+
+/** What a command by label did, agent by agent, once reported: how many it did, how many it kept, and which agents it matched (in words). */
+export interface LabelledOutcome {
+  readonly done: number
+  readonly kept: number
+  readonly matched: string
+}
+
+/**
+ * Runs `each` on every agent with the labels, one at a time, and reports each result (with `--json`
+ * the results as JSON, else a table of `text`); the caller says what was `done` and what was `kept`.
+ */
+export const actOnLabelled = <R extends { readonly agentId: string }, E>(options: {
+  readonly labels: Readonly<Record<string, string>>
+  readonly json: boolean
+  readonly each: (api: DaemonApi, agent: AgentSummary) => Effect.Effect<R, E>
+  readonly text: (result: R) => string
+  readonly done: (result: R) => boolean
+  readonly kept: (result: R) => boolean
+}) =>
+  Effect.gen(function*() {
+    const api = yield* client
+    const agents = yield* agentsLabelled(options.labels)
+    const results = yield* Effect.forEach(agents, (agent) => options.each(api, agent))
+    if (options.json) yield* printJson(results)
+    else yield* printColumns([["AGENT", "RESULT"], ...results.map((result) => [result.agentId, options.text(result)])])
+    return {
+      done: results.filter(options.done).length,
+      kept: results.filter(options.kept).length,
+      matched: `${agents.length} agent${agents.length === 1 ? "" : "s"} with ${labelsText(options.labels)}`
+    } satisfies LabelledOutcome
   })

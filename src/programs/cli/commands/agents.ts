@@ -7,7 +7,7 @@ import { type CloseStakes, stakesLines } from "../../../domain/close.ts"
 import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { commandGroup, documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { agentsLabelled, labelArgs, labelFlag, labelPairs, labelsText, targetOf } from "../labelled.ts"
+import { actOnLabelled, labelArgs, labelFlag, labelPairs, targetOf } from "../labelled.ts"
 import { ago, printColumns, printedWith, printJson, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { type DaemonApi, daemonOrSavedStore } from "../savedReads.ts"
@@ -75,14 +75,14 @@ const labelledCloseText = (result: LabelledClose) => {
  */
 const closeByLabel = (labels: Readonly<Record<string, string>>, force: boolean, json: boolean) =>
   Effect.gen(function*() {
-    const api = yield* client
-    const agents = yield* agentsLabelled(labels)
-    const results = yield* Effect.forEach(agents, (agent) => closeLabelled(api, agent, force))
-    if (json) yield* printJson(results)
-    else yield* printColumns([["AGENT", "RESULT"], ...results.map((result) => [result.agentId, labelledCloseText(result)])])
-    const kept = results.filter((result) => result.outcome === "refused").length
-    const closed = results.filter((result) => result.outcome === "closed").length
-    const matched = `${agents.length} agent${agents.length === 1 ? "" : "s"} with ${labelsText(labels)}`
+    const { done: closed, kept, matched } = yield* actOnLabelled({
+      labels,
+      json,
+      each: (api, agent) => closeLabelled(api, agent, force),
+      text: labelledCloseText,
+      done: (result) => result.outcome === "closed",
+      kept: (result) => result.outcome === "refused"
+    })
     if (kept > 0) {
       return yield* new CloseRefused({
         message: `${kept} of ${matched} ${kept === 1 ? "was" : "were"} not closed: ${kept === 1 ? "it has" : "they have"} work a close ` +

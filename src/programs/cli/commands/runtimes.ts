@@ -12,7 +12,7 @@ import type { ProbeView, RuntimeRow } from "../../../domain/runtimeRow.ts"
 import { agentArgument, agentOrLabelArgument } from "../arguments.ts"
 import { documented } from "../documented.ts"
 import { client } from "../connection.ts"
-import { agentsLabelled, labelArgs, labelFlag, labelsText, targetOf } from "../labelled.ts"
+import { actOnLabelled, labelArgs, labelFlag, targetOf } from "../labelled.ts"
 import { ago, memoryBudgetLine, mib, printColumns, printedWith, printJson, refusedSince, releaseIn, releaseReasonText } from "../render.ts"
 import { jsonFlag } from "../root.ts"
 import { UsageError } from "../usageError.ts"
@@ -222,21 +222,21 @@ const labelledCollectText = (result: LabelledCollect) =>
  */
 const collectByLabel = (labels: Readonly<Record<string, string>>, json: boolean) =>
   Effect.gen(function*() {
-    const api = yield* client
-    const agents = yield* agentsLabelled(labels)
-    const results = yield* Effect.forEach(agents, (agent) =>
-      agent.resident
-        ? api.runtimes.collect({ params: { id: agent.agentId } }).pipe(
-          Effect.map((result): LabelledCollect => ({ agentId: agent.agentId, ...result })),
-          // Released between the list and the collect: nothing left to release.
-          Effect.catchTag("RuntimeNotFound", () => Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }))
-        )
-        : Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }))
-    if (json) yield* printJson(results)
-    else yield* printColumns([["AGENT", "RESULT"], ...results.map((result) => [result.agentId, labelledCollectText(result)])])
-    const released = results.filter((result) => result.outcome === "collected").length
-    const kept = results.filter((result) => result.outcome === "retained" || result.outcome === "failed").length
-    const matched = `${agents.length} agent${agents.length === 1 ? "" : "s"} with ${labelsText(labels)}`
+    const { done: released, kept, matched } = yield* actOnLabelled({
+      labels,
+      json,
+      each: (api, agent) =>
+        agent.resident
+          ? api.runtimes.collect({ params: { id: agent.agentId } }).pipe(
+            Effect.map((result): LabelledCollect => ({ agentId: agent.agentId, ...result })),
+            // Released between the list and the collect: nothing left to release.
+            Effect.catchTag("RuntimeNotFound", () => Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }))
+          )
+          : Effect.succeed<LabelledCollect>({ agentId: agent.agentId, outcome: "not-resident" }),
+      text: labelledCollectText,
+      done: (result) => result.outcome === "collected",
+      kept: (result) => result.outcome === "retained" || result.outcome === "failed"
+    })
     if (kept > 0) {
       return yield* new CollectRefused({
         message: `${kept} of ${matched} ${kept === 1 ? "was" : "were"} kept: releasing ${kept === 1 ? "it" : "them"} now would lose ` +
